@@ -1,0 +1,69 @@
+# ckrun top-level build. Each component adds its targets in its own fragment
+# (*/build.mk), so components can be developed side by side.
+PREFIX    ?= /usr/local
+BUILD     ?= build
+CC        ?= cc
+WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror
+CFLAGS    ?= -O2 -g
+CFLAGS    += $(WARN) -D_GNU_SOURCE -fno-strict-aliasing -Iinclude -I.
+LDFLAGS   ?=
+ifeq ($(ASAN),1)
+CFLAGS    += -fsanitize=address -fno-omit-frame-pointer
+LDFLAGS   += -fsanitize=address
+endif
+ifeq ($(UBSAN),1)
+CFLAGS    += -fsanitize=undefined -fno-sanitize-recover=undefined
+LDFLAGS   += -fsanitize=undefined
+endif
+CUDA_INC  ?= /usr/local/cuda/include
+
+# Filled by fragments.
+ALL_TARGETS   :=
+TEST_TARGETS  :=
+UNIT_TESTS    :=
+BENCH_TARGETS :=
+INSTALL_BINS  :=
+INSTALL_LIBS  :=
+
+.PHONY: all deps test test-unit bench demo install clean lint format
+all: deps-check
+
+include $(sort $(wildcard libckpt/build.mk launcher/build.mk plugins/*/build.mk tests/build.mk tests/*/build.mk scripts/build.mk))
+
+all: $(ALL_TARGETS)
+
+# Installs missing Debian packages when root, else prints the apt-get line.
+deps-check:
+	@scripts/deps.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+test-unit: all $(UNIT_TESTS)
+	@scripts/run-unit.sh $(UNIT_TESTS)
+
+test: all
+	@scripts/test.sh
+
+bench: all
+	@scripts/bench.sh
+
+demo: all
+	@scripts/demo.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ckrun
+	install -m 0755 $(INSTALL_BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(INSTALL_LIBS) $(DESTDIR)$(PREFIX)/lib/ckrun/
+
+lint:
+	cppcheck --quiet --error-exitcode=1 --enable=warning -Iinclude -I. libckpt launcher plugins
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD)

@@ -1,0 +1,28 @@
+# Launcher side: a static library shared by ckrun and ckpt (store backends,
+# manifest, chunk I/O, S3 client), and the two programs.
+LAUNCHER_SRCS := $(wildcard launcher/*.c launcher/s3/*.c)
+LAUNCHER_OBJS := $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o)
+LAUNCHER_LIBS := -lzstd -lcrypto -lcurl -lpthread
+
+$(BUILD)/libcklaunch.a: $(LAUNCHER_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+CKRUN_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckrun/*.c))
+CKPT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckpt/*.c))
+
+$(BUILD)/ckrun: $(CKRUN_OBJS) $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
+$(BUILD)/ckpt: $(CKPT_OBJS) $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
+ifneq ($(CKRUN_OBJS),)
+ALL_TARGETS += $(BUILD)/ckrun
+INSTALL_BINS += $(BUILD)/ckrun
+endif
+ifneq ($(CKPT_OBJS),)
+ALL_TARGETS += $(BUILD)/ckpt
+INSTALL_BINS += $(BUILD)/ckpt
+endif
+ALL_TARGETS += $(BUILD)/libcklaunch.a

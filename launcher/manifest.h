@@ -1,0 +1,130 @@
+/* The checkpoint manifest: what one committed checkpoint holds.
+ *
+ * In memory it is the model below; on storage it is a versioned binary file
+ * (see manifest.c and NOTES.md "Image format") with a SHA-256 over all of
+ * its bytes. A manifest is written last, with CK_PUT_NOREPLACE, after every
+ * pack it references is durable: no manifest, no checkpoint.
+ *
+ * Storage layout of a job:
+ *   JOB/manifests/SEQ           SEQ = %08llu, increasing from 1
+ *   JOB/packs/SEQ-NNNN.pack     compressed chunks written by round SEQ
+ */
+#ifndef CK_MANIFEST_H
+#define CK_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "launcher/store.h"
+
+#define CK_MANIFEST_VERSION 1
+#define CK_CHUNK_SIZE (256u * 1024u) /* page-aligned chunk of region data */
+#define CK_HASH_LEN 32               /* SHA-256 */
+
+/* chunk flags */
+#define CK_CHUNK_ZERO 0x1 /* all zero bytes: nothing stored */
+#define CK_CHUNK_RAW 0x2  /* stored uncompressed (zstd did not help) */
+
+struct ck_chunk {
+	uint8_t hash[CK_HASH_LEN]; /* SHA-256 of the uncompressed bytes */
+	uint32_t len;              /* uncompressed length, <= CK_CHUNK_SIZE */
+	uint32_t clen;             /* stored length in the pack (0 if ZERO) */
+	uint32_t pack;             /* index into manifest.packs */
+	uint32_t flags;
+	uint64_t off; /* offset of the stored bytes in the pack */
+};
+
+/* region flags */
+#define CK_REG_SHARED 0x001  /* MAP_SHARED */
+#define CK_REG_FILE 0x002    /* file-backed: path/dev/ino/file_off valid */
+#define CK_REG_STACK 0x004   /* [stack] of the main thread */
+#define CK_REG_HEAP 0x008    /* [heap] (brk area) */
+#define CK_REG_VDSO 0x010    /* [vdso]: not saved, kernel provides one */
+#define CK_REG_VVAR 0x020    /* [vvar], [vvar_vclock]: not saved */
+#define CK_REG_VSYSCALL 0x040 /* [vsyscall]: fixed, not saved */
+#define CK_REG_NODATA 0x080  /* no content saved (special, or skipped) */
+#define CK_REG_DELETED 0x100 /* backing file was deleted: content saved */
+#define CK_REG_GROWSDOWN 0x200
+
+struct ck_region {
+	uint64_t start, end; /* [start, end) */
+	uint32_t prot;       /* PROT_* */
+	uint32_t flags;      /* CK_REG_* */
+	uint64_t file_off;
+	uint64_t dev, ino;
+	char *path;           /* NULL for anonymous; "[heap]" etc. for special */
+	uint64_t first_chunk; /* index into manifest.chunks */
+	uint32_t nchunks;     /* 0 with CK_REG_NODATA */
+	uint32_t pad;
+};
+
+/* One process of the job. The restart state that libckpt keeps for itself
+ * (thread contexts, descriptors, signal state) travels in the process's own
+ * memory; `desc` is libckpt's description of it (libckpt/procdesc.h),
+ * stored verbatim for restore-time checks and `ckpt inspect`. */
+struct ck_proc {
+	int32_t pid, ppid;
+	char *exe;
+	uint64_t restart_entry; /* address of libckpt's restart entry */
+	uint64_t restart_arg;   /* its argument */
+	uint64_t restart_stack; /* top of the stack it runs on */
+	struct ck_region *regions;
+	size_t nregions;
+	uint8_t *desc;
+	size_t desc_len;
+};
+
+/* Something left out of the checkpoint, and why (shown by ckpt inspect). */
+struct ck_skip {
+	int32_t pid;
+	char *what;
+	char *why;
+};
+
+struct ck_manifest {
+	uint32_t version;
+	uint64_t seq;
+	uint64_t time_ns;     /* CLOCK_REALTIME at commit */
+	uint64_t duration_ns; /* request to commit */
+	uint64_t frozen_ns;   /* time the job was stopped */
+	uint64_t logical_bytes; /* bytes of region data covered */
+	uint64_t stored_bytes;  /* new bytes this round wrote to packs */
+	char *job;
+	char *cwd;
+	char **argv;
+	size_t argc;
+	char **packs; /* pack keys, relative to JOB/ ("packs/00000003-0001.pack") */
+	size_t npacks;
+	struct ck_chunk *chunks;
+	size_t nchunks;
+	struct ck_proc *procs;
+	size_t nprocs;
+	struct ck_skip *skips;
+	size_t nskips;
+};
+
+/* Encoding. encode allocates *buf; decode checks magic, version, bounds and
+ * checksum and fails with -EBADMSG and a message naming what is wrong. */
+int ck_manifest_encode(const struct ck_manifest *m, void **buf, size_t *len);
+int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out);
+void ck_manifest_free(struct ck_manifest *m);
+
+/* Committed sequences of a job, ascending (malloc'd). */
+int ck_manifest_list(struct ck_store *s, const char *job, uint64_t **seqs, size_t *n);
+/* Loads and verifies JOB/manifests/SEQ. */
+int ck_manifest_load(struct ck_store *s, const char *job, uint64_t seq, struct ck_manifest **out);
+/* Newest manifest that loads and verifies; -ENOENT if the job has none. A
+ * newer manifest that fails to verify is an error (-EBADMSG), not skipped. */
+int ck_manifest_load_latest(struct ck_store *s, const char *job, struct ck_manifest **out);
+/* Encodes and stores m as JOB/manifests/SEQ with CK_PUT_NOREPLACE. */
+int ck_manifest_commit(struct ck_store *s, const struct ck_manifest *m);
+
+/* Keep the newest `keep` manifests of job; delete older ones, then every
+ * pack of a sequence <= the newest committed one that no remaining manifest
+ * references. Never touches packs of a later (in-flight) sequence. */
+int ck_store_retain(struct ck_store *s, const char *job, unsigned keep);
+
+/* Job names: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
+int ck_job_name_valid(const char *name);
+
+#endif

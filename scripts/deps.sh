@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Makes sure the Debian packages the build and the tests need are present.
+# As root: installs the missing ones with apt-get. Otherwise: prints the exact
+# apt-get line and fails.
+set -euo pipefail
+need=(build-essential pkg-config libzstd-dev libcurl4-openssl-dev libssl-dev
+      libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux)
+# Extra package sets, named by the caller: CKPT_DEPS_EXTRA="ceph awscli".
+for extra in ${CKPT_DEPS_EXTRA:-}; do
+    case "$extra" in
+        ceph)   need+=(ceph-mon ceph-osd ceph-common radosgw) ;;
+        awscli) need+=(awscli) ;;
+        *)      need+=("$extra") ;;
+    esac
+done
+missing=()
+for p in "${need[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then
+    echo "deps: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    stamp=/var/lib/apt/periodic/ckrun-update-stamp
+    if [ ! -e "$stamp" ] || [ -n "$(find "$stamp" -mmin +360 2>/dev/null)" ]; then
+        apt-get update -qq >&2 && mkdir -p "$(dirname "$stamp")" && touch "$stamp"
+    fi
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+else
+    echo "deps: missing Debian packages; run as root:" >&2
+    echo "  apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi

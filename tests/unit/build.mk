@@ -1,0 +1,8 @@
+# Unit tests: tests/unit/test_*.c, each a program linked with the launcher
+# library; exit 0 = pass. `make test-unit ASAN=1 UBSAN=1 BUILD=build/asan`
+# runs them under the sanitizers (scripts/test.sh does both).
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_TESTS += $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+
+$(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/unit.o $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
