@@ -1,6 +1,6 @@
 /* The plugin event interface of libckpt.
  *
- * A plugin is compiled into libckpt.so (plugins/NAME/*.c) and registers
+ * A plugin is compiled into libckpt.so (the .c files of plugins/NAME) and registers
  * itself from a constructor with ck_plugin_register(); the core knows no
  * plugin by name. Checkpoint-side events run in registration order,
  * resume/restart events in reverse (like pthread_atfork).

@@ -1,0 +1,212 @@
+/* The checkpoint round as the job sees it, run by libckpt's manager thread:
+ * plugins reach a clean point, threads park, process state is recorded,
+ * then either a copy-on-write child is forked for ckrun to read (the job
+ * resumes at once) or, with --no-fork, ckrun reads the parked process
+ * itself. The manager's own context is saved here too, so in a restored
+ * process execution continues below ck_ctx_save() with restarted = 1. */
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT};
+struct ck_procdesc ck__pd;
+char ck__restart_stack[CK_RESTART_STACK_SIZE] __attribute__((aligned(64)));
+
+void ck__failf(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ck__core.fail[0])
+		return; /* keep the first reason */
+	va_start(ap, fmt);
+	vsnprintf(ck__core.fail, sizeof(ck__core.fail), fmt, ap);
+	va_end(ap);
+}
+
+/* sendmsg with our credentials attached, so ckrun learns our pid as its
+ * namespace numbers it. System calls only: runs in the snapshot child. */
+int ck__send(struct ck_msg *m)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {m, __builtin_offsetof(struct ck_msg, text) + m->len};
+	struct msghdr mh;
+	struct cmsghdr *c;
+	struct ucred cred;
+	long r;
+
+	memset(&mh, 0, sizeof(mh));
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_CREDENTIALS;
+	c->cmsg_len = CMSG_LEN(sizeof(cred));
+	cred.pid = (pid_t)ck_getpid();
+	cred.uid = (uid_t)ck_sys0(SYS_getuid);
+	cred.gid = (gid_t)ck_sys0(SYS_getgid);
+	memcpy(CMSG_DATA(c), &cred, sizeof(cred));
+	do
+		r = ck_sys3(SYS_sendmsg, ck__core.ctl_fd, &mh, MSG_NOSIGNAL);
+	while (r == -EINTR);
+	return r < 0 ? (int)r : 0;
+}
+
+int ck__recv(struct ck_msg *m)
+{
+	long r;
+
+	do
+		r = ck_sys6(SYS_recvfrom, ck__core.ctl_fd, (long)m, sizeof(*m), 0, 0, 0);
+	while (r == -EINTR);
+	if (r == 0)
+		return -EPIPE;
+	if (r < (long)__builtin_offsetof(struct ck_msg, text))
+		return r < 0 ? (int)r : -EBADMSG;
+	return 0;
+}
+
+static void ck__send_simple(uint32_t type, const char *text)
+{
+	static struct ck_msg m;
+
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = type;
+	m.len = 0;
+	if (text) {
+		m.len = (uint32_t)ck_strlen(text);
+		if (m.len >= CK_MSG_TEXT)
+			m.len = CK_MSG_TEXT - 1;
+		ck_memcpy(m.text, text, m.len);
+	}
+	ck__send(&m);
+}
+
+static void ck__send_snapshot(void)
+{
+	static struct ck_msg m;
+
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = CK_MSG_SNAPSHOT;
+	m.arg[0] = (uint64_t)(uintptr_t)&ck__pd;
+	m.arg[1] = sizeof(ck__pd);
+	ck__send(&m);
+}
+
+/* Waits for ckrun's verdict on the round. */
+static int ck__wait_done(void)
+{
+	static struct ck_msg m;
+	int r;
+
+	for (;;) {
+		r = ck__recv(&m);
+		if (r < 0)
+			return r;
+		if (m.type == CK_MSG_DONE)
+			return (int)(int64_t)m.arg[0];
+	}
+}
+
+static void __attribute__((noinline)) ck__snapshot_child(void)
+{
+	/* A copy-on-write image of the parked process: ckrun reads it and
+	 * kills it. Nothing else runs here. */
+	ck__send_snapshot();
+	for (;;)
+		ck_sys0(SYS_pause);
+}
+
+void ck__round(uint32_t flags)
+{
+	struct ck_pd_thread *mgr;
+	int r;
+
+	ck__core.fail[0] = 0;
+	r = ck__plugins_event(CK_EV_PRESUSPEND);
+	if (r < 0)
+		goto fail_resume;
+	r = ck__suspend_all();
+	if (r < 0)
+		goto fail_resume;
+	r = ck__collect_process();
+	if (r == 0)
+		r = ck__collect_fds();
+	if (r == 0)
+		r = ck__plugins_event(CK_EV_PRECHECKPOINT);
+	if (r < 0)
+		goto fail_release;
+	mgr = &ck__pd.threads[0];
+	ck__save_kernel_thread_state(mgr);
+	ck__pd.restart_entry = (uint64_t)(uintptr_t)ck__restart_entry;
+	ck__pd.restart_arg = (uint64_t)(uintptr_t)&ck__pd;
+	ck__pd.restart_stack = (uint64_t)(uintptr_t)(ck__restart_stack + CK_RESTART_STACK_SIZE);
+
+	if (ck_ctx_save(&mgr->ctx) == 0) {
+		if (!(flags & CK_CKPT_NOFORK)) {
+			long child = ck_sys5(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+			if (child == 0)
+				ck__snapshot_child();
+			if (child < 0) {
+				ck__failf("cannot fork the snapshot (%s)", strerror((int)-child));
+				r = (int)child;
+				goto fail_release;
+			}
+			ck__release_all();
+			ck__wait_done();
+		} else {
+			ck__send_snapshot();
+			ck__wait_done();
+			ck__release_all();
+		}
+		ck__plugins_event(CK_EV_RESUME);
+		return;
+	}
+	/* Restored process: this thread was re-created by the restart code. */
+	ck__core.restarted = 1;
+	ck__core.restart_count++;
+	ck__thread_restored(&ck__pd.threads[0]);
+	ck__plugins_event(CK_EV_RESTART);
+	ck__send_simple(CK_MSG_RESTARTED, NULL);
+	ck__release_all();
+	return;
+
+fail_release:
+	ck__release_all();
+fail_resume:
+	ck__plugins_event(CK_EV_RESUME);
+	if (!ck__core.fail[0])
+		ck__failf("checkpoint failed (%s)", strerror(-r));
+	ck__send_simple(CK_MSG_FAILED, ck__core.fail);
+}
+
+/* The manager thread: waits for ckrun's requests. */
+void *ck__manager(void *arg)
+{
+	static struct ck_msg m;
+
+	(void)arg;
+	ck__core.manager_tid = (int)ck_gettid();
+	m.type = CK_MSG_HELLO;
+	m.arg[0] = (uint64_t)ck__core.pid;
+	m.len = 0;
+	ck__send(&m);
+	for (;;) {
+		if (ck__recv(&m) < 0)
+			return NULL; /* ckrun is gone: the job runs on, uncheckpointed */
+		if (m.type == CK_MSG_CHECKPOINT)
+			ck__round((uint32_t)m.arg[0]);
+	}
+}

@@ -1,0 +1,98 @@
+/* Raw system calls for code that must not touch libc: the restorer (no libc
+ * at all) and libckpt's restart path and suspended-state code, which run
+ * while libc's own state (locks, TID cache, errno) belongs to threads that
+ * are parked or not yet re-created. Return value is the kernel's: >= 0, or
+ * -errno. */
+#ifndef CK_SYS_H
+#define CK_SYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+
+static inline long ck_sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+#define ck_sys0(n) ck_sys6((n), 0, 0, 0, 0, 0, 0)
+#define ck_sys1(n, a) ck_sys6((n), (long)(a), 0, 0, 0, 0, 0)
+#define ck_sys2(n, a, b) ck_sys6((n), (long)(a), (long)(b), 0, 0, 0, 0)
+#define ck_sys3(n, a, b, c) ck_sys6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define ck_sys4(n, a, b, c, d) ck_sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+#define ck_sys5(n, a, b, c, d, e) ck_sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), (long)(e), 0)
+
+static inline long ck_read(int fd, void *buf, size_t len) { return ck_sys3(SYS_read, fd, buf, len); }
+static inline long ck_write(int fd, const void *buf, size_t len) { return ck_sys3(SYS_write, fd, buf, len); }
+static inline long ck_close(int fd) { return ck_sys1(SYS_close, fd); }
+static inline long ck_openat(int dfd, const char *p, int fl, int mode) { return ck_sys4(SYS_openat, dfd, p, fl, mode); }
+static inline long ck_mmap(uint64_t a, size_t l, int prot, int fl, int fd, uint64_t off)
+{
+	return ck_sys6(SYS_mmap, (long)a, (long)l, prot, fl, fd, (long)off);
+}
+static inline long ck_munmap(uint64_t a, size_t l) { return ck_sys2(SYS_munmap, a, l); }
+static inline long ck_mprotect(uint64_t a, size_t l, int prot) { return ck_sys3(SYS_mprotect, a, l, prot); }
+static inline long ck_mremap(uint64_t o, size_t ol, size_t nl, int fl, uint64_t n)
+{
+	return ck_sys5(SYS_mremap, o, ol, nl, fl, n);
+}
+static inline long ck_gettid(void) { return ck_sys0(SYS_gettid); }
+static inline long ck_getpid(void) { return ck_sys0(SYS_getpid); }
+static inline long ck_tgkill(int tgid, int tid, int sig) { return ck_sys3(SYS_tgkill, tgid, tid, sig); }
+static inline long ck_futex(volatile int *uaddr, int op, int val, const void *ts)
+{
+	return ck_sys4(SYS_futex, uaddr, op, val, ts);
+}
+static inline __attribute__((noreturn)) void ck_exit_group(int code)
+{
+	for (;;)
+		ck_sys1(SYS_exit_group, code);
+}
+static inline __attribute__((noreturn)) void ck_exit_thread(int code)
+{
+	for (;;)
+		ck_sys1(SYS_exit, code);
+}
+
+/* Byte helpers usable without libc. */
+static inline void ck_memset(void *d, int c, size_t n)
+{
+	unsigned char *p = d;
+	while (n--)
+		*p++ = (unsigned char)c;
+}
+static inline void ck_memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *p = d;
+	const unsigned char *q = s;
+	while (n--)
+		*p++ = *q++;
+}
+static inline size_t ck_strlen(const char *s)
+{
+	size_t n = 0;
+	while (s[n])
+		n++;
+	return n;
+}
+static inline int ck_strncmp(const char *a, const char *b, size_t n)
+{
+	for (; n; n--, a++, b++) {
+		if (*a != *b)
+			return (unsigned char)*a - (unsigned char)*b;
+		if (!*a)
+			return 0;
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,124 @@
+/* Process-wide state recorded at a checkpoint while the job's threads are
+ * parked: mm fields, auxv, signal dispositions, interval timers, rlimits,
+ * umask, cwd and executable. Only system calls and fixed buffers here:
+ * a parked thread may hold any libc lock. */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+static long ck__read_file(const char *path, char *buf, size_t len)
+{
+	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n, got = 0;
+
+	if (fd < 0)
+		return fd;
+	while ((size_t)got < len - 1 && (n = ck_read((int)fd, buf + got, len - 1 - got)) > 0)
+		got += n;
+	ck_close((int)fd);
+	buf[got] = 0;
+	return got;
+}
+
+static uint64_t ck__next_u64(const char **p)
+{
+	uint64_t v = 0;
+
+	while (**p == ' ')
+		(*p)++;
+	if (**p == '-') /* tty/tpgid fields can be -1; their values are not used */
+		(*p)++;
+	while (**p >= '0' && **p <= '9')
+		v = v * 10 + (uint64_t)(*(*p)++ - '0');
+	return v;
+}
+
+static int ck__collect_mm(void)
+{
+	static char stat[4096];
+	const char *p;
+	uint64_t f[64];
+	int i;
+
+	if (ck__read_file("/proc/self/stat", stat, sizeof(stat)) <= 0)
+		return -EIO;
+	p = strrchr(stat, ')');
+	if (!p)
+		return -EIO;
+	p += 2; /* field 3 (state) */
+	p++;    /* skip state letter */
+	for (i = 4; i < 64 && *p; i++)
+		f[i] = ck__next_u64(&p);
+	ck__pd.start_code = f[26];
+	ck__pd.end_code = f[27];
+	ck__pd.start_stack = f[28];
+	ck__pd.start_data = f[45];
+	ck__pd.end_data = f[46];
+	ck__pd.start_brk = f[47];
+	ck__pd.arg_start = f[48];
+	ck__pd.arg_end = f[49];
+	ck__pd.env_start = f[50];
+	ck__pd.env_end = f[51];
+	ck__pd.brk = (uint64_t)ck_sys1(SYS_brk, 0);
+	{
+		long fd = ck_openat(AT_FDCWD, "/proc/self/auxv", O_RDONLY | O_CLOEXEC, 0), n;
+		if (fd >= 0) {
+			n = ck_read((int)fd, ck__pd.auxv, sizeof(ck__pd.auxv));
+			ck__pd.auxv_size = n > 0 ? (uint32_t)n : 0;
+			ck_close((int)fd);
+		}
+	}
+	return 0;
+}
+
+int ck__collect_process(void)
+{
+	long n;
+	int r;
+
+	ck__pd.magic = CK_PD_MAGIC;
+	ck__pd.version = CK_PD_VERSION;
+	ck__pd.size = sizeof(ck__pd);
+	ck__pd.pid = ck__core.pid;
+	ck__pd.ppid = (int32_t)ck_sys0(SYS_getppid);
+	r = ck__collect_mm();
+	if (r < 0) {
+		ck__failf("cannot read /proc/self/stat");
+		return r;
+	}
+	for (int s = 1; s < CK_PD_NSIG; s++) {
+		memset(&ck__pd.sigact[s], 0, sizeof(ck__pd.sigact[s]));
+		if (s == SIGKILL || s == SIGSTOP)
+			continue;
+		ck_sys4(SYS_rt_sigaction, s, NULL, &ck__pd.sigact[s], 8);
+	}
+	for (int w = 0; w < 3; w++) {
+		struct itimerval it;
+		memset(&it, 0, sizeof(it));
+		ck_sys2(SYS_getitimer, w, &it);
+		ck__pd.itimer[w][0] = (uint64_t)it.it_interval.tv_sec;
+		ck__pd.itimer[w][1] = (uint64_t)it.it_interval.tv_usec;
+		ck__pd.itimer[w][2] = (uint64_t)it.it_value.tv_sec;
+		ck__pd.itimer[w][3] = (uint64_t)it.it_value.tv_usec;
+	}
+	for (int l = 0; l < CK_PD_NRLIMIT; l++) {
+		struct rlimit rl = {RLIM_INFINITY, RLIM_INFINITY};
+		ck_sys4(SYS_prlimit64, 0, l, NULL, &rl);
+		ck__pd.rlimit[l][0] = rl.rlim_cur;
+		ck__pd.rlimit[l][1] = rl.rlim_max;
+	}
+	ck__pd.umask = (uint32_t)ck_sys1(SYS_umask, 022);
+	ck_sys1(SYS_umask, ck__pd.umask);
+	n = ck_sys2(SYS_getcwd, ck__pd.cwd, sizeof(ck__pd.cwd));
+	if (n < 0)
+		ck__pd.cwd[0] = 0;
+	n = ck_sys4(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", ck__pd.exe, sizeof(ck__pd.exe) - 1);
+	ck__pd.exe[n > 0 ? n : 0] = 0;
+	return 0;
+}

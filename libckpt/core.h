@@ -1,0 +1,68 @@
+/* libckpt internal state, shared by its files. Nothing here is exported:
+ * the library's only public symbols are ckpt.h's and the interposed libc
+ * and driver functions. */
+#ifndef CK_CORE_H
+#define CK_CORE_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "libckpt/plugin.h"
+#include "libckpt/procdesc.h"
+#include "libckpt/proto.h"
+
+#define CK_HIDDEN __attribute__((visibility("hidden")))
+
+/* The signal that parks job threads. Kept out of the job's reach: the
+ * interposed sigprocmask/sigaction never let it be blocked or replaced. */
+#define CK_SIG_DEFAULT 63
+
+struct ck_core {
+	int ctl_fd;        /* control channel to ckrun, -1 when not under ckrun */
+	int sig;           /* suspend signal */
+	int pid;           /* pid in the job's namespace */
+	int manager_tid;
+	volatile int gen;      /* release generation: parked threads wait for it to change */
+	volatile int parked;   /* threads parked in this round */
+	volatile int suspending;
+	volatile int restarted; /* 1 in a restored process */
+	int restart_count;
+	uint64_t stdio_dev[3], stdio_ino[3]; /* identity of inherited stdio */
+	char fail[512]; /* why the current round failed */
+};
+
+extern struct ck_core ck__core CK_HIDDEN;
+extern struct ck_procdesc ck__pd CK_HIDDEN;
+extern char ck__pipebuf[] CK_HIDDEN;
+#define CK_PIPEBUF_SIZE (4u << 20)
+
+/* suspend.c */
+int ck__suspend_all(void) CK_HIDDEN;
+void ck__release_all(void) CK_HIDDEN;
+int ck__install_handler(void) CK_HIDDEN;
+void ck__thread_restored(struct ck_pd_thread *t) CK_HIDDEN;
+void ck__save_kernel_thread_state(struct ck_pd_thread *t) CK_HIDDEN;
+
+/* collect.c: process-wide state into ck__pd (threads parked) */
+int ck__collect_process(void) CK_HIDDEN;
+/* fds.c */
+int ck__collect_fds(void) CK_HIDDEN;
+void ck__fds_after_round(void) CK_HIDDEN;
+/* checkpoint.c */
+int ck__send(struct ck_msg *m) CK_HIDDEN;
+int ck__recv(struct ck_msg *m) CK_HIDDEN;
+void ck__round(uint32_t flags) CK_HIDDEN;
+void *ck__manager(void *arg) CK_HIDDEN;
+void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
+/* plugin.c */
+int ck__plugins_event(enum ck_event ev) CK_HIDDEN;
+int ck__plugins_skip(uint64_t start, uint64_t end, const char *path, const char **why) CK_HIDDEN;
+/* restart.c */
+void ck__restart_entry(void) CK_HIDDEN;
+extern char ck__restart_stack[] CK_HIDDEN;
+#define CK_RESTART_STACK_SIZE (256u << 10)
+
+/* real libc functions behind the interposed ones */
+int ck__real_sigprocmask(int how, const sigset_t *set, sigset_t *old) CK_HIDDEN;
+
+#endif

@@ -1,0 +1,344 @@
+/* Descriptor capture: classifies every open descriptor of the process into
+ * struct ck_pd_fd entries (ckrun re-creates them at restore), drains the
+ * unread bytes of pipes whose both ends are in the process into ck__pipebuf
+ * (and puts them straight back), and records epoll registrations.
+ * Runs with the job's threads parked: system calls and fixed buffers only. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+char ck__pipebuf[CK_PIPEBUF_SIZE];
+static uint64_t ck__pipebuf_used;
+
+struct ck__dirent64 {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+static int ck__startswith(const char *s, const char *pre)
+{
+	return ck_strncmp(s, pre, ck_strlen(pre)) == 0;
+}
+
+static int ck__endswith(const char *s, const char *suf)
+{
+	size_t a = ck_strlen(s), b = ck_strlen(suf);
+	return a >= b && memcmp(s + a - b, suf, b) == 0;
+}
+
+static long ck__fdinfo(int fd, char *buf, size_t len)
+{
+	char path[64];
+	long f, n;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (f < 0)
+		return f;
+	n = ck_read((int)f, buf, len - 1);
+	ck_close((int)f);
+	buf[n > 0 ? n : 0] = 0;
+	return n;
+}
+
+/* Value after "key" in fdinfo text, in the given base. */
+static uint64_t ck__field(const char *text, const char *key, int base)
+{
+	const char *p = strstr(text, key);
+	uint64_t v = 0;
+
+	if (!p)
+		return 0;
+	p += ck_strlen(key);
+	while (*p == ' ' || *p == '\t' || *p == '(')
+		p++;
+	if (base == 16 && p[0] == '0' && p[1] == 'x')
+		p += 2;
+	for (;; p++) {
+		int c = *p, d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else
+			break;
+		v = v * (uint64_t)base + (uint64_t)d;
+	}
+	return v;
+}
+
+static int ck__collect_epoll(int epfd, const char *info)
+{
+	const char *p = info;
+
+	while ((p = strstr(p, "tfd:")) != NULL) {
+		struct ck_pd_epitem *e;
+		if (ck__pd.nepitems >= CK_PD_MAX_EPITEMS) {
+			ck__failf("more than %d epoll registrations", CK_PD_MAX_EPITEMS);
+			return -E2BIG;
+		}
+		e = &ck__pd.epitems[ck__pd.nepitems++];
+		e->epfd = epfd;
+		e->tfd = (int32_t)ck__field(p, "tfd:", 10);
+		e->events = (uint32_t)ck__field(p, "events:", 16);
+		e->data = ck__field(p, "data:", 16);
+		p += 4;
+	}
+	return 0;
+}
+
+static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
+{
+	static char info[16384];
+
+	if (ck__fdinfo(f->fd, info, sizeof(info)) < 0)
+		return -EIO;
+	if (!strcmp(target, "anon_inode:[eventfd]")) {
+		f->kind = CK_FD_EVENTFD;
+		f->u64[0] = ck__field(info, "eventfd-count:", 16);
+		f->u64[1] = ck__field(info, "eventfd-semaphore:", 10);
+	} else if (!strcmp(target, "anon_inode:[timerfd]")) {
+		f->kind = CK_FD_TIMERFD;
+		f->u64[0] = ck__field(info, "clockid:", 10);
+		f->u64[1] = ck__field(info, "settime flags:", 8);
+		/* The remaining time is read by timerfd_gettime: fdinfo's it_value
+		 * is absolute for some clocks. */
+		struct itimerspec its;
+		memset(&its, 0, sizeof(its));
+		ck_sys2(SYS_timerfd_gettime, f->fd, &its);
+		f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
+		f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+	} else if (!strcmp(target, "anon_inode:[signalfd]")) {
+		f->kind = CK_FD_SIGNALFD;
+		f->u64[0] = ck__field(info, "sigmask:", 16);
+	} else if (!strcmp(target, "anon_inode:[eventpoll]")) {
+		f->kind = CK_FD_EPOLL;
+		return ck__collect_epoll(f->fd, info);
+	} else {
+		ck__failf("descriptor %d (%s) is not supported yet", f->fd, target);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
+/* Pipes: the unread bytes go to ck__pipebuf and straight back into the pipe
+ * through a write end the process holds. */
+static int ck__drain_pipe(struct ck_pd_fd *rd)
+{
+	struct ck_pd_fd *wr = NULL;
+	int avail = 0;
+	long n, got = 0;
+
+	for (uint32_t i = 0; i < ck__pd.nfds; i++) {
+		struct ck_pd_fd *o = &ck__pd.fds[i];
+		if (o->ino == rd->ino && o->dev == rd->dev && (o->flags & O_ACCMODE) != O_RDONLY) {
+			wr = o;
+			break;
+		}
+	}
+	if (ck_sys3(SYS_ioctl, rd->fd, FIONREAD, &avail) < 0)
+		avail = 0;
+	rd->pipe_cap = (uint32_t)ck_sys2(SYS_fcntl, rd->fd, F_GETPIPE_SZ);
+	if (!wr) {
+		if (avail == 0 && rd->kind == CK_FD_FIFO)
+			return 0;
+		ck__failf("pipe (descriptor %d) has its write end outside the process: not supported yet", rd->fd);
+		return -ENOTSUP;
+	}
+	if (avail <= 0)
+		return 0;
+	if (ck__pipebuf_used + (uint64_t)avail > CK_PIPEBUF_SIZE) {
+		ck__failf("unread pipe data exceeds %u bytes", CK_PIPEBUF_SIZE);
+		return -E2BIG;
+	}
+	{
+		int fl = (int)ck_sys2(SYS_fcntl, rd->fd, F_GETFL);
+		ck_sys3(SYS_fcntl, rd->fd, F_SETFL, fl | O_NONBLOCK);
+		while (got < avail && (n = ck_read(rd->fd, ck__pipebuf + ck__pipebuf_used + got, avail - got)) > 0)
+			got += n;
+		ck_sys3(SYS_fcntl, rd->fd, F_SETFL, fl);
+	}
+	for (long put = 0; put < got;) {
+		n = ck_write(wr->fd, ck__pipebuf + ck__pipebuf_used + put, got - put);
+		if (n <= 0) {
+			ck__failf("cannot put drained bytes back into pipe (descriptor %d)", wr->fd);
+			return -EIO;
+		}
+		put += n;
+	}
+	rd->pipe_off = ck__pipebuf_used;
+	rd->pipe_len = (uint32_t)got;
+	ck__pipebuf_used += (uint64_t)got;
+	return 0;
+}
+
+static int ck__is_stdio(const struct ck_pd_fd *f)
+{
+	return f->fd <= 2 && f->dev == ck__core.stdio_dev[f->fd] && f->ino == ck__core.stdio_ino[f->fd] &&
+	       !S_ISREG(f->mode);
+}
+
+static int ck__collect_one(int fd, int dirfd)
+{
+	struct ck_pd_fd *f;
+	char link[64];
+	struct stat st;
+	long n;
+	int r;
+
+	if (fd == ck__core.ctl_fd || fd == dirfd)
+		return 0;
+	if (ck__pd.nfds >= CK_PD_MAX_FDS) {
+		ck__failf("more than %d open descriptors", CK_PD_MAX_FDS);
+		return -E2BIG;
+	}
+	f = &ck__pd.fds[ck__pd.nfds];
+	memset(f, 0, sizeof(*f));
+	f->fd = fd;
+	f->peer = -1;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, f->path, sizeof(f->path) - 1);
+	if (n < 0)
+		return 0; /* closed meanwhile */
+	f->path[n] = 0;
+	if (ck_sys2(SYS_fstat, fd, &st) < 0)
+		return 0;
+	f->flags = (int32_t)ck_sys2(SYS_fcntl, fd, F_GETFL);
+	f->fdflags = (int32_t)ck_sys2(SYS_fcntl, fd, F_GETFD);
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->size = (uint64_t)st.st_size;
+	f->mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+	f->mode = st.st_mode;
+	n = ck_sys3(SYS_lseek, fd, 0, SEEK_CUR);
+	f->offset = n > 0 ? (uint64_t)n : 0;
+	ck__pd.nfds++;
+
+	/* A duplicate (dup, fork-inherited) shares the open file description:
+	 * same offset and flags. kcmp tells it apart from a second open(). */
+	for (uint32_t i = 0; i + 1 < ck__pd.nfds; i++) {
+		struct ck_pd_fd *o = &ck__pd.fds[i];
+		if (o->dev == f->dev && o->ino == f->ino &&
+		    ck_sys5(SYS_kcmp, ck__core.pid, ck__core.pid, 0 /* KCMP_FILE */, o->fd, fd) == 0) {
+			f->kind = CK_FD_DUP;
+			f->peer = o->kind == CK_FD_DUP ? o->peer : o->fd;
+			return 0;
+		}
+	}
+	if (ck__is_stdio(f)) {
+		f->kind = CK_FD_STDIO;
+		return 0;
+	}
+	if (ck__startswith(f->path, "anon_inode:"))
+		return ck__classify_anon(f, f->path);
+	if (ck__plugins_skip(0, 0, f->path, NULL)) {
+		f->kind = CK_FD_PLUGIN;
+		return 0;
+	}
+	switch (st.st_mode & S_IFMT) {
+	case S_IFREG:
+		if (ck__startswith(f->path, "/memfd:")) {
+			f->kind = CK_FD_MEMFD;
+			f->u64[0] = (uint64_t)ck_sys2(SYS_fcntl, fd, F_GET_SEALS);
+		} else if (ck__endswith(f->path, " (deleted)")) {
+			f->kind = CK_FD_DELETED;
+		} else {
+			f->kind = CK_FD_FILE;
+		}
+		return 0;
+	case S_IFDIR:
+		f->kind = CK_FD_FILE;
+		return 0;
+	case S_IFCHR:
+		f->kind = CK_FD_DEV;
+		return 0;
+	case S_IFIFO:
+		f->kind = ck__startswith(f->path, "pipe:[") ? CK_FD_PIPE : CK_FD_FIFO;
+		/* Pair pipe ends; the first read end seen holds the drained bytes. */
+		for (uint32_t i = 0; i + 1 < ck__pd.nfds; i++) {
+			struct ck_pd_fd *o = &ck__pd.fds[i];
+			if (o->dev == f->dev && o->ino == f->ino) {
+				f->peer = o->fd;
+				return 0;
+			}
+		}
+		return 0;
+	case S_IFSOCK:
+		ck__failf("socket (descriptor %d, %s) is not supported yet", fd, f->path);
+		return -ENOTSUP;
+	default:
+		r = -ENOTSUP;
+		ck__failf("descriptor %d (%s) is not supported yet", fd, f->path);
+		return r;
+	}
+}
+
+int ck__collect_fds(void)
+{
+	static char buf[16384];
+	long dfd, n;
+	int r = 0;
+
+	ck__pd.nfds = 0;
+	ck__pd.nepitems = 0;
+	ck__pipebuf_used = 0;
+	ck__pd.pipebuf = (uint64_t)(uintptr_t)ck__pipebuf;
+	ck__pd.pipebuf_size = CK_PIPEBUF_SIZE;
+	dfd = ck_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (dfd < 0) {
+		ck__failf("cannot list /proc/self/fd");
+		return (int)dfd;
+	}
+	while (r == 0 && (n = ck_sys3(SYS_getdents64, dfd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n && r == 0;) {
+			struct ck__dirent64 *d = (struct ck__dirent64 *)(buf + off);
+			off += d->reclen;
+			if (d->name[0] >= '0' && d->name[0] <= '9')
+				r = ck__collect_one(atoi(d->name), (int)dfd);
+		}
+	}
+	ck_close((int)dfd);
+	if (r < 0)
+		return r;
+	/* Drain pipes once every end is known. */
+	for (uint32_t i = 0; i < ck__pd.nfds; i++) {
+		struct ck_pd_fd *f = &ck__pd.fds[i];
+		if ((f->kind == CK_FD_PIPE || f->kind == CK_FD_FIFO) && f->peer < 0 &&
+		    (f->flags & O_ACCMODE) != O_WRONLY) {
+			r = ck__drain_pipe(f);
+			if (r < 0)
+				return r;
+		} else if ((f->kind == CK_FD_PIPE || f->kind == CK_FD_FIFO) && f->peer < 0) {
+			/* A write end seen first: find a read end among later fds. */
+			int found = 0;
+			for (uint32_t j = i + 1; j < ck__pd.nfds; j++) {
+				struct ck_pd_fd *o = &ck__pd.fds[j];
+				if (o->ino == f->ino && o->dev == f->dev && (o->flags & O_ACCMODE) != O_WRONLY) {
+					o->peer = -1;
+					found = 1;
+					break;
+				}
+			}
+			if (!found && f->kind == CK_FD_PIPE) {
+				ck__failf("pipe (descriptor %d) has its read end outside the process: not supported yet",
+					  f->fd);
+				return -ENOTSUP;
+			}
+		}
+	}
+	return 0;
+}

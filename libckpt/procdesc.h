@@ -1,0 +1,124 @@
+/* The process descriptor: what libckpt records about a process at a
+ * checkpoint, besides its memory. libckpt fills it (while the job's threads
+ * are parked) in its own static memory; ckrun reads it from the snapshot,
+ * uses it to re-create descriptors at restore and stores it in the manifest
+ * (struct ck_proc.desc) as: header, then nthreads threads, then nfds fds.
+ * Fixed-size, versioned; a layout change bumps CK_PD_VERSION. */
+#ifndef CK_PROCDESC_H
+#define CK_PROCDESC_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#include "libckpt/ctx.h"
+
+#define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
+#define CK_PD_VERSION 1
+#define CK_PD_MAX_THREADS 512
+#define CK_PD_MAX_FDS 1024
+#define CK_PD_PATH 512
+#define CK_PD_NSIG 65 /* 1..64 */
+#define CK_PD_NRLIMIT 16
+
+struct ck_pd_thread {
+	int32_t tid;
+	uint32_t flags; /* CK_PDT_* */
+	uint64_t fs_base;
+	uint64_t tid_addr;    /* PR_GET_TID_ADDRESS: glibc's pd->tid */
+	uint64_t robust_head; /* get_robust_list */
+	uint64_t robust_len;
+	uint64_t rseq_addr; /* 0 if not registered */
+	uint32_t rseq_len;
+	uint32_t rseq_sig;
+	struct ck_ctx ctx; /* where the thread resumes (parked point) */
+};
+#define CK_PDT_MAIN 0x1    /* thread-group leader */
+#define CK_PDT_MANAGER 0x2 /* libckpt's own manager thread */
+
+/* descriptor kinds */
+enum ck_pd_fd_kind {
+	CK_FD_NONE = 0,
+	CK_FD_STDIO,    /* inherited stdio (tty/pipe/socket of ckrun): take the new ckrun's */
+	CK_FD_FILE,     /* regular file or directory, reopened by path at offset */
+	CK_FD_DELETED,  /* regular file deleted while open: contents saved */
+	CK_FD_MEMFD,    /* memfd: contents and seals saved */
+	CK_FD_DEV,      /* character device by path (/dev/null, zero, urandom, ...) */
+	CK_FD_PIPE,     /* pipe end; both ends inside the process */
+	CK_FD_FIFO,     /* named pipe, reopened by path */
+	CK_FD_EVENTFD,
+	CK_FD_TIMERFD,
+	CK_FD_SIGNALFD,
+	CK_FD_EPOLL,
+	CK_FD_PLUGIN,   /* owned by a plugin */
+	CK_FD_DUP,      /* same open file description as descriptor `peer` */
+};
+
+struct ck_pd_fd {
+	int32_t fd;
+	uint32_t kind;
+	int32_t flags;   /* F_GETFL */
+	int32_t fdflags; /* F_GETFD (FD_CLOEXEC) */
+	uint64_t offset;
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	uint32_t mode;
+	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */
+	uint64_t pipe_off; /* pipe/fifo: unread bytes at pipebuf+pipe_off */
+	uint32_t pipe_len;
+	uint32_t pipe_cap; /* F_GETPIPE_SZ */
+	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
+			    * signalfd: mask; memfd: seals */
+	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd) */
+	uint32_t data_nchunks;
+	uint32_t pad;
+	char path[CK_PD_PATH];
+};
+
+/* One registration of an epoll instance, re-added at restart. */
+struct ck_pd_epitem {
+	int32_t epfd, tfd;
+	uint32_t events;
+	uint32_t pad;
+	uint64_t data;
+};
+#define CK_PD_MAX_EPITEMS 4096
+
+struct ck_pd_sigaction { /* the kernel's struct sigaction layout */
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+struct ck_procdesc {
+	uint32_t magic, version;
+	uint32_t size; /* sizeof(struct ck_procdesc) */
+	int32_t pid, ppid;
+	uint32_t nthreads, nfds, nepitems;
+	uint32_t umask;
+	/* mm fields for PR_SET_MM_MAP */
+	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv[64];
+	uint32_t auxv_size; /* bytes */
+	uint32_t pad0;
+	uint64_t pipebuf, pipebuf_size; /* where drained pipe bytes sit */
+	struct ck_pd_sigaction sigact[CK_PD_NSIG];
+	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
+	uint64_t rlimit[CK_PD_NRLIMIT][2];
+	uint64_t restart_entry, restart_arg, restart_stack;
+	char exe[CK_PD_PATH];
+	char cwd[CK_PD_PATH];
+	struct ck_pd_thread threads[CK_PD_MAX_THREADS];
+	struct ck_pd_fd fds[CK_PD_MAX_FDS];
+	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
+};
+
+static_assert(sizeof(struct ck_pd_thread) == 56 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
+
+/* Size of the compact form stored in manifests: header up to threads[], then
+ * the used threads and fds. */
+#define CK_PD_HDR_SIZE ((uint32_t)__builtin_offsetof(struct ck_procdesc, threads))
+
+#endif

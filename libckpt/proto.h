@@ -1,0 +1,77 @@
+/* Messages on the control channel between ckrun (the agent) and libckpt in
+ * the job, and between ckrun and the restorer. The channel is an AF_UNIX
+ * SOCK_SEQPACKET socketpair created by ckrun; the job's end sits at
+ * CK_CTL_FD (hidden from the job's descriptor capture). Every message starts
+ * with struct ck_msg; senders attach SCM_CREDENTIALS so ckrun learns the
+ * sender's pid in its own pid namespace. */
+#ifndef CK_PROTO_H
+#define CK_PROTO_H
+
+#include <stdint.h>
+
+#define CK_CTL_FD 1000
+#define CK_CTL_ENV "CKPT_CTL_FD"
+
+enum ck_msg_type {
+	/* ckrun -> job */
+	CK_MSG_CHECKPOINT = 1, /* arg0: flags (CK_CKPT_*) arg1: seq */
+	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
+	/* job -> ckrun */
+	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns */
+	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size */
+	CK_MSG_FAILED,    /* text: why the round cannot be done */
+	CK_MSG_RESTARTED, /* restored process runs again */
+	CK_MSG_REQUEST,   /* ckpt_request() from the job */
+	/* ckrun <-> restorer */
+	CK_MSG_RST_HELLO,   /* restorer -> ckrun: ready for the layout */
+	CK_MSG_RST_LAYOUT,  /* ckrun -> restorer: arg0: bytes of layout that follow in text[]/next messages */
+	CK_MSG_RST_FDS,     /* ckrun -> restorer: SCM_RIGHTS fds, targets in text[] as int32 */
+	CK_MSG_RST_MAPPED,  /* restorer -> ckrun: regions mapped, fill them */
+	CK_MSG_RST_FILLED,  /* ckrun -> restorer: contents written, go */
+	CK_MSG_RST_ERROR,   /* restorer -> ckrun: text says what failed */
+};
+
+#define CK_CKPT_NOFORK 0x1
+#define CK_CKPT_STOP 0x2
+
+#define CK_MSG_TEXT 4000
+
+struct ck_msg {
+	uint32_t type;
+	uint32_t len; /* bytes used in text */
+	uint64_t arg[6];
+	char text[CK_MSG_TEXT];
+};
+
+/* Layout handed to the restorer: a header, then regions, then the strings. */
+struct ck_rst_region {
+	uint64_t start, end;
+	uint32_t prot;
+	uint32_t flags;  /* CK_REG_* from launcher/manifest.h */
+	uint64_t file_off;
+	uint32_t path_off; /* into the string area, 0 = none */
+	uint32_t fill;     /* 1: ckrun writes saved contents into it */
+};
+
+struct ck_rst_layout {
+	uint32_t magic; /* CK_RST_MAGIC */
+	uint32_t nregions;
+	uint32_t strings_len;
+	int32_t exe_fd; /* descriptor number of the executable for PR_SET_MM_MAP, or -1 */
+	uint64_t restart_entry, restart_arg, restart_stack;
+	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv[64];
+	uint32_t auxv_size;
+	uint32_t nfds; /* descriptors ckrun sends with CK_MSG_RST_FDS */
+	uint64_t vdso_start, vdso_end, vvar_start, vvar_end, vclock_start, vclock_end; /* saved layout; 0 if none */
+	/* then: struct ck_rst_region[nregions], then strings */
+};
+#define CK_RST_MAGIC 0x54535243u /* "CRST" */
+
+/* Where the static restorer is linked: far from where the kernel places
+ * programs, heaps, mmaps and stacks. */
+#define CK_RST_BASE 0x200000000000ull
+#define CK_RST_SCRATCH 0x200040000000ull /* its working buffer */
+
+#endif

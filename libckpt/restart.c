@@ -1,0 +1,203 @@
+/* The restart entry: the restorer has mapped and filled the saved address
+ * space, placed the descriptors and jumps here, on ck__restart_stack, as
+ * the restored main thread. From here on, only system calls: libc's state
+ * is the saved one and belongs to threads that do not exist yet.
+ *
+ * Steps: drop the restorer, restore process-wide kernel state (signal
+ * dispositions, timers, umask, cwd, rlimits), refill pipes, re-register
+ * epoll items, re-create every other thread with its old TID (clone3
+ * set_tid) jumping to its saved context, then resume the main thread. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+#ifndef ARCH_SET_FS
+#define ARCH_SET_FS 0x1002
+#endif
+
+/* A tiny stack per re-created thread: it only runs the jump to its
+ * context. */
+#define CK_TRAMP_STACK 256
+static char ck__tramp_stacks[CK_PD_MAX_THREADS][CK_TRAMP_STACK] __attribute__((aligned(16)));
+
+static __attribute__((noreturn)) void ck__restart_fail(const char *what, long err)
+{
+	char msg[160];
+	size_t n = ck_strlen(what);
+
+	/* The channel to ckrun is still ours: tell it, then go. */
+	if (n > 100)
+		n = 100;
+	ck_memcpy(msg, "restart: ", 9);
+	ck_memcpy(msg + 9, what, n);
+	msg[9 + n] = '\n';
+	ck_write(2, msg, 10 + n);
+	ck_exit_group(128 + (int)(-err & 0x3f));
+}
+
+static void ck__restore_process_state(const struct ck_procdesc *pd)
+{
+	for (int s = 1; s < CK_PD_NSIG; s++) {
+		if (s == SIGKILL || s == SIGSTOP)
+			continue;
+		ck_sys4(SYS_rt_sigaction, s, &pd->sigact[s], NULL, 8);
+	}
+	for (int w = 0; w < 3; w++) {
+		struct itimerval it;
+		it.it_interval.tv_sec = (long)pd->itimer[w][0];
+		it.it_interval.tv_usec = (long)pd->itimer[w][1];
+		it.it_value.tv_sec = (long)pd->itimer[w][2];
+		it.it_value.tv_usec = (long)pd->itimer[w][3];
+		if (it.it_value.tv_sec || it.it_value.tv_usec)
+			ck_sys3(SYS_setitimer, w, &it, NULL);
+	}
+	for (int l = 0; l < CK_PD_NRLIMIT; l++) {
+		uint64_t rl[2] = {pd->rlimit[l][0], pd->rlimit[l][1]};
+		/* Raising a hard limit needs privileges we may not have: then keep
+		 * the soft limit within what is allowed. */
+		if (ck_sys4(SYS_prlimit64, 0, l, rl, NULL) < 0) {
+			uint64_t cur[2];
+			if (ck_sys4(SYS_prlimit64, 0, l, NULL, cur) == 0) {
+				rl[1] = cur[1];
+				if (rl[0] > rl[1])
+					rl[0] = rl[1];
+				ck_sys4(SYS_prlimit64, 0, l, rl, NULL);
+			}
+		}
+	}
+	ck_sys1(SYS_umask, pd->umask);
+	if (pd->cwd[0])
+		ck_sys1(SYS_chdir, pd->cwd);
+}
+
+static void ck__restore_pipes_and_epoll(const struct ck_procdesc *pd)
+{
+	for (uint32_t i = 0; i < pd->nfds; i++) {
+		const struct ck_pd_fd *f = &pd->fds[i];
+		if ((f->kind != CK_FD_PIPE && f->kind != CK_FD_FIFO) || !f->pipe_len)
+			continue;
+		for (uint32_t j = 0; j < pd->nfds; j++) {
+			const struct ck_pd_fd *w = &pd->fds[j];
+			if (w->ino != f->ino || w->dev != f->dev || (w->flags & O_ACCMODE) == O_RDONLY ||
+			    (w->kind != CK_FD_PIPE && w->kind != CK_FD_FIFO))
+				continue;
+			const char *p = (const char *)(uintptr_t)(pd->pipebuf + f->pipe_off);
+			for (uint32_t put = 0; put < f->pipe_len;) {
+				long n = ck_write(w->fd, p + put, f->pipe_len - put);
+				if (n <= 0)
+					ck__restart_fail("cannot refill a pipe", n);
+				put += (uint32_t)n;
+			}
+			break;
+		}
+	}
+	for (uint32_t i = 0; i < pd->nepitems; i++) {
+		const struct ck_pd_epitem *e = &pd->epitems[i];
+		struct epoll_event ev;
+		ev.events = e->events;
+		ev.data.u64 = e->data;
+		long r = ck_sys4(SYS_epoll_ctl, e->epfd, EPOLL_CTL_ADD, e->tfd, &ev);
+		if (r < 0 && r != -EEXIST)
+			ck__restart_fail("cannot re-register an epoll item", r);
+	}
+}
+
+/* clone3 whose child jumps straight into ctx. */
+static long ck__spawn_thread(struct clone_args *ca, const struct ck_ctx *ctx)
+{
+	register const struct ck_ctx *c __asm__("r12") = ctx;
+	long ret;
+
+	__asm__ volatile("syscall\n\t"
+			 "testq %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "movq %%r12, %%rdi\n\t"
+			 "call ck_ctx_resume\n\t"
+			 "1:"
+			 : "=a"(ret)
+			 : "a"(SYS_clone3), "D"(ca), "S"(sizeof(*ca)), "r"(c)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static void ck__recreate_threads(const struct ck_procdesc *pd)
+{
+	for (uint32_t i = 0; i < pd->nthreads; i++) {
+		const struct ck_pd_thread *t = &pd->threads[i];
+		struct clone_args ca;
+		pid_t tid = t->tid;
+		long r;
+
+		if (t->flags & CK_PDT_MAIN)
+			continue;
+		ck_memset(&ca, 0, sizeof(ca));
+		ca.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+			   CLONE_SETTLS | CLONE_CHILD_CLEARTID;
+		ca.child_tid = t->tid_addr;
+		ca.stack = (uint64_t)(uintptr_t)ck__tramp_stacks[i];
+		ca.stack_size = CK_TRAMP_STACK;
+		ca.tls = t->fs_base;
+		ca.set_tid = (uint64_t)(uintptr_t)&tid;
+		ca.set_tid_size = 1;
+		r = ck__spawn_thread(&ca, &t->ctx);
+		if (r == -EPERM || r == -EINVAL) {
+			/* No way to choose TIDs here: take a new one and tell glibc. */
+			ca.set_tid = 0;
+			ca.set_tid_size = 0;
+			ca.flags |= CLONE_PARENT_SETTID;
+			ca.parent_tid = t->tid_addr;
+			r = ck__spawn_thread(&ca, &t->ctx);
+		}
+		if (r < 0)
+			ck__restart_fail("cannot re-create a thread", r);
+	}
+}
+
+/* Entered with: rdi = the process descriptor, rsi/rdx = the restorer's
+ * range to unmap. */
+__attribute__((noreturn, used)) void ck__restart_main(struct ck_procdesc *pd, uint64_t rst, uint64_t rst_len)
+{
+	const struct ck_pd_thread *main_thread = NULL;
+
+	for (uint32_t i = 0; i < pd->nthreads; i++)
+		if (pd->threads[i].flags & CK_PDT_MAIN)
+			main_thread = &pd->threads[i];
+	if (!main_thread)
+		ck__restart_fail("no main thread in the image", -EINVAL);
+	ck_sys2(SYS_arch_prctl, ARCH_SET_FS, main_thread->fs_base);
+	if (rst_len)
+		ck_munmap(rst, rst_len);
+	/* /proc/self/exe named the restorer: point it at the job's program
+	 * again, now that no mapping of the restorer is left. */
+	if (pd->exe[0]) {
+		long fd = ck_openat(AT_FDCWD, pd->exe, O_RDONLY | O_CLOEXEC, 0);
+		if (fd >= 0) {
+			ck_sys5(SYS_prctl, 35 /* PR_SET_MM */, 13 /* PR_SET_MM_EXE_FILE */, fd, 0, 0);
+			ck_close((int)fd);
+		}
+	}
+	ck__restore_process_state(pd);
+	ck__restore_pipes_and_epoll(pd);
+	ck__recreate_threads(pd);
+	ck_ctx_resume(&main_thread->ctx);
+}
+
+/* The address the restorer jumps to (recorded as restart_entry). */
+__asm__(".text\n"
+	".globl ck__restart_entry\n"
+	".hidden ck__restart_entry\n"
+	".type ck__restart_entry, @function\n"
+	"ck__restart_entry:\n"
+	"\tandq $-16, %rsp\n"
+	"\tcall ck__restart_main\n"
+	"\tud2\n");

@@ -1,0 +1,446 @@
+/* ckpt-restore: the static, libc-free program that becomes a restored
+ * process. ckrun starts it in the job's new namespaces with the pid of the
+ * saved main thread; it is linked far from where programs, heaps, mmaps and
+ * stacks live (CK_RST_BASE), so it can rebuild the saved address space
+ * around itself:
+ *
+ *   1. tell ckrun it runs; get the layout (regions, mm fields) and the
+ *      descriptors ckrun prepared (SCM_RIGHTS), place them at their numbers;
+ *   2. move the kernel's vDSO/vvar to the saved addresses, unmap everything
+ *      else that is not the restorer;
+ *   3. map every saved region (files by path where they still match),
+ *      writable; ckrun fills them with verified bytes (process_vm_writev);
+ *   4. set final protections and mm fields, block signals, and jump to
+ *      libckpt's restart entry inside the restored image, which unmaps the
+ *      restorer and re-creates the threads.
+ * Any failure is reported to ckrun as one line and the process exits: the
+ * job never runs half-restored. */
+#include <fcntl.h>
+#include <linux/prctl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "launcher/manifest.h"
+#include "libckpt/ck_sys.h"
+#include "libckpt/proto.h"
+
+char ck_rst_stack[128 << 10] __attribute__((aligned(64)));
+__asm__(".globl ck_rst_stack_top\n.set ck_rst_stack_top, ck_rst_stack + (128 << 10)\n");
+
+extern char __executable_start[];
+
+static struct ck_msg ck__msg;
+static char ck__mapsbuf[65536];
+
+/* The compiler may emit calls to these for struct copies. */
+void *memset(void *d, int c, size_t n);
+void *memcpy(void *d, const void *s, size_t n);
+void *memset(void *d, int c, size_t n)
+{
+	ck_memset(d, c, n);
+	return d;
+}
+void *memcpy(void *d, const void *s, size_t n)
+{
+	ck_memcpy(d, s, n);
+	return d;
+}
+
+static int ck__send(uint32_t type, uint64_t a0, const char *text)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov;
+	struct msghdr mh;
+	struct cmsghdr *c;
+	struct ucred cred;
+
+	ck_memset(&ck__msg, 0, __builtin_offsetof(struct ck_msg, text));
+	ck__msg.type = type;
+	ck__msg.arg[0] = a0;
+	if (text) {
+		ck__msg.len = (uint32_t)ck_strlen(text);
+		if (ck__msg.len > 1000)
+			ck__msg.len = 1000;
+		ck_memcpy(ck__msg.text, text, ck__msg.len);
+	}
+	iov.iov_base = &ck__msg;
+	iov.iov_len = __builtin_offsetof(struct ck_msg, text) + ck__msg.len;
+	ck_memset(&mh, 0, sizeof(mh));
+	ck_memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_CREDENTIALS;
+	c->cmsg_len = CMSG_LEN(sizeof(cred));
+	cred.pid = (pid_t)ck_getpid();
+	cred.uid = (uid_t)ck_sys0(SYS_getuid);
+	cred.gid = (gid_t)ck_sys0(SYS_getgid);
+	ck_memcpy(CMSG_DATA(c), &cred, sizeof(cred));
+	return ck_sys3(SYS_sendmsg, CK_CTL_FD, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static __attribute__((noreturn)) void ck__die(const char *what, long err)
+{
+	char line[256];
+	size_t n = ck_strlen(what);
+	long e = -err;
+	char num[24];
+	int k = 0;
+
+	if (n > 200)
+		n = 200;
+	ck_memcpy(line, what, n);
+	if (err < 0) {
+		ck_memcpy(line + n, " (errno ", 8);
+		n += 8;
+		do
+			num[k++] = (char)('0' + e % 10);
+		while ((e /= 10) && k < 20);
+		while (k)
+			line[n++] = num[--k];
+		line[n++] = ')';
+	}
+	line[n] = 0;
+	ck__send(CK_MSG_RST_ERROR, (uint64_t)err, line);
+	ck_exit_group(1);
+}
+
+/* Receives one message; with fds != NULL also up to max descriptors. */
+static int ck__recv(int *fds, int max, int *nfds)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 250)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {&ck__msg, sizeof(ck__msg)};
+	struct msghdr mh;
+	long r;
+
+	ck_memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	do
+		r = ck_sys3(SYS_recvmsg, CK_CTL_FD, &mh, MSG_CMSG_CLOEXEC);
+	while (r == -4 /* EINTR */);
+	if (r <= 0)
+		ck_exit_group(1); /* ckrun is gone */
+	if (nfds)
+		*nfds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		if (!fds || n > max)
+			ck__die("restorer: unexpected descriptors", -22);
+		ck_memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+		*nfds = n;
+	}
+	return 0;
+}
+
+static uint64_t ck__hex(const char **p)
+{
+	uint64_t v = 0;
+
+	for (;; (*p)++) {
+		int c = **p, d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else
+			break;
+		v = (v << 4) | (uint64_t)d;
+	}
+	return v;
+}
+
+struct ck__map {
+	uint64_t start, end;
+	char name[32];
+};
+
+/* Our own mappings, from /proc/self/maps. */
+static int ck__own_maps(struct ck__map *out, int max)
+{
+	long fd = ck_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0), n, got = 0;
+	int cnt = 0;
+	const char *p;
+
+	if (fd < 0)
+		ck__die("restorer: cannot read /proc/self/maps", fd);
+	while ((n = ck_read((int)fd, ck__mapsbuf + got, sizeof(ck__mapsbuf) - 1 - got)) > 0)
+		got += n;
+	ck_close((int)fd);
+	ck__mapsbuf[got] = 0;
+	for (p = ck__mapsbuf; *p && cnt < max;) {
+		struct ck__map *m = &out[cnt++];
+		const char *eol;
+		m->start = ck__hex(&p);
+		p++;
+		m->end = ck__hex(&p);
+		for (eol = p; *eol && *eol != '\n'; eol++)
+			;
+		m->name[0] = 0;
+		for (const char *q = p; q < eol; q++) {
+			if (*q == '[') {
+				int k = 0;
+				while (q < eol && k < 31)
+					m->name[k++] = *q++;
+				m->name[k] = 0;
+				break;
+			}
+		}
+		p = *eol ? eol + 1 : eol;
+	}
+	return cnt;
+}
+
+static int ck__streq(const char *a, const char *b)
+{
+	return ck_strlen(a) == ck_strlen(b) && ck_strncmp(a, b, ck_strlen(a)) == 0;
+}
+
+#define CK_RST_TEMP (CK_RST_BASE + 0x30000000ull)
+
+/* Special mappings: move the kernel's vvar, vvar_vclock and vdso to where
+ * the saved process had them (the saved code holds pointers into them). */
+static void ck__place_specials(const struct ck_rst_layout *l)
+{
+	struct ck__map maps[64];
+	int n = ck__own_maps(maps, 64);
+	const char *names[3] = {"[vvar]", "[vvar_vclock]", "[vdso]"};
+	uint64_t want[3][2] = {{l->vvar_start, l->vvar_end},
+			       {l->vclock_start, l->vclock_end},
+			       {l->vdso_start, l->vdso_end}};
+	uint64_t cur[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+	uint64_t tmp = CK_RST_TEMP;
+
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < 3; k++)
+			if (ck__streq(maps[i].name, names[k])) {
+				cur[k][0] = maps[i].start;
+				cur[k][1] = maps[i].end;
+			}
+	for (int k = 0; k < 3; k++) {
+		if (!cur[k][0])
+			continue;
+		if (want[k][0] && want[k][1] - want[k][0] != cur[k][1] - cur[k][0])
+			ck__die("restorer: the vDSO layout of this kernel differs from the checkpointing kernel's", -95);
+		if (!want[k][0] && l->vdso_start)
+			ck__die("restorer: this kernel has a special mapping the checkpointing kernel had not", -95);
+	}
+	/* Out of the way first, so no move lands on another special. */
+	for (int k = 0; k < 3; k++) {
+		uint64_t len = cur[k][1] - cur[k][0];
+		long r;
+		if (!cur[k][0])
+			continue;
+		r = ck_mremap(cur[k][0], len, len, MREMAP_MAYMOVE | MREMAP_FIXED, tmp);
+		if (r < 0)
+			ck__die("restorer: cannot move the vDSO", r);
+		cur[k][0] = tmp;
+		cur[k][1] = tmp + len;
+		tmp += len + 0x100000;
+	}
+	/* Drop every mapping that is not ours: the kernel's stack and
+	 * anything else the exec left. */
+	n = ck__own_maps(maps, 64);
+	for (int i = 0; i < n; i++) {
+		if (maps[i].start >= CK_RST_BASE && maps[i].end <= CK_RST_BASE + 0x100000000ull)
+			continue;
+		if (ck__streq(maps[i].name, "[vsyscall]"))
+			continue;
+		ck_munmap(maps[i].start, maps[i].end - maps[i].start);
+	}
+	for (int k = 0; k < 3; k++) {
+		long r;
+		if (!cur[k][0] || !want[k][0])
+			continue;
+		r = ck_mremap(cur[k][0], cur[k][1] - cur[k][0], cur[k][1] - cur[k][0], MREMAP_MAYMOVE | MREMAP_FIXED,
+			      want[k][0]);
+		if (r < 0)
+			ck__die("restorer: cannot place the vDSO at its saved address", r);
+	}
+}
+
+static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
+{
+	uint64_t len = rg->end - rg->start;
+	int shared = rg->flags & CK_REG_SHARED;
+	long r = -1;
+
+	if ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_DELETED) && rg->path_off) {
+		const char *path = strings + rg->path_off;
+		int wr = shared && (rg->prot & PROT_WRITE);
+		long fd = ck_openat(AT_FDCWD, path, (wr ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+		struct {
+			uint64_t size_dummy[6];
+			int64_t size;
+			uint64_t rest[11];
+		} st;
+		if (fd >= 0 && ck_sys2(SYS_fstat, fd, &st) == 0 &&
+		    (uint64_t)st.size >= rg->file_off + (shared ? 1 : len)) {
+			r = ck_mmap(rg->start, len, shared ? (int)rg->prot : PROT_READ | PROT_WRITE,
+				    (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED_NOREPLACE, (int)fd, rg->file_off);
+		}
+		if (fd >= 0)
+			ck_close((int)fd);
+		if (r < 0 && shared)
+			ck__die("restorer: cannot map a shared file region again", r < 0 ? r : -2);
+		if (r >= 0)
+			return;
+	}
+	{
+		int flags = MAP_FIXED_NOREPLACE | MAP_ANONYMOUS | (shared ? MAP_SHARED : MAP_PRIVATE);
+		if (rg->flags & CK_REG_GROWSDOWN)
+			flags |= MAP_GROWSDOWN;
+		r = ck_mmap(rg->start, len, rg->fill ? PROT_READ | PROT_WRITE : (int)rg->prot, flags, -1, 0);
+	}
+	if (r < 0)
+		ck__die("restorer: cannot map a saved region (address taken?)", r);
+}
+
+/* Descriptors: ckrun sends each prepared one with its target number. They
+ * arrive at low numbers, so park them high first, then place them. */
+#define CK_FD_PARK 1100
+static void ck__place_fds(uint32_t nfds)
+{
+	static int32_t target[4096];
+	static int fds[250];
+	uint32_t got = 0;
+	uint64_t lim[2];
+
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < CK_FD_PARK + nfds + 16) {
+		lim[0] = lim[1] < CK_FD_PARK + nfds + 16 ? lim[1] : CK_FD_PARK + nfds + 16;
+		ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, lim, 0);
+	}
+	if (nfds > 4096)
+		ck__die("restorer: too many descriptors", -7);
+	while (got < nfds) {
+		int n;
+		ck__recv(fds, 250, &n);
+		if (ck__msg.type != CK_MSG_RST_FDS || (uint32_t)n * 4 != ck__msg.len || got + (uint32_t)n > nfds)
+			ck__die("restorer: bad descriptor message", -22);
+		for (int i = 0; i < n; i++) {
+			long r = ck_sys3(SYS_dup3, fds[i], CK_FD_PARK + got + (uint32_t)i, O_CLOEXEC);
+			if (r < 0)
+				ck__die("restorer: cannot park a descriptor", r);
+			ck_close(fds[i]);
+			ck_memcpy(&target[got + (uint32_t)i], ck__msg.text + 4 * i, 4);
+		}
+		got += (uint32_t)n;
+	}
+	/* Everything below the parking area but the channel goes. */
+	for (int fd = 0; fd < CK_FD_PARK; fd++)
+		if (fd != CK_CTL_FD)
+			ck_close(fd);
+	for (uint32_t i = 0; i < nfds; i++) {
+		int cloexec = target[i] < 0;
+		int t = cloexec ? -target[i] - 1 : target[i];
+		long r;
+		if (t == CK_CTL_FD || t >= CK_FD_PARK)
+			ck__die("restorer: a saved descriptor number collides with the restorer's", -16);
+		r = ck_sys3(SYS_dup3, CK_FD_PARK + i, t, cloexec ? O_CLOEXEC : 0);
+		if (r < 0)
+			ck__die("restorer: cannot place a descriptor", r);
+		ck_close((int)(CK_FD_PARK + i));
+	}
+}
+
+__attribute__((noreturn, used)) void ck_rst_main(void)
+{
+	const struct ck_rst_layout *l;
+	const struct ck_rst_region *rg;
+	const char *strings;
+	uint64_t size, scratch_len;
+	long r;
+
+	ck__send(CK_MSG_RST_HELLO, 0, 0);
+	ck__recv(NULL, 0, NULL);
+	if (ck__msg.type != CK_MSG_RST_LAYOUT)
+		ck__die("restorer: expected the layout", -22);
+	size = ck__msg.arg[0];
+	scratch_len = (size + 4095) & ~4095ull;
+	r = ck_mmap(CK_RST_SCRATCH, scratch_len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (r < 0)
+		ck__die("restorer: cannot map its scratch area", r);
+	ck__send(CK_MSG_RST_MAPPED, 0, 0); /* ckrun writes the layout there */
+	ck__recv(NULL, 0, NULL);
+	if (ck__msg.type != CK_MSG_RST_FILLED)
+		ck__die("restorer: expected the layout to be written", -22);
+	l = (const struct ck_rst_layout *)CK_RST_SCRATCH;
+	if (l->magic != CK_RST_MAGIC)
+		ck__die("restorer: bad layout", -22);
+	rg = (const struct ck_rst_region *)(l + 1);
+	strings = (const char *)(rg + l->nregions);
+
+	ck__place_fds(l->nfds);
+	ck__place_specials(l);
+	for (uint32_t i = 0; i < l->nregions; i++)
+		if (!(rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL)))
+			ck__map_region(&rg[i], strings);
+
+	ck__send(CK_MSG_RST_MAPPED, 1, 0);
+	ck__recv(NULL, 0, NULL);
+	if (ck__msg.type != CK_MSG_RST_FILLED)
+		ck__die("restorer: expected the memory to be filled", -22);
+
+	for (uint32_t i = 0; i < l->nregions; i++) {
+		if (rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL))
+			continue;
+		r = ck_mprotect(rg[i].start, rg[i].end - rg[i].start, (int)rg[i].prot);
+		if (r < 0)
+			ck__die("restorer: cannot set a region's protection", r);
+	}
+	{
+		struct prctl_mm_map mm;
+		ck_memset(&mm, 0, sizeof(mm));
+		mm.start_code = l->start_code;
+		mm.end_code = l->end_code;
+		mm.start_data = l->start_data;
+		mm.end_data = l->end_data;
+		mm.start_brk = l->start_brk;
+		mm.brk = l->brk;
+		mm.start_stack = l->start_stack;
+		mm.arg_start = l->arg_start;
+		mm.arg_end = l->arg_end;
+		mm.env_start = l->env_start;
+		mm.env_end = l->env_end;
+		mm.auxv = (__u64 *)(uintptr_t)l->auxv;
+		mm.auxv_size = l->auxv_size;
+		mm.exe_fd = (uint32_t)-1;
+		r = ck_sys5(SYS_prctl, PR_SET_MM, PR_SET_MM_MAP, &mm, sizeof(mm), 0);
+		if (r < 0)
+			ck__die("restorer: cannot set the memory layout fields (PR_SET_MM_MAP)", r);
+	}
+	{
+		uint64_t all = ~0ull;
+		ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, &all, 0, 8);
+	}
+	/* Into the restored image; the restart code unmaps us. */
+	{
+		uint64_t base = (uint64_t)(uintptr_t)__executable_start;
+		uint64_t len = CK_RST_SCRATCH + scratch_len - base;
+		__asm__ volatile("movq %0, %%rsp\n\t"
+				 "jmpq *%1\n\t"
+				 :
+				 : "r"(l->restart_stack), "r"(l->restart_entry), "D"(l->restart_arg), "S"(base),
+				   "d"(len)
+				 : "memory");
+	}
+	__builtin_unreachable();
+}

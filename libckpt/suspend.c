@@ -1,0 +1,324 @@
+/* Parking the job's threads: the manager signals every thread with the
+ * suspend signal; each saves its kernel-side thread state and a resumable
+ * context in its handler, then waits on a futex until released. Because the
+ * thread is parked inside a signal handler, its full register state (FP,
+ * AVX, signal mask, alternate stack) sits in the kernel's signal frame on
+ * its own stack, which is part of the memory image: resuming the saved
+ * context and returning from the handler restores all of it, in this
+ * process or in a restored one. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/rseq.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+#ifndef ARCH_GET_FS
+#define ARCH_GET_FS 0x1003
+#endif
+
+/* What /proc said a thread was blocked in when it was signalled: lets the
+ * handler undo an EINTR that only our signal caused. */
+struct ck__sysinfo {
+	long nr;
+	uint64_t pc;
+};
+static struct ck__sysinfo ck__sys[CK_PD_MAX_THREADS];
+
+static struct ck_pd_thread *ck__slot_of(int tid)
+{
+	for (uint32_t i = 0; i < ck__pd.nthreads; i++)
+		if (ck__pd.threads[i].tid == tid)
+			return &ck__pd.threads[i];
+	return NULL;
+}
+
+/* Calls the kernel returns EINTR for when any handler runs, even with
+ * SA_RESTART. Re-issuing them is what an uninterrupted program would see. */
+static int ck__reissue_ok(long nr)
+{
+	switch (nr) {
+	case SYS_poll: case SYS_ppoll: case SYS_select: case SYS_pselect6:
+	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
+	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_futex:
+	case SYS_pause: case SYS_rt_sigtimedwait: case SYS_io_getevents:
+		return 1;
+	}
+	return 0;
+}
+
+static void ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
+{
+	greg_t *g = uc->uc_mcontext.gregs;
+	uint64_t rip = (uint64_t)g[REG_RIP];
+
+	if (g[REG_RAX] != -EINTR || !si->nr || si->pc != rip || !ck__reissue_ok(si->nr))
+		return;
+	if (((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
+		return; /* not right after a syscall instruction */
+	/* Relative sleeps continue with the remaining time the kernel wrote. */
+	if (si->nr == SYS_nanosleep && g[REG_RSI])
+		g[REG_RDI] = g[REG_RSI];
+	if (si->nr == SYS_clock_nanosleep && !(g[REG_RSI] & 1 /* TIMER_ABSTIME */) && g[REG_R10])
+		g[REG_RDX] = g[REG_R10];
+	g[REG_RAX] = si->nr;
+	g[REG_RIP] = (greg_t)(rip - 2);
+}
+
+void ck__save_kernel_thread_state(struct ck_pd_thread *t)
+{
+	uint64_t v = 0;
+	size_t len = 0;
+
+	ck_sys2(SYS_arch_prctl, ARCH_GET_FS, &t->fs_base);
+	if (ck_sys2(SYS_prctl, PR_GET_TID_ADDRESS, &v) == 0)
+		t->tid_addr = v;
+	v = 0;
+	if (ck_sys3(SYS_get_robust_list, 0, &v, &len) == 0) {
+		t->robust_head = v;
+		t->robust_len = len;
+	}
+	t->rseq_addr = 0;
+	if (__rseq_size > 0) {
+		t->rseq_addr = t->fs_base + (uint64_t)__rseq_offset;
+		t->rseq_len = __rseq_size < 32 ? 32 : __rseq_size;
+		t->rseq_sig = RSEQ_SIG;
+	}
+}
+
+/* In a restored process, the kernel knows nothing of this thread's rseq
+ * area or robust list: register them again before it runs job code. */
+void ck__thread_restored(struct ck_pd_thread *t)
+{
+	if (t->rseq_addr) {
+		/* Registration refuses an area whose critical-section pointer is
+		 * stale; the thread is outside any section here. */
+		struct rseq *rs = (struct rseq *)t->rseq_addr;
+		rs->rseq_cs = 0;
+		ck_sys4(SYS_rseq, t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
+	}
+	if (t->robust_head)
+		ck_sys2(SYS_set_robust_list, t->robust_head, t->robust_len);
+}
+
+static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
+{
+	int saved_errno = errno;
+	int tid = (int)ck_gettid();
+	struct ck_pd_thread *t;
+	int gen;
+
+	(void)sig;
+	(void)si;
+	if (!ck__core.suspending || !(t = ck__slot_of(tid)))
+		return; /* stray or late signal: nothing to do */
+	ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
+	ck__save_kernel_thread_state(t);
+	gen = ck__core.gen;
+	if (ck_ctx_save(&t->ctx) == 0) {
+		__atomic_add_fetch(&ck__core.parked, 1, __ATOMIC_SEQ_CST);
+		ck_futex(&ck__core.parked, FUTEX_WAKE_PRIVATE, 1, NULL);
+	} else {
+		ck__thread_restored(t);
+	}
+	/* Release clears `suspending` before bumping `gen`: checking both
+	 * closes the window where a late thread reads the new generation. */
+	while (__atomic_load_n(&ck__core.gen, __ATOMIC_SEQ_CST) == gen &&
+	       __atomic_load_n(&ck__core.suspending, __ATOMIC_SEQ_CST))
+		ck_futex(&ck__core.gen, FUTEX_WAIT_PRIVATE, gen, NULL);
+	errno = saved_errno;
+}
+
+int ck__install_handler(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = ck__on_suspend;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	return sigaction(ck__core.sig, &sa, NULL) ? -errno : 0;
+}
+
+static long ck__parse_long(const char **p, int base)
+{
+	long v = 0, neg = 0;
+
+	while (**p == ' ')
+		(*p)++;
+	if (**p == '-') {
+		neg = 1;
+		(*p)++;
+	}
+	if (base == 16 && (*p)[0] == '0' && (*p)[1] == 'x')
+		*p += 2;
+	for (;; (*p)++) {
+		int c = **p, d;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (base == 16 && c >= 'a' && c <= 'f')
+			d = c - 'a' + 10;
+		else
+			break;
+		v = v * base + d;
+	}
+	return neg ? -v : v;
+}
+
+/* Reads /proc/self/task/TID/syscall: "NR a1..a6 SP PC" when blocked in a
+ * system call. */
+static void ck__read_syscall(int tid, struct ck__sysinfo *out)
+{
+	char path[64], buf[256];
+	const char *p = buf;
+	long fd, n;
+	int i;
+
+	out->nr = 0;
+	out->pc = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	n = ck_read((int)fd, buf, sizeof(buf) - 1);
+	ck_close((int)fd);
+	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
+		return;
+	buf[n] = 0;
+	out->nr = ck__parse_long(&p, 10);
+	for (i = 0; i < 7; i++)
+		ck__parse_long(&p, 16);
+	out->pc = (uint64_t)ck__parse_long(&p, 16);
+}
+
+struct ck__dirent {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/* Lists /proc/self/task; adds threads not yet known and signals them.
+ * Returns how many were newly signalled, or -errno. */
+static int ck__signal_new_threads(void)
+{
+	static char buf[32768];
+	int added = 0;
+	long fd, n;
+
+	fd = ck_openat(AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return (int)fd;
+	while ((n = ck_sys3(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct ck__dirent *d = (struct ck__dirent *)(buf + off);
+			const char *p = d->name;
+			int tid;
+
+			off += d->reclen;
+			if (d->name[0] < '0' || d->name[0] > '9')
+				continue;
+			tid = (int)ck__parse_long(&p, 10);
+			if (tid == ck__core.manager_tid || ck__slot_of(tid))
+				continue;
+			if (ck__pd.nthreads >= CK_PD_MAX_THREADS) {
+				ck_close((int)fd);
+				ck__failf("job has more than %d threads", CK_PD_MAX_THREADS);
+				return -E2BIG;
+			}
+			struct ck_pd_thread *t = &ck__pd.threads[ck__pd.nthreads];
+			memset(t, 0, sizeof(*t));
+			t->tid = tid;
+			t->flags = tid == ck__core.pid ? CK_PDT_MAIN : 0;
+			ck__read_syscall(tid, &ck__sys[ck__pd.nthreads]);
+			ck__pd.nthreads++;
+			if (ck_tgkill(ck__core.pid, tid, ck__core.sig) < 0) {
+				ck__pd.nthreads--; /* exited meanwhile */
+				continue;
+			}
+			added++;
+		}
+	}
+	ck_close((int)fd);
+	return n < 0 ? (int)n : added;
+}
+
+static int ck__thread_alive(int tid)
+{
+	return ck_tgkill(ck__core.pid, tid, 0) == 0;
+}
+
+/* Parks every job thread. The manager is recorded as a thread too (its
+ * context is saved by the round itself). */
+int ck__suspend_all(void)
+{
+	struct timespec ts = {0, 20 * 1000 * 1000};
+	int waited_ms = 0, r;
+
+	ck__pd.nthreads = 0;
+	ck__core.parked = 0;
+	__atomic_store_n(&ck__core.suspending, 1, __ATOMIC_SEQ_CST);
+	/* The manager's own slot comes first. */
+	memset(&ck__pd.threads[0], 0, sizeof(ck__pd.threads[0]));
+	ck__pd.threads[0].tid = ck__core.manager_tid;
+	ck__pd.threads[0].flags = CK_PDT_MANAGER;
+	ck__sys[0].nr = 0;
+	ck__pd.nthreads = 1;
+	for (;;) {
+		r = ck__signal_new_threads();
+		if (r < 0)
+			goto fail;
+		for (;;) {
+			int parked = __atomic_load_n(&ck__core.parked, __ATOMIC_SEQ_CST);
+			uint32_t want = ck__pd.nthreads - 1;
+
+			if ((uint32_t)parked >= want)
+				break;
+			/* A signalled thread that exited before handling never parks. */
+			for (uint32_t i = 1; i < ck__pd.nthreads; i++) {
+				if (!ck__thread_alive(ck__pd.threads[i].tid)) {
+					ck__pd.threads[i] = ck__pd.threads[ck__pd.nthreads - 1];
+					ck__sys[i] = ck__sys[ck__pd.nthreads - 1];
+					ck__pd.nthreads--;
+					i--;
+				}
+			}
+			if ((uint32_t)__atomic_load_n(&ck__core.parked, __ATOMIC_SEQ_CST) >= ck__pd.nthreads - 1)
+				break;
+			ck_futex(&ck__core.parked, FUTEX_WAIT_PRIVATE, parked, &ts);
+			waited_ms += 20;
+			if (waited_ms > 10000) {
+				ck__failf("a job thread did not stop within 10 s (blocked signal %d?)", ck__core.sig);
+				r = -ETIMEDOUT;
+				goto fail;
+			}
+		}
+		/* Parked threads cannot create new ones: one more scan settles it. */
+		r = ck__signal_new_threads();
+		if (r < 0)
+			goto fail;
+		if (r == 0)
+			break;
+	}
+	return 0;
+fail:
+	ck__release_all();
+	return r;
+}
+
+void ck__release_all(void)
+{
+	__atomic_store_n(&ck__core.suspending, 0, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&ck__core.gen, 1, __ATOMIC_SEQ_CST);
+	ck_futex(&ck__core.gen, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL);
+}
