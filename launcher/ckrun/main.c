@@ -1,0 +1,374 @@
+/* ckrun: run a job so that it can be checkpointed, stopped and resumed.
+ *
+ *   ckrun [OPTIONS] -- PROGRAM [ARGS...]
+ *
+ * Single-host coordinator and agent: starts the job in its own namespaces
+ * with libckpt preloaded, takes checkpoints on request (interval, SIGUSR2,
+ * SIGTERM/SIGINT to stop, `ckpt checkpoint`), and with --resume restarts
+ * the job from its newest committed checkpoint. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/ck_err.h"
+#include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/ctlsrv.h"
+#include "libckpt/proto.h"
+
+volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
+int ck_wake_fd[2] = {-1, -1};
+
+static void ck__on_signal(int sig)
+{
+	int e = errno;
+
+	if (sig == SIGTERM || sig == SIGINT)
+		ck_sig_term++;
+	else if (sig == SIGUSR2)
+		ck_sig_usr2 = 1;
+	else if (sig == SIGCHLD)
+		ck_sig_chld = 1;
+	if (write(ck_wake_fd[1], "x", 1) < 0)
+		;
+	errno = e;
+}
+
+static void ck__usage(FILE *f)
+{
+	fprintf(f, "usage: ckrun [OPTIONS] -- PROGRAM [ARGS...]\n"
+		   "  --store URI        where checkpoints go (file:///dir, a path, s3://bucket/prefix);\n"
+		   "                     default $CKPT_STORE, else ./ckpt-store\n"
+		   "  --job NAME         the job's name in the store (default: program name)\n"
+		   "  --interval D       checkpoint every D (500ms, 30s, 10m, 2h)\n"
+		   "  --resume           restart from the newest checkpoint of JOB if there is one\n"
+		   "  --keep N           keep the newest N checkpoints (default 3)\n"
+		   "  --no-fork          checkpoint without a copy-on-write snapshot\n"
+		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
+		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
+		   "  -v, --verbose      report each checkpoint on stderr\n"
+		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
+}
+
+/* "500ms", "30s", "10m", "2h"; plain numbers are seconds. */
+static int ck__parse_duration(const char *s, uint64_t *ms)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (end == s || v <= 0)
+		return -EINVAL;
+	if (!strcmp(end, "ms"))
+		*ms = (uint64_t)v;
+	else if (!*end || !strcmp(end, "s"))
+		*ms = (uint64_t)(v * 1000);
+	else if (!strcmp(end, "m"))
+		*ms = (uint64_t)(v * 60000);
+	else if (!strcmp(end, "h"))
+		*ms = (uint64_t)(v * 3600000);
+	else
+		return -EINVAL;
+	return *ms ? 0 : -EINVAL;
+}
+
+static int ck__find_helpers(struct ckrun *c)
+{
+	char self[PATH_MAX], *slash;
+	const char *dir = getenv("CKPT_LIBDIR");
+	ssize_t n;
+
+	if (!dir) {
+		n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n < 0)
+			return -errno;
+		self[n] = 0;
+		slash = strrchr(self, '/');
+		if (slash)
+			*slash = 0;
+		dir = self;
+	}
+	/* build tree: next to ckrun; installed: PREFIX/lib/ckrun */
+	snprintf(c->libckpt, sizeof(c->libckpt), "%s/libckpt.so", dir);
+	snprintf(c->restorer, sizeof(c->restorer), "%s/ckpt-restore", dir);
+	if (access(c->libckpt, R_OK) != 0) {
+		snprintf(c->libckpt, sizeof(c->libckpt), "%s/../lib/ckrun/libckpt.so", dir);
+		snprintf(c->restorer, sizeof(c->restorer), "%s/../lib/ckrun/ckpt-restore", dir);
+	}
+	if (access(c->libckpt, R_OK) != 0 || access(c->restorer, X_OK) != 0) {
+		ck_err_set("cannot find libckpt.so and ckpt-restore next to ckrun or in ../lib/ckrun (set CKPT_LIBDIR)");
+		return -ENOENT;
+	}
+	return 0;
+}
+
+static int ck__parse(struct ckrun *c, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"store", required_argument, 0, 's'},   {"job", required_argument, 0, 'j'},
+		{"interval", required_argument, 0, 'i'}, {"resume", no_argument, 0, 'r'},
+		{"keep", required_argument, 0, 'k'},    {"no-fork", no_argument, 0, 'F'},
+		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
+		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
+		{0, 0, 0, 0}};
+	int o;
+
+	c->keep = 3;
+	c->store_uri = getenv("CKPT_STORE");
+	if (!c->store_uri || !*c->store_uri)
+		c->store_uri = "./ckpt-store";
+	while ((o = getopt_long(argc, argv, "+vh", opts, NULL)) != -1) {
+		switch (o) {
+		case 's': c->store_uri = optarg; break;
+		case 'j': c->job = optarg; break;
+		case 'i':
+			if (ck__parse_duration(optarg, &c->interval_ms) < 0) {
+				fprintf(stderr, "ckrun: bad --interval '%s' (use 500ms, 30s, 10m, 2h)\n", optarg);
+				return -EINVAL;
+			}
+			break;
+		case 'r': c->resume = 1; break;
+		case 'k': {
+			char *end;
+			long k = strtol(optarg, &end, 10);
+			if (*end || k < 1 || k > 1000000) {
+				fprintf(stderr, "ckrun: bad --keep '%s' (a number >= 1)\n", optarg);
+				return -EINVAL;
+			}
+			c->keep = (unsigned)k;
+			break;
+		}
+		case 'F': c->nofork = 1; break;
+		case 'E': c->sopts.s3_endpoint = optarg; break;
+		case 'C': c->sopts.s3_ca = optarg; break;
+		case 'v': c->verbose = 1; break;
+		case 'h': ck__usage(stdout); exit(0);
+		default: ck__usage(stderr); return -EINVAL;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "ckrun: no program given\n");
+		ck__usage(stderr);
+		return -EINVAL;
+	}
+	c->argv = argv + optind;
+	if (!c->job) {
+		const char *b = strrchr(c->argv[0], '/');
+		c->job = strdup(b ? b + 1 : c->argv[0]);
+	}
+	if (!ck_job_name_valid(c->job)) {
+		fprintf(stderr, "ckrun: bad job name '%s' (letters, digits, '.', '_', '-'; not starting with '.')\n",
+			c->job);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void ck__install_signals(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ck__on_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR2, &sa, NULL);
+	sigaction(SIGCHLD, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* The job ended by itself: collect its status from the namespace's init. */
+static int ck__job_status(struct ckrun *c, int *status)
+{
+	int ws;
+	ssize_t n = read(c->status_fd, &ws, sizeof(ws));
+
+	if (n != sizeof(ws))
+		return -1;
+	*status = ck_job_exit_status(ws);
+	waitpid(c->init_pid, NULL, 0);
+	c->init_pid = 0;
+	return 0;
+}
+
+static int ck__checkpoint(struct ckrun *c, unsigned flags, uint64_t *seq)
+{
+	int r = ck_round(c, flags, seq);
+
+	if (r < 0)
+		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " of job %s failed: %s\n", c->last_seq + 1, c->job,
+			ck_err_msg());
+	return r;
+}
+
+static int ck__loop(struct ckrun *c)
+{
+	char ctlpath[256], cmd[64];
+	int tfd = -1, lfd, status = CK_EXIT_INTERNAL;
+
+	lfd = ck_ctlsrv_open(c->job, ctlpath, sizeof(ctlpath));
+	if (lfd < 0)
+		fprintf(stderr, "ckrun: warning: no control socket: %s\n", ck_err_msg());
+	if (c->interval_ms) {
+		struct itimerspec its = {{(time_t)(c->interval_ms / 1000), (long)(c->interval_ms % 1000) * 1000000},
+					 {(time_t)(c->interval_ms / 1000), (long)(c->interval_ms % 1000) * 1000000}};
+		tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		timerfd_settime(tfd, 0, &its, NULL);
+	}
+	for (;;) {
+		struct pollfd p[5] = {{ck_wake_fd[0], POLLIN, 0}, {c->agent_fd, POLLIN, 0}, {c->status_fd, POLLIN, 0},
+				      {tfd, POLLIN, 0},          {lfd, POLLIN, 0}};
+		uint64_t seq;
+		char drain[64];
+
+		if (poll(p, 5, -1) < 0 && errno != EINTR)
+			break;
+		if (p[0].revents & POLLIN)
+			while (read(ck_wake_fd[0], drain, sizeof(drain)) > 0)
+				;
+		if (p[2].revents & (POLLIN | POLLHUP)) {
+			if (ck__job_status(c, &status) == 0)
+				goto out;
+			fprintf(stderr, "ckrun: the job's namespace ended unexpectedly\n");
+			status = CK_EXIT_INTERNAL;
+			goto out;
+		}
+		if (p[1].revents & (POLLIN | POLLHUP)) {
+			struct ck_msg m;
+			int r = ck_chan_recv(c->agent_fd, &m, NULL, 0);
+			if (r == 0 && m.type == CK_MSG_HELLO) {
+				c->job_ready = 1;
+			} else if (r == -EPIPE || (p[1].revents & POLLHUP)) {
+				/* libckpt gone (exec of an unmanaged program, or exit):
+				 * wait for the status */
+				c->job_ready = 0;
+				close(c->agent_fd);
+				c->agent_fd = -1;
+			}
+		}
+		if (ck_sig_term) {
+			if (!c->job_ready) {
+				fprintf(stderr, "ckrun: stopping job %s without a checkpoint (not ready)\n", c->job);
+				ck_kill_job(c);
+				status = CK_EXIT_TEMPFAIL;
+				goto out;
+			}
+			if (ck__checkpoint(c, CK_ROUND_STOP, &seq) == 0)
+				fprintf(stderr, "ckrun: job %s checkpointed (%" PRIu64 ") and stopped; resume with --resume\n",
+					c->job, seq);
+			else
+				fprintf(stderr, "ckrun: job %s stopped; %s\n", c->job,
+					c->last_seq ? "its previous checkpoint is intact" : "it has no checkpoint");
+			ck_kill_job(c);
+			status = CK_EXIT_TEMPFAIL;
+			goto out;
+		}
+		if (ck_sig_usr2 && c->job_ready) {
+			ck_sig_usr2 = 0;
+			ck__checkpoint(c, 0, &seq);
+		}
+		if (tfd >= 0 && (p[3].revents & POLLIN)) {
+			uint64_t ticks;
+			if (read(tfd, &ticks, sizeof(ticks)) > 0 && c->job_ready)
+				ck__checkpoint(c, 0, &seq);
+		}
+		if (lfd >= 0 && (p[4].revents & POLLIN)) {
+			int cfd = ck_ctlsrv_accept(lfd, cmd, sizeof(cmd));
+			char reply[1200];
+			if (cfd < 0)
+				continue;
+			if (strcmp(cmd, "checkpoint") && strcmp(cmd, "checkpoint-stop")) {
+				ck_ctlsrv_reply(cfd, "error unknown command");
+				continue;
+			}
+			int stop = !strcmp(cmd, "checkpoint-stop");
+			if (ck_round(c, stop ? CK_ROUND_STOP : 0, &seq) == 0) {
+				snprintf(reply, sizeof(reply), "ok %" PRIu64, seq);
+				ck_ctlsrv_reply(cfd, reply);
+				if (stop) {
+					ck_kill_job(c);
+					status = CK_EXIT_TEMPFAIL;
+					goto out;
+				}
+			} else {
+				snprintf(reply, sizeof(reply), "error %s", ck_err_msg());
+				fprintf(stderr, "ckrun: checkpoint of job %s failed: %s\n", c->job, ck_err_msg());
+				ck_ctlsrv_reply(cfd, reply);
+			}
+		}
+	}
+out:
+	if (lfd >= 0) {
+		close(lfd);
+		unlink(ctlpath);
+	}
+	if (tfd >= 0)
+		close(tfd);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct ckrun c;
+	struct ck_manifest *m = NULL;
+	int r;
+
+	memset(&c, 0, sizeof(c));
+	c.agent_fd = c.status_fd = -1;
+	if (ck__parse(&c, argc, argv) < 0)
+		return CK_EXIT_USAGE;
+	if (ck__find_helpers(&c) < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		return CK_EXIT_INTERNAL;
+	}
+	if (pipe2(ck_wake_fd, O_CLOEXEC | O_NONBLOCK) < 0)
+		return CK_EXIT_INTERNAL;
+	ck__install_signals();
+	r = ck_store_open(c.store_uri, &c.sopts, &c.store);
+	if (r < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		return r == -EINVAL ? CK_EXIT_USAGE : CK_EXIT_STORE;
+	}
+	/* The newest committed checkpoint: the base for dedup and sequence
+	 * numbers, and with --resume the one to restart from. */
+	r = ck_manifest_load_latest(c.store, c.job, &m);
+	if (r < 0 && r != -ENOENT) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		return r == -EBADMSG ? CK_EXIT_CORRUPT : CK_EXIT_STORE;
+	}
+	if (m) {
+		c.last_seq = m->seq;
+		c.prev = m;
+	}
+	if (c.resume && m) {
+		r = ck_restore(&c, m);
+		if (r < 0) {
+			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c.job, m->seq, ck_err_msg());
+			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
+		}
+		if (c.verbose)
+			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 "\n", c.job, m->seq);
+	} else {
+		if (!c.resume && m && c.verbose)
+			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",
+				c.job);
+		r = ck_spawn(&c, CK_SPAWN_LAUNCH, 0);
+		if (r < 0) {
+			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+			return CK_EXIT_INTERNAL;
+		}
+	}
+	r = ck__loop(&c);
+	ck_manifest_free(c.prev);
+	ck_store_close(c.store);
+	return r;
+}
