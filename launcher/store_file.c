@@ -446,7 +446,8 @@ static int fs_list(struct ck_store *s, const char *prefix, ck_store_list_cb cb, 
 		ck_err_set("store %s: list %s: %s", s->uri, prefix, strerror(-rc));
 		goto out;
 	}
-	qsort(kv.v, kv.n, sizeof(*kv.v), keyent_cmp);
+	if (kv.n)
+		qsort(kv.v, kv.n, sizeof(*kv.v), keyent_cmp);
 	for (i = 0; i < kv.n && rc == 0; i++)
 		rc = cb(arg, kv.v[i].key, kv.v[i].size);
 out:
