@@ -33,11 +33,13 @@ struct ck_writer;
 int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const struct ck_manifest *prev,
 		   const struct ck_writer_opts *opts, struct ck_writer **out);
 /* Stores len bytes from fn as consecutive chunks; returns where they are in
- * the chunk table being built. */
+ * the chunk table being built. One caller thread at a time. After a failure
+ * the writer only accepts ck_writer_abort (finish fails too). */
 int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, uint64_t *first_chunk,
 		  uint32_t *nchunks);
 /* Flushes the last pack, waits for every upload, and moves the chunk and pack
- * tables and byte counts into m. After this, commit m. */
+ * tables and byte counts into m. After this, commit m. The writer is freed
+ * whether this succeeds or not. */
 int ck_writer_finish(struct ck_writer *w, struct ck_manifest *m);
 /* Stops and frees a writer; packs already written stay for gc. */
 void ck_writer_abort(struct ck_writer *w);

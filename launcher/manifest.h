@@ -127,4 +127,19 @@ int ck_store_retain(struct ck_store *s, const char *job, unsigned keep);
 /* Job names: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
 int ck_job_name_valid(const char *name);
 
+/* Store key of a manifest: "JOB/manifests/%08llu". */
+int ck_manifest_key(const char *job, uint64_t seq, char *buf, size_t len);
+/* Deletes every pack of job with a sequence <= upto_seq that no remaining
+ * manifest references. Counts what went (either pointer may be NULL). A
+ * manifest that fails to load stops the collection before anything is
+ * deleted. */
+int ck_store_gc_packs(struct ck_store *s, const char *job, uint64_t upto_seq, unsigned *ndeleted,
+		      uint64_t *bytes);
+/* Sequence of a pack key ("packs/00000003-0001.pack", with or without the
+ * "JOB/" in front); 0 if the name is not a pack's. */
+uint64_t ck_pack_seq(const char *key);
+/* Jobs of a store (names with a manifests/ folder), sorted, malloc'd array
+ * of malloc'd names. */
+int ck_store_list_jobs(struct ck_store *s, char ***jobs, size_t *n);
+
 #endif

@@ -59,6 +59,10 @@ void ck_store_close(struct ck_store *s);
 
 /* Backend constructors. The S3 one is weak so builds without it still link. */
 int ck_store_file_open(const char *dir, struct ck_store **out);
+/* Same, but messages name the store by uri (e.g. "file:///dir"). */
+int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **out);
+/* Checks a key: relative, '/'-separated, no empty, "." or ".." parts. */
+int ck_store_key_valid(const char *key);
 int ck_store_s3_open(const char *uri, const struct ck_store_opts *opts, struct ck_store **out) __attribute__((weak));
 
 /* Convenience wrappers over ops. */

@@ -1,0 +1,15 @@
+/* Helpers shared by the chunk writer, the reader and ckpt. */
+#ifndef CK_CHUNKIO_INT_H
+#define CK_CHUNKIO_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "launcher/manifest.h"
+
+/* 1 if all len bytes are zero. */
+int ck_chunk_is_zero(const void *buf, size_t len);
+/* SHA-256 of buf; 0 or -EIO. */
+int ck_sha256(const void *buf, size_t len, uint8_t out[CK_HASH_LEN]);
+
+#endif

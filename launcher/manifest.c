@@ -1,0 +1,761 @@
+/* Manifest encoding: the on-disk form of struct ck_manifest.
+ *
+ * Layout (little endian; FORMAT.md has the full table):
+ *   "CKPTMAN\n"  8-byte magic
+ *   head         version, head length, total length, sequence, times, sizes
+ *   sections     each: 4-byte magic, flags, 64-bit payload length, payload
+ *   SHA-256      over every byte before it
+ * Decoding trusts nothing: every length and count is checked against the
+ * bytes left before anything is allocated or read, so arbitrary input gives
+ * -EBADMSG and one line naming what is wrong, never a crash. */
+#include "launcher/manifest.h"
+
+#include <assert.h>
+#include <endian.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/ck_err.h"
+
+static const char ck__mf_magic[8] = {'C', 'K', 'P', 'T', 'M', 'A', 'N', '\n'};
+
+struct ck__mf_head {
+	uint32_t version;
+	uint32_t head_len; /* sizeof(struct ck__mf_head) */
+	uint64_t total_len; /* whole file, checksum included */
+	uint64_t seq;
+	uint64_t time_ns;
+	uint64_t duration_ns;
+	uint64_t frozen_ns;
+	uint64_t logical_bytes;
+	uint64_t stored_bytes;
+	uint32_t nsections;
+	uint32_t flags; /* none defined; must be 0 */
+};
+static_assert(sizeof(struct ck__mf_head) == 72, "manifest head layout");
+
+struct ck__mf_sect {
+	char magic[4];
+	uint32_t flags; /* none defined; must be 0 */
+	uint64_t len;   /* payload bytes after this header */
+};
+static_assert(sizeof(struct ck__mf_sect) == 16, "manifest section header layout");
+
+struct ck__mf_chunk {
+	uint8_t hash[CK_HASH_LEN];
+	uint32_t len;
+	uint32_t clen;
+	uint32_t pack;
+	uint32_t flags;
+	uint64_t off;
+};
+static_assert(sizeof(struct ck__mf_chunk) == 56, "manifest chunk record layout");
+
+struct ck__mf_proc {
+	int32_t pid;
+	int32_t ppid;
+	uint64_t restart_entry;
+	uint64_t restart_arg;
+	uint64_t restart_stack;
+	uint64_t nregions;
+	uint64_t desc_len;
+};
+static_assert(sizeof(struct ck__mf_proc) == 48, "manifest process record layout");
+
+struct ck__mf_region {
+	uint64_t start;
+	uint64_t end;
+	uint32_t prot;
+	uint32_t flags;
+	uint64_t file_off;
+	uint64_t dev;
+	uint64_t ino;
+	uint64_t first_chunk;
+	uint32_t nchunks;
+	uint32_t pad;
+};
+static_assert(sizeof(struct ck__mf_region) == 64, "manifest region record layout");
+
+#define CK__STR_NULL 0xffffffffu /* string length meaning "no string" */
+#define CK__NSECT 5
+static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP"};
+enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP };
+
+#define CK__CHUNK_FLAGS (CK_CHUNK_ZERO | CK_CHUNK_RAW)
+
+/* ---- encoding ---- */
+
+struct ck__buf {
+	uint8_t *p;
+	size_t len, cap;
+	int err;
+};
+
+static void *buf_grow(struct ck__buf *b, size_t n)
+{
+	void *at;
+
+	if (b->err)
+		return NULL;
+	if (n > SIZE_MAX - b->len) {
+		b->err = -EOVERFLOW;
+		return NULL;
+	}
+	if (b->len + n > b->cap) {
+		size_t cap = b->cap ? b->cap : 4096;
+		uint8_t *p;
+
+		while (cap < b->len + n)
+			cap *= 2;
+		p = realloc(b->p, cap);
+		if (!p) {
+			b->err = -ENOMEM;
+			return NULL;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	at = b->p + b->len;
+	b->len += n;
+	return at;
+}
+
+static void put_bytes(struct ck__buf *b, const void *src, size_t n)
+{
+	void *at = buf_grow(b, n);
+
+	if (at && n)
+		memcpy(at, src, n);
+}
+
+static void put_u32(struct ck__buf *b, uint32_t v)
+{
+	v = htole32(v);
+	put_bytes(b, &v, 4);
+}
+
+static void put_str(struct ck__buf *b, const char *s)
+{
+	size_t n;
+
+	if (!s) {
+		put_u32(b, CK__STR_NULL);
+		return;
+	}
+	n = strlen(s);
+	if (n >= CK__STR_NULL) {
+		b->err = b->err ? b->err : -EOVERFLOW;
+		return;
+	}
+	put_u32(b, (uint32_t)n);
+	put_bytes(b, s, n);
+}
+
+/* Starts a section; returns the offset of its header for sect_end. */
+static size_t sect_begin(struct ck__buf *b, int which)
+{
+	struct ck__mf_sect h = {0};
+	size_t at = b->len;
+
+	memcpy(h.magic, ck__sect_names[which], 4);
+	put_bytes(b, &h, sizeof(h));
+	return at;
+}
+
+static void sect_end(struct ck__buf *b, size_t at)
+{
+	uint64_t len;
+
+	if (b->err)
+		return;
+	len = htole64((uint64_t)(b->len - at - sizeof(struct ck__mf_sect)));
+	memcpy(b->p + at + offsetof(struct ck__mf_sect, len), &len, 8);
+}
+
+static void encode_chunk(struct ck__buf *b, const struct ck_chunk *c)
+{
+	struct ck__mf_chunk w;
+
+	memcpy(w.hash, c->hash, CK_HASH_LEN);
+	w.len = htole32(c->len);
+	w.clen = htole32(c->clen);
+	w.pack = htole32(c->pack);
+	w.flags = htole32(c->flags);
+	w.off = htole64(c->off);
+	put_bytes(b, &w, sizeof(w));
+}
+
+static void encode_proc(struct ck__buf *b, const struct ck_proc *p)
+{
+	struct ck__mf_proc w;
+	size_t i;
+
+	w.pid = (int32_t)htole32((uint32_t)p->pid);
+	w.ppid = (int32_t)htole32((uint32_t)p->ppid);
+	w.restart_entry = htole64(p->restart_entry);
+	w.restart_arg = htole64(p->restart_arg);
+	w.restart_stack = htole64(p->restart_stack);
+	w.nregions = htole64((uint64_t)p->nregions);
+	w.desc_len = htole64((uint64_t)p->desc_len);
+	put_bytes(b, &w, sizeof(w));
+	put_str(b, p->exe);
+	put_bytes(b, p->desc, p->desc_len);
+	for (i = 0; i < p->nregions; i++) {
+		const struct ck_region *r = &p->regions[i];
+		struct ck__mf_region rw;
+
+		rw.start = htole64(r->start);
+		rw.end = htole64(r->end);
+		rw.prot = htole32(r->prot);
+		rw.flags = htole32(r->flags);
+		rw.file_off = htole64(r->file_off);
+		rw.dev = htole64(r->dev);
+		rw.ino = htole64(r->ino);
+		rw.first_chunk = htole64(r->first_chunk);
+		rw.nchunks = htole32(r->nchunks);
+		rw.pad = 0;
+		put_bytes(b, &rw, sizeof(rw));
+		put_str(b, r->path);
+	}
+}
+
+int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
+{
+	struct ck__buf b = {0};
+	struct ck__mf_head h = {0};
+	unsigned char md[CK_HASH_LEN];
+	size_t at, i;
+	uint64_t n;
+
+	*out = NULL;
+	*outlen = 0;
+	if (m->argc > UINT32_MAX || m->npacks > UINT32_MAX || m->nprocs > UINT32_MAX || m->nskips > UINT32_MAX) {
+		ck_err_set("manifest %s@%llu: too many entries to encode", m->job ? m->job : "?",
+			   (unsigned long long)m->seq);
+		return -EOVERFLOW;
+	}
+	put_bytes(&b, ck__mf_magic, sizeof(ck__mf_magic));
+	put_bytes(&b, &h, sizeof(h)); /* filled in below */
+
+	at = sect_begin(&b, S_JOBI);
+	put_str(&b, m->job);
+	put_str(&b, m->cwd);
+	put_u32(&b, (uint32_t)m->argc);
+	for (i = 0; i < m->argc; i++)
+		put_str(&b, m->argv[i]);
+	sect_end(&b, at);
+
+	at = sect_begin(&b, S_PACK);
+	put_u32(&b, (uint32_t)m->npacks);
+	for (i = 0; i < m->npacks; i++)
+		put_str(&b, m->packs[i]);
+	sect_end(&b, at);
+
+	at = sect_begin(&b, S_CHNK);
+	n = htole64((uint64_t)m->nchunks);
+	put_bytes(&b, &n, 8);
+	for (i = 0; i < m->nchunks; i++)
+		encode_chunk(&b, &m->chunks[i]);
+	sect_end(&b, at);
+
+	at = sect_begin(&b, S_PROC);
+	put_u32(&b, (uint32_t)m->nprocs);
+	for (i = 0; i < m->nprocs; i++)
+		encode_proc(&b, &m->procs[i]);
+	sect_end(&b, at);
+
+	at = sect_begin(&b, S_SKIP);
+	put_u32(&b, (uint32_t)m->nskips);
+	for (i = 0; i < m->nskips; i++) {
+		put_u32(&b, (uint32_t)m->skips[i].pid);
+		put_str(&b, m->skips[i].what);
+		put_str(&b, m->skips[i].why);
+	}
+	sect_end(&b, at);
+
+	buf_grow(&b, 0);
+	if (b.err) {
+		free(b.p);
+		ck_err_set("manifest %s@%llu: encoding failed: %s", m->job ? m->job : "?",
+			   (unsigned long long)m->seq, strerror(-b.err));
+		return b.err;
+	}
+	h.version = htole32(CK_MANIFEST_VERSION);
+	h.head_len = htole32((uint32_t)sizeof(h));
+	h.total_len = htole64((uint64_t)b.len + CK_HASH_LEN);
+	h.seq = htole64(m->seq);
+	h.time_ns = htole64(m->time_ns);
+	h.duration_ns = htole64(m->duration_ns);
+	h.frozen_ns = htole64(m->frozen_ns);
+	h.logical_bytes = htole64(m->logical_bytes);
+	h.stored_bytes = htole64(m->stored_bytes);
+	h.nsections = htole32(CK__NSECT);
+	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
+
+	if (!EVP_Digest(b.p, b.len, md, NULL, EVP_sha256(), NULL)) {
+		free(b.p);
+		ck_err_set("manifest: SHA-256 failed");
+		return -EIO;
+	}
+	put_bytes(&b, md, sizeof(md));
+	if (b.err) {
+		free(b.p);
+		ck_err_set("manifest: out of memory");
+		return b.err;
+	}
+	*out = b.p;
+	*outlen = b.len;
+	return 0;
+}
+
+/* ---- decoding ---- */
+
+struct ck__rd {
+	const uint8_t *base; /* start of the file, for byte offsets in messages */
+	const uint8_t *p, *end;
+	const char *sect; /* section being read, for messages */
+};
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	ck_err_set("manifest: %s", msg);
+	return -EBADMSG;
+}
+
+static int take(struct ck__rd *r, void *dst, size_t n)
+{
+	if ((size_t)(r->end - r->p) < n)
+		return bad("section %s truncated at byte %zu", r->sect, (size_t)(r->end - r->base));
+	memcpy(dst, r->p, n);
+	r->p += n;
+	return 0;
+}
+
+static int take_u32(struct ck__rd *r, uint32_t *v)
+{
+	uint32_t w = 0;
+	int rc = take(r, &w, 4);
+
+	*v = le32toh(w);
+	return rc;
+}
+
+static int take_str(struct ck__rd *r, char **out)
+{
+	uint32_t n;
+	int rc;
+
+	*out = NULL;
+	rc = take_u32(r, &n);
+	if (rc < 0 || n == CK__STR_NULL)
+		return rc;
+	if ((size_t)(r->end - r->p) < n)
+		return bad("section %s: string of %u bytes at byte %zu runs past the section end", r->sect, n,
+			   (size_t)(r->p - r->base));
+	if (memchr(r->p, 0, n))
+		return bad("section %s: string at byte %zu contains a NUL byte", r->sect, (size_t)(r->p - r->base));
+	*out = malloc((size_t)n + 1);
+	if (!*out) {
+		ck_err_set("manifest: out of memory");
+		return -ENOMEM;
+	}
+	memcpy(*out, r->p, n);
+	(*out)[n] = 0;
+	r->p += n;
+	return 0;
+}
+
+/* Refuses counts that the remaining bytes cannot possibly hold, before
+ * anything is allocated for them. */
+static int check_count(struct ck__rd *r, uint64_t n, size_t min_each, const char *what)
+{
+	if (n > (uint64_t)(r->end - r->p) / min_each)
+		return bad("section %s: %llu %s cannot fit in the %zu bytes left", r->sect, (unsigned long long)n,
+			   what, (size_t)(r->end - r->p));
+	return 0;
+}
+
+static int decode_jobi(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t argc, i;
+	int rc;
+
+	if ((rc = take_str(r, &m->job)) < 0 || (rc = take_str(r, &m->cwd)) < 0 || (rc = take_u32(r, &argc)) < 0)
+		return rc;
+	if (!m->job)
+		return bad("no job name");
+	if ((rc = check_count(r, argc, 4, "arguments")) < 0)
+		return rc;
+	m->argv = calloc((size_t)argc + 1, sizeof(char *));
+	if (!m->argv)
+		return -ENOMEM;
+	m->argc = argc;
+	for (i = 0; i < argc; i++) {
+		if ((rc = take_str(r, &m->argv[i])) < 0)
+			return rc;
+		if (!m->argv[i])
+			return bad("argument %u missing", i);
+	}
+	return 0;
+}
+
+static int decode_pack(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, 4, "packs")) < 0)
+		return rc;
+	m->packs = calloc((size_t)n + 1, sizeof(char *));
+	if (!m->packs)
+		return -ENOMEM;
+	m->npacks = n;
+	for (i = 0; i < n; i++) {
+		if ((rc = take_str(r, &m->packs[i])) < 0)
+			return rc;
+		if (!m->packs[i] || !ck_store_key_valid(m->packs[i]))
+			return bad("pack %u: invalid name", i);
+	}
+	return 0;
+}
+
+static int decode_chnk(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint64_t n = 0, i;
+	int rc;
+
+	if ((rc = take(r, &n, 8)) < 0)
+		return rc;
+	n = le64toh(n);
+	if ((rc = check_count(r, n, sizeof(struct ck__mf_chunk), "chunks")) < 0)
+		return rc;
+	m->chunks = calloc((size_t)n + 1, sizeof(*m->chunks));
+	if (!m->chunks)
+		return -ENOMEM;
+	m->nchunks = (size_t)n;
+	for (i = 0; i < n; i++) {
+		struct ck__mf_chunk w;
+		struct ck_chunk *c = &m->chunks[i];
+
+		take(r, &w, sizeof(w)); /* cannot fail: count checked above */
+		memcpy(c->hash, w.hash, CK_HASH_LEN);
+		c->len = le32toh(w.len);
+		c->clen = le32toh(w.clen);
+		c->pack = le32toh(w.pack);
+		c->flags = le32toh(w.flags);
+		c->off = le64toh(w.off);
+	}
+	return 0;
+}
+
+static int decode_region(struct ck__rd *r, struct ck_region *g)
+{
+	struct ck__mf_region w;
+	int rc;
+
+	if ((rc = take(r, &w, sizeof(w))) < 0)
+		return rc;
+	g->start = le64toh(w.start);
+	g->end = le64toh(w.end);
+	g->prot = le32toh(w.prot);
+	g->flags = le32toh(w.flags);
+	g->file_off = le64toh(w.file_off);
+	g->dev = le64toh(w.dev);
+	g->ino = le64toh(w.ino);
+	g->first_chunk = le64toh(w.first_chunk);
+	g->nchunks = le32toh(w.nchunks);
+	g->pad = le32toh(w.pad);
+	if (g->pad)
+		return bad("region %#llx: reserved field not zero", (unsigned long long)g->start);
+	return take_str(r, &g->path);
+}
+
+static int decode_proc(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_proc) + 4, "processes")) < 0)
+		return rc;
+	m->procs = calloc((size_t)n + 1, sizeof(*m->procs));
+	if (!m->procs)
+		return -ENOMEM;
+	m->nprocs = n;
+	for (i = 0; i < n; i++) {
+		struct ck_proc *p = &m->procs[i];
+		struct ck__mf_proc w;
+		uint64_t j;
+
+		if ((rc = take(r, &w, sizeof(w))) < 0)
+			return rc;
+		p->pid = (int32_t)le32toh((uint32_t)w.pid);
+		p->ppid = (int32_t)le32toh((uint32_t)w.ppid);
+		p->restart_entry = le64toh(w.restart_entry);
+		p->restart_arg = le64toh(w.restart_arg);
+		p->restart_stack = le64toh(w.restart_stack);
+		w.nregions = le64toh(w.nregions);
+		w.desc_len = le64toh(w.desc_len);
+		if ((rc = take_str(r, &p->exe)) < 0)
+			return rc;
+		if ((rc = check_count(r, w.desc_len, 1, "descriptor bytes")) < 0)
+			return rc;
+		p->desc = malloc((size_t)w.desc_len + 1);
+		if (!p->desc)
+			return -ENOMEM;
+		p->desc_len = (size_t)w.desc_len;
+		take(r, p->desc, p->desc_len);
+		if ((rc = check_count(r, w.nregions, sizeof(struct ck__mf_region) + 4, "regions")) < 0)
+			return rc;
+		p->regions = calloc((size_t)w.nregions + 1, sizeof(*p->regions));
+		if (!p->regions)
+			return -ENOMEM;
+		p->nregions = (size_t)w.nregions;
+		for (j = 0; j < w.nregions; j++)
+			if ((rc = decode_region(r, &p->regions[j])) < 0)
+				return rc;
+	}
+	return 0;
+}
+
+static int decode_skip(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, 12, "skipped items")) < 0)
+		return rc;
+	m->skips = calloc((size_t)n + 1, sizeof(*m->skips));
+	if (!m->skips)
+		return -ENOMEM;
+	m->nskips = n;
+	for (i = 0; i < n; i++) {
+		uint32_t pid;
+
+		if ((rc = take_u32(r, &pid)) < 0 || (rc = take_str(r, &m->skips[i].what)) < 0 ||
+		    (rc = take_str(r, &m->skips[i].why)) < 0)
+			return rc;
+		m->skips[i].pid = (int32_t)pid;
+	}
+	return 0;
+}
+
+/* Cross-checks that later readers rely on: chunk flags and pack indices,
+ * region bounds and chunk ranges. */
+static int validate(const struct ck_manifest *m)
+{
+	size_t i, j;
+
+	for (i = 0; i < m->nchunks; i++) {
+		const struct ck_chunk *c = &m->chunks[i];
+
+		if (c->flags & ~(uint32_t)CK__CHUNK_FLAGS)
+			return bad("chunk %zu: unknown flags %#x", i, c->flags);
+		if (c->len == 0 || c->len > CK_CHUNK_SIZE)
+			return bad("chunk %zu: bad length %u", i, c->len);
+		if (c->flags & CK_CHUNK_ZERO) {
+			if (c->clen || (c->flags & CK_CHUNK_RAW))
+				return bad("chunk %zu: zero chunk with stored bytes", i);
+			continue;
+		}
+		if (c->pack >= m->npacks)
+			return bad("chunk %zu: pack index %u out of range (%zu packs)", i, c->pack, m->npacks);
+		if (c->clen == 0 || c->clen > 2 * CK_CHUNK_SIZE || ((c->flags & CK_CHUNK_RAW) && c->clen != c->len))
+			return bad("chunk %zu: bad stored length %u", i, c->clen);
+		if (c->off > UINT64_MAX - c->clen)
+			return bad("chunk %zu: offset out of range", i);
+	}
+	for (i = 0; i < m->nprocs; i++) {
+		const struct ck_proc *p = &m->procs[i];
+
+		for (j = 0; j < p->nregions; j++) {
+			const struct ck_region *g = &p->regions[j];
+
+			if (g->start >= g->end)
+				return bad("process %d: region %zu: empty or inverted range", p->pid, j);
+			if (g->first_chunk > m->nchunks || g->nchunks > m->nchunks - g->first_chunk)
+				return bad("process %d: region %#llx: chunk range out of bounds", p->pid,
+					   (unsigned long long)g->start);
+		}
+	}
+	return 0;
+}
+
+int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
+{
+	const uint8_t *b = buf;
+	struct ck__mf_head h;
+	struct ck_manifest *m = NULL;
+	unsigned char md[CK_HASH_LEN];
+	unsigned seen = 0;
+	struct ck__rd r;
+	uint32_t i;
+	int rc;
+
+	*out = NULL;
+	if (len < sizeof(ck__mf_magic))
+		return bad("truncated at byte %zu (no magic)", len);
+	if (memcmp(b, ck__mf_magic, sizeof(ck__mf_magic)))
+		return bad("bad magic (not a checkpoint manifest)");
+	/* The version comes first, so a newer file gets a clear message. */
+	if (len < sizeof(ck__mf_magic) + 8)
+		return bad("truncated at byte %zu (in header)", len);
+	memcpy(&h, b + sizeof(ck__mf_magic), 8);
+	h.version = le32toh(h.version);
+	h.head_len = le32toh(h.head_len);
+	if (h.version != CK_MANIFEST_VERSION)
+		return bad("unsupported version %u (this build reads version %d)", h.version, CK_MANIFEST_VERSION);
+	if (h.head_len != sizeof(h))
+		return bad("bad header length %u", h.head_len);
+	if (len < sizeof(ck__mf_magic) + sizeof(h) + CK_HASH_LEN)
+		return bad("truncated at byte %zu (in header)", len);
+	memcpy(&h, b + sizeof(ck__mf_magic), sizeof(h));
+	h.total_len = le64toh(h.total_len);
+	if (h.total_len > len)
+		return bad("truncated at byte %zu (expected %llu bytes)", len, (unsigned long long)h.total_len);
+	if (h.total_len < len)
+		return bad("%zu bytes of trailing garbage after byte %llu", len - (size_t)h.total_len,
+			   (unsigned long long)h.total_len);
+	if (!EVP_Digest(b, len - CK_HASH_LEN, md, NULL, EVP_sha256(), NULL)) {
+		ck_err_set("manifest: SHA-256 failed");
+		return -EIO;
+	}
+	if (memcmp(md, b + len - CK_HASH_LEN, CK_HASH_LEN))
+		return bad("checksum mismatch");
+	if (le32toh(h.flags))
+		return bad("unknown header flags %#x", le32toh(h.flags));
+
+	m = calloc(1, sizeof(*m));
+	if (!m) {
+		ck_err_set("manifest: out of memory");
+		return -ENOMEM;
+	}
+	m->version = h.version;
+	m->seq = le64toh(h.seq);
+	m->time_ns = le64toh(h.time_ns);
+	m->duration_ns = le64toh(h.duration_ns);
+	m->frozen_ns = le64toh(h.frozen_ns);
+	m->logical_bytes = le64toh(h.logical_bytes);
+	m->stored_bytes = le64toh(h.stored_bytes);
+	h.nsections = le32toh(h.nsections);
+
+	r.base = b;
+	r.p = b + sizeof(ck__mf_magic) + sizeof(h);
+	r.end = b + len - CK_HASH_LEN;
+	for (i = 0; i < h.nsections; i++) {
+		struct ck__mf_sect sh;
+		struct ck__rd sr;
+		int which;
+
+		r.sect = "header";
+		if ((rc = take(&r, &sh, sizeof(sh))) < 0)
+			goto fail;
+		sh.len = le64toh(sh.len);
+		if (sh.len > (uint64_t)(r.end - r.p)) {
+			rc = bad("section %u truncated at byte %zu", i, (size_t)(r.end - b));
+			goto fail;
+		}
+		sr.base = b;
+		sr.p = r.p;
+		sr.end = r.p + sh.len;
+		r.p = sr.end;
+		for (which = 0; which < CK__NSECT; which++)
+			if (!memcmp(sh.magic, ck__sect_names[which], 4))
+				break;
+		if (which == CK__NSECT)
+			continue; /* unknown section: a later addition we may ignore */
+		if (le32toh(sh.flags)) {
+			rc = bad("section %s: unknown flags", ck__sect_names[which]);
+			goto fail;
+		}
+		if (seen & (1u << which)) {
+			rc = bad("section %s appears twice", ck__sect_names[which]);
+			goto fail;
+		}
+		seen |= 1u << which;
+		sr.sect = ck__sect_names[which];
+		switch (which) {
+		case S_JOBI: rc = decode_jobi(&sr, m); break;
+		case S_PACK: rc = decode_pack(&sr, m); break;
+		case S_CHNK: rc = decode_chnk(&sr, m); break;
+		case S_PROC: rc = decode_proc(&sr, m); break;
+		default: rc = decode_skip(&sr, m); break;
+		}
+		if (rc == -ENOMEM)
+			ck_err_set("manifest: out of memory");
+		if (rc < 0)
+			goto fail;
+		if (sr.p != sr.end) {
+			rc = bad("section %s: %zu unexpected bytes at byte %zu", sr.sect, (size_t)(sr.end - sr.p),
+				 (size_t)(sr.p - b));
+			goto fail;
+		}
+	}
+	if (r.p != r.end) {
+		rc = bad("%zu bytes after the last section", (size_t)(r.end - r.p));
+		goto fail;
+	}
+	for (i = 0; i < CK__NSECT; i++) {
+		if (!(seen & (1u << i))) {
+			rc = bad("section %s missing", ck__sect_names[i]);
+			goto fail;
+		}
+	}
+	rc = validate(m);
+	if (rc < 0)
+		goto fail;
+	*out = m;
+	return 0;
+fail:
+	ck_manifest_free(m);
+	return rc;
+}
+
+static void free_strv(char **v, size_t n)
+{
+	size_t i;
+
+	if (!v)
+		return;
+	for (i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+void ck_manifest_free(struct ck_manifest *m)
+{
+	size_t i, j;
+
+	if (!m)
+		return;
+	free(m->job);
+	free(m->cwd);
+	free_strv(m->argv, m->argc);
+	free_strv(m->packs, m->npacks);
+	free(m->chunks);
+	for (i = 0; m->procs && i < m->nprocs; i++) {
+		struct ck_proc *p = &m->procs[i];
+
+		free(p->exe);
+		free(p->desc);
+		for (j = 0; p->regions && j < p->nregions; j++)
+			free(p->regions[j].path);
+		free(p->regions);
+	}
+	free(m->procs);
+	for (i = 0; m->skips && i < m->nskips; i++) {
+		free(m->skips[i].what);
+		free(m->skips[i].why);
+	}
+	free(m->skips);
+	free(m);
+}

@@ -1,0 +1,13 @@
+/* Printing of libckpt's process description (struct ck_proc.desc) for
+ * `ckpt inspect`. Weak: when no implementation is linked in, the symbol is
+ * NULL and callers print only the size. */
+#ifndef CK_PROCDESC_PRINT_H
+#define CK_PROCDESC_PRINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+void ck_procdesc_print(FILE *f, const uint8_t *desc, size_t len) __attribute__((weak));
+
+#endif

@@ -1,0 +1,545 @@
+/* File store: key K of store DIR is the file DIR/K.
+ *
+ * Objects appear atomically: a put writes a hidden temporary file in the
+ * target's directory, fsyncs it, renames it over the key and fsyncs the
+ * directory, so a crash leaves the old object, no object, or the whole new
+ * one. Directories are created 0700 and files 0600: images hold job memory.
+ * Handles hold no mutable state, so every operation is thread-safe. */
+#include "launcher/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launcher/ck_err.h"
+
+struct ck__fstore {
+	struct ck_store base;
+	char *dir; /* without trailing '/' (except for "/") */
+};
+
+static atomic_uint ck__tmp_counter;
+
+static struct ck__fstore *fs_of(struct ck_store *s)
+{
+	return (struct ck__fstore *)s;
+}
+
+int ck_store_key_valid(const char *key)
+{
+	const char *p = key;
+
+	if (!key || !*key || strlen(key) >= PATH_MAX / 2)
+		return 0;
+	/* Every component non-empty and not starting with '.': this rules out
+	 * ".", ".." and our own hidden temporary files. */
+	for (;;) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		if (n == 0 || p[0] == '.')
+			return 0;
+		if (!e)
+			return 1;
+		p = e + 1;
+	}
+}
+
+static int fs_path(struct ck__fstore *fs, const char *op, const char *key, char *buf, size_t len)
+{
+	int n;
+
+	if (!ck_store_key_valid(key)) {
+		ck_err_set("store %s: %s: invalid key \"%s\"", fs->base.uri, op, key ? key : "");
+		return -EINVAL;
+	}
+	n = snprintf(buf, len, "%s/%s", strcmp(fs->dir, "/") ? fs->dir : "", key);
+	if (n < 0 || (size_t)n >= len) {
+		ck_err_set("store %s: %s %s: path too long", fs->base.uri, op, key);
+		return -ENAMETOOLONG;
+	}
+	return 0;
+}
+
+static int fsync_dir(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* Creates every missing directory of path up to (not including) its last
+ * component, 0700, and makes each new entry durable in its parent. */
+static int mkdir_parents(char *path)
+{
+	char *p = path + 1;
+	int rc;
+
+	for (;;) {
+		char *slash = strchr(p, '/');
+
+		if (!slash)
+			return 0;
+		*slash = 0;
+		if (mkdir(path, 0700) == 0) {
+			char *up = strrchr(path, '/');
+
+			if (up == path) {
+				rc = fsync_dir("/");
+			} else {
+				*up = 0;
+				rc = fsync_dir(path);
+				*up = '/';
+			}
+			if (rc < 0) {
+				*slash = '/';
+				return rc;
+			}
+		} else if (errno != EEXIST) {
+			rc = -errno;
+			*slash = '/';
+			return rc;
+		}
+		*slash = '/';
+		p = slash + 1;
+	}
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int fs_put(struct ck_store *s, const char *key, const void *buf, size_t len, unsigned flags)
+{
+	struct ck__fstore *fs = fs_of(s);
+	char path[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
+	const char *what = "create";
+	char *slash;
+	int fd = -1, rc;
+
+	rc = fs_path(fs, "put", key, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	snprintf(dir, sizeof(dir), "%s", path);
+	slash = strrchr(dir, '/');
+	*slash = 0;
+	if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%d-%u", dir, slash + 1, (int)getpid(),
+		     atomic_fetch_add(&ck__tmp_counter, 1)) >= (int)sizeof(tmp)) {
+		ck_err_set("store %s: put %s: path too long", s->uri, key);
+		return -ENAMETOOLONG;
+	}
+	rc = mkdir_parents(path);
+	if (rc < 0) {
+		what = "create directory";
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		rc = -errno;
+		goto out;
+	}
+	what = "write";
+	rc = write_all(fd, buf, len);
+	if (rc < 0)
+		goto out;
+	what = "sync";
+	if (fsync(fd) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	what = "close";
+	rc = close(fd);
+	fd = -1;
+	if (rc < 0) {
+		rc = -errno;
+		goto out;
+	}
+	what = "rename";
+	if (flags & CK_PUT_NOREPLACE) {
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+			rc = -errno;
+			/* Some file systems lack RENAME_NOREPLACE; link() also
+			 * refuses to replace an existing name. */
+			if (rc == -EINVAL || rc == -ENOSYS) {
+				rc = link(tmp, path) < 0 ? -errno : 0;
+				unlink(tmp);
+			}
+			if (rc < 0)
+				goto out;
+		}
+	} else if (rename(tmp, path) < 0) {
+		rc = -errno;
+		goto out;
+	}
+	what = "sync directory";
+	rc = fsync_dir(dir);
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0) {
+		unlink(tmp);
+		if (rc == -EEXIST)
+			ck_err_set("store %s: put %s: object already exists", s->uri, key);
+		else
+			ck_err_set("store %s: put %s: %s: %s", s->uri, key, what, strerror(-rc));
+	}
+	return rc;
+}
+
+static int fs_open_read(struct ck_store *s, const char *key, const char *op, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	rc = fs_path(fs_of(s), op, key, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = -errno;
+		ck_err_set("store %s: %s %s: %s", s->uri, op, key, rc == -ENOENT ? "no such object" : strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) < 0)
+		st.st_mode = 0;
+	if (!S_ISREG(st.st_mode)) {
+		rc = S_ISDIR(st.st_mode) ? -ENOENT : -EIO;
+		ck_err_set("store %s: %s %s: not an object", s->uri, op, key);
+		close(fd);
+		return rc;
+	}
+	*size = (uint64_t)st.st_size;
+	return fd;
+}
+
+static int read_at(int fd, void *buf, size_t len, uint64_t off, size_t *got)
+{
+	char *p = buf;
+
+	*got = 0;
+	while (*got < len) {
+		ssize_t n = pread(fd, p + *got, len - *got, (off_t)(off + *got));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			break;
+		*got += (size_t)n;
+	}
+	return 0;
+}
+
+static int fs_get_range(struct ck_store *s, const char *key, uint64_t off, void *buf, size_t len)
+{
+	uint64_t size;
+	size_t got;
+	int fd, rc;
+
+	fd = fs_open_read(s, key, "read", &size);
+	if (fd < 0)
+		return fd;
+	rc = read_at(fd, buf, len, off, &got);
+	close(fd);
+	if (rc < 0) {
+		ck_err_set("store %s: read %s: %s", s->uri, key, strerror(-rc));
+		return rc;
+	}
+	if (got < len) {
+		ck_err_set("store %s: read %s: object is %llu bytes, range %llu+%zu goes past its end", s->uri, key,
+			   (unsigned long long)size, (unsigned long long)off, len);
+		return -EIO;
+	}
+	return 0;
+}
+
+static int fs_get(struct ck_store *s, const char *key, void **out, size_t *outlen)
+{
+	uint64_t size;
+	size_t got;
+	char *buf;
+	int fd, rc;
+
+	*out = NULL;
+	*outlen = 0;
+	fd = fs_open_read(s, key, "read", &size);
+	if (fd < 0)
+		return fd;
+	if (size > SIZE_MAX - 1) {
+		close(fd);
+		ck_err_set("store %s: read %s: object too large", s->uri, key);
+		return -EFBIG;
+	}
+	buf = malloc((size_t)size + 1);
+	if (!buf) {
+		close(fd);
+		ck_err_set("store %s: read %s: out of memory for %llu bytes", s->uri, key, (unsigned long long)size);
+		return -ENOMEM;
+	}
+	rc = read_at(fd, buf, (size_t)size, 0, &got);
+	close(fd);
+	if (rc == 0 && got != size)
+		rc = -EIO;
+	if (rc < 0) {
+		free(buf);
+		ck_err_set("store %s: read %s: %s", s->uri, key,
+			   rc == -EIO ? "object changed size while being read" : strerror(-rc));
+		return rc;
+	}
+	*out = buf;
+	*outlen = got;
+	return 0;
+}
+
+static int fs_stat(struct ck_store *s, const char *key, uint64_t *size)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int rc;
+
+	rc = fs_path(fs_of(s), "stat", key, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	if (stat(path, &st) < 0)
+		rc = (errno == ENOENT || errno == ENOTDIR) ? -ENOENT : -errno;
+	else if (!S_ISREG(st.st_mode))
+		rc = -ENOENT; /* a directory is no object */
+	if (rc < 0) {
+		ck_err_set("store %s: stat %s: %s", s->uri, key, rc == -ENOENT ? "no such object" : strerror(-rc));
+		return rc;
+	}
+	*size = (uint64_t)st.st_size;
+	return 0;
+}
+
+struct ck__keyent {
+	char *key;
+	uint64_t size;
+};
+
+struct ck__keyvec {
+	struct ck__keyent *v;
+	size_t n, cap;
+};
+
+static int keyvec_push(struct ck__keyvec *kv, const char *key, uint64_t size)
+{
+	if (kv->n == kv->cap) {
+		size_t cap = kv->cap ? kv->cap * 2 : 64;
+		struct ck__keyent *v = realloc(kv->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		kv->v = v;
+		kv->cap = cap;
+	}
+	kv->v[kv->n].key = strdup(key);
+	if (!kv->v[kv->n].key)
+		return -ENOMEM;
+	kv->v[kv->n++].size = size;
+	return 0;
+}
+
+/* Collects the regular files under dirfd whose key (rel/name) starts with
+ * prefix. rel is the key of the directory ("" for the root). */
+static int walk(int dfd, char *rel, size_t rellen, const char *prefix, struct ck__keyvec *kv)
+{
+	DIR *d = fdopendir(dfd);
+	struct dirent *de;
+	int rc = 0;
+
+	if (!d) {
+		rc = -errno;
+		close(dfd);
+		return rc;
+	}
+	while ((de = readdir(d))) {
+		size_t nlen = strlen(de->d_name), cmp;
+		struct stat st;
+
+		if (de->d_name[0] == '.')
+			continue; /* ".", "..", temporary files */
+		if (rellen + nlen + 2 > PATH_MAX)
+			continue;
+		memcpy(rel + rellen, de->d_name, nlen + 1);
+		/* Prune subtrees that cannot hold a matching key. */
+		cmp = rellen + nlen < strlen(prefix) ? rellen + nlen : strlen(prefix);
+		if (strncmp(rel, prefix, cmp))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* removed while we walk */
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+
+			if (sub < 0)
+				continue;
+			rel[rellen + nlen] = '/';
+			rel[rellen + nlen + 1] = 0;
+			rc = walk(sub, rel, rellen + nlen + 1, prefix, kv);
+			if (rc < 0)
+				break;
+		} else if (S_ISREG(st.st_mode) && !strncmp(rel, prefix, strlen(prefix))) {
+			rc = keyvec_push(kv, rel, (uint64_t)st.st_size);
+			if (rc < 0)
+				break;
+		}
+	}
+	rel[rellen] = 0;
+	closedir(d);
+	return rc;
+}
+
+static int keyent_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ck__keyent *)a)->key, ((const struct ck__keyent *)b)->key);
+}
+
+static int fs_list(struct ck_store *s, const char *prefix, ck_store_list_cb cb, void *arg)
+{
+	struct ck__fstore *fs = fs_of(s);
+	struct ck__keyvec kv = {0};
+	char rel[PATH_MAX] = "";
+	size_t i;
+	int fd, rc = 0;
+
+	if (!prefix)
+		prefix = "";
+	fd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 0; /* a store nobody wrote to yet is empty */
+		rc = -errno;
+		ck_err_set("store %s: list %s: %s", s->uri, prefix, strerror(-rc));
+		return rc;
+	}
+	rc = walk(fd, rel, 0, prefix, &kv);
+	if (rc < 0) {
+		ck_err_set("store %s: list %s: %s", s->uri, prefix, strerror(-rc));
+		goto out;
+	}
+	if (kv.n)
+		qsort(kv.v, kv.n, sizeof(*kv.v), keyent_cmp);
+	for (i = 0; i < kv.n && rc == 0; i++)
+		rc = cb(arg, kv.v[i].key, kv.v[i].size);
+out:
+	for (i = 0; i < kv.n; i++)
+		free(kv.v[i].key);
+	free(kv.v);
+	return rc;
+}
+
+static int fs_del(struct ck_store *s, const char *key)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	rc = fs_path(fs_of(s), "delete", key, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	if (unlink(path) < 0 && errno != ENOENT) {
+		rc = -errno;
+		ck_err_set("store %s: delete %s: %s", s->uri, key, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static void fs_close(struct ck_store *s)
+{
+	struct ck__fstore *fs = fs_of(s);
+
+	free(fs->dir);
+	free(fs->base.uri);
+	free(fs);
+}
+
+static const struct ck_store_ops ck__file_ops = {
+	.scheme = "file",
+	.put = fs_put,
+	.get_range = fs_get_range,
+	.get = fs_get,
+	.stat = fs_stat,
+	.list = fs_list,
+	.del = fs_del,
+	.close = fs_close,
+};
+
+int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **out)
+{
+	struct ck__fstore *fs;
+	size_t n;
+
+	*out = NULL;
+	if (!dir || !*dir) {
+		ck_err_set("store %s: empty directory", uri ? uri : "");
+		return -EINVAL;
+	}
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		goto nomem;
+	fs->base.ops = &ck__file_ops;
+	fs->base.uri = strdup(uri ? uri : dir);
+	if (dir[0] == '/') {
+		fs->dir = strdup(dir);
+	} else {
+		/* Relative paths are resolved now, so a later chdir does not
+		 * move the store. */
+		char cwd[PATH_MAX];
+
+		if (!getcwd(cwd, sizeof(cwd))) {
+			int rc = -errno;
+
+			ck_err_set("store %s: cannot resolve relative path: %s", uri ? uri : dir, strerror(-rc));
+			fs_close(&fs->base);
+			return rc;
+		}
+		if (asprintf(&fs->dir, "%s/%s", cwd, dir) < 0)
+			fs->dir = NULL;
+	}
+	if (!fs->base.uri || !fs->dir)
+		goto nomem;
+	n = strlen(fs->dir);
+	while (n > 1 && fs->dir[n - 1] == '/')
+		fs->dir[--n] = 0;
+	*out = &fs->base;
+	return 0;
+nomem:
+	if (fs)
+		fs_close(&fs->base);
+	ck_err_set("store %s: out of memory", uri ? uri : dir);
+	return -ENOMEM;
+}
+
+int ck_store_file_open(const char *dir, struct ck_store **out)
+{
+	return ck_store_file_open_uri(dir, dir, out);
+}

@@ -1,0 +1,340 @@
+/* Manifest format: round trip, golden file, truncation and corruption
+ * (all detected, never a crash), store operations and retention. */
+#include <errno.h>
+#include <openssl/evp.h>
+
+#include "launcher/ck_err.h"
+#include "launcher/manifest.h"
+#include "tests/unit/sample_manifest.h"
+#include "tests/unit/tmpdir.h"
+#include "tests/unit/unit.h"
+
+static void *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n;
+
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc((size_t)n + 1);
+	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		buf = NULL;
+	}
+	fclose(f);
+	*len = (size_t)n;
+	return buf;
+}
+
+static void test_roundtrip(void)
+{
+	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
+	void *buf = NULL, *buf2 = NULL;
+	size_t len = 0, len2 = 0;
+
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
+	if (!d)
+		goto out;
+	CHECK_EQ_INT(d->version, CK_MANIFEST_VERSION);
+	CHECK_EQ_INT(d->seq, 3);
+	CHECK_EQ_INT(d->time_ns, m->time_ns);
+	CHECK_EQ_INT(d->duration_ns, m->duration_ns);
+	CHECK_EQ_INT(d->frozen_ns, m->frozen_ns);
+	CHECK_EQ_INT(d->logical_bytes, m->logical_bytes);
+	CHECK_EQ_INT(d->stored_bytes, m->stored_bytes);
+	CHECK_EQ_STR(d->job, "sgd-42");
+	CHECK_EQ_STR(d->cwd, "/home/u/run");
+	CHECK_EQ_INT(d->argc, 4);
+	CHECK_EQ_STR(d->argv[2], "90");
+	CHECK_EQ_STR(d->argv[3], "");
+	CHECK_EQ_INT(d->npacks, 2);
+	CHECK_EQ_STR(d->packs[1], "packs/00000002-0001.pack");
+	CHECK_EQ_INT(d->nchunks, 4);
+	CHECK(!memcmp(d->chunks, m->chunks, 4 * sizeof(struct ck_chunk)));
+	CHECK_EQ_INT(d->nprocs, 2);
+	CHECK_EQ_INT(d->procs[0].pid, 1000);
+	CHECK_EQ_INT(d->procs[0].ppid, 999);
+	CHECK_EQ_STR(d->procs[0].exe, "/usr/bin/python3");
+	CHECK(d->procs[1].exe == NULL);
+	CHECK_EQ_INT(d->procs[0].restart_entry, 0x7f0000001000ull);
+	CHECK_EQ_INT(d->procs[0].desc_len, 5);
+	CHECK(!memcmp(d->procs[0].desc, "\x01\x02\x00\xff\x7f", 5));
+	CHECK_EQ_INT(d->procs[0].nregions, 3);
+	CHECK_EQ_INT(d->procs[0].regions[0].ino, 4242);
+	CHECK_EQ_INT(d->procs[0].regions[1].first_chunk, 3);
+	CHECK_EQ_STR(d->procs[0].regions[2].path, "[vdso]");
+	CHECK_EQ_INT(d->procs[1].nregions, 0);
+	CHECK_EQ_INT(d->nskips, 1);
+	CHECK_EQ_STR(d->skips[0].why, "device file: reopened by the cuda plugin");
+	CHECK_EQ_INT(ck_manifest_encode(d, &buf2, &len2), 0);
+	CHECK(len == len2 && !memcmp(buf, buf2, len));
+out:
+	free(buf);
+	free(buf2);
+	ck_manifest_free(m);
+	ck_manifest_free(d);
+}
+
+static void test_golden(void)
+{
+	const char *top = getenv("CKPT_TOP");
+	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
+	char path[1024];
+	void *gold, *buf = NULL;
+	size_t glen = 0, len = 0;
+
+	snprintf(path, sizeof(path), "%s/tests/golden/manifest-v1.bin", top && *top ? top : ".");
+	gold = read_file(path, &glen);
+	CHECK(gold != NULL);
+	if (!gold)
+		goto out;
+	/* Decodes, and encodes back to the very same bytes. */
+	CHECK_EQ_INT(ck_manifest_decode(gold, glen, &d), 0);
+	if (d) {
+		CHECK_EQ_STR(d->job, "sgd-42");
+		CHECK_EQ_INT(d->nchunks, 4);
+		CHECK_EQ_INT(ck_manifest_encode(d, &buf, &len), 0);
+		CHECK(len == glen && !memcmp(buf, gold, glen));
+		free(buf);
+	}
+	/* The sample itself still encodes to the golden bytes. */
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK(len == glen && !memcmp(buf, gold, glen));
+	free(buf);
+out:
+	free(gold);
+	ck_manifest_free(m);
+	ck_manifest_free(d);
+}
+
+static void test_corruption(void)
+{
+	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
+	static const uint8_t flips[] = {0x01, 0x80, 0xff};
+	uint8_t *buf = NULL, *copy;
+	size_t len = 0, i, f;
+	int rc, undetected = 0;
+
+	CHECK_EQ_INT(ck_manifest_encode(m, (void **)&buf, &len), 0);
+	ck_manifest_free(m);
+	if (!buf)
+		return;
+	/* Every truncation, into an exactly-sized heap buffer so ASan sees any
+	 * read past the end. */
+	for (i = 0; i < len; i++) {
+		copy = malloc(i ? i : 1);
+		memcpy(copy, buf, i);
+		rc = ck_manifest_decode(copy, i, &d);
+		if (rc != -EBADMSG)
+			undetected++;
+		if (i > 16 && !strstr(ck_err_msg(), "truncated at byte"))
+			fprintf(stderr, "truncation to %zu: %s\n", i, ck_err_msg()), undetected++;
+		ck_manifest_free(d);
+		d = NULL;
+		free(copy);
+	}
+	CHECK_EQ_INT(undetected, 0);
+	copy = malloc(len);
+	/* Every single-byte change is detected. */
+	for (i = 0; i < len; i++) {
+		for (f = 0; f < sizeof(flips); f++) {
+			memcpy(copy, buf, len);
+			copy[i] ^= flips[f];
+			rc = ck_manifest_decode(copy, len, &d);
+			if (rc != -EBADMSG)
+				undetected++;
+			ck_manifest_free(d);
+			d = NULL;
+		}
+	}
+	CHECK_EQ_INT(undetected, 0);
+	/* The same changes with the checksum fixed up: the parser itself must
+	 * hold (fail cleanly or decode), whatever the bytes say. */
+	for (i = 8; i < len - CK_HASH_LEN; i++) {
+		for (f = 0; f < sizeof(flips); f++) {
+			memcpy(copy, buf, len);
+			copy[i] ^= flips[f];
+			EVP_Digest(copy, len - CK_HASH_LEN, copy + len - CK_HASH_LEN, NULL, EVP_sha256(), NULL);
+			rc = ck_manifest_decode(copy, len, &d);
+			CHECK(rc == 0 || rc == -EBADMSG);
+			ck_manifest_free(d);
+			d = NULL;
+		}
+	}
+	/* Random garbage behind a valid magic and header. */
+	srand(7);
+	for (i = 0; i < 2000; i++) {
+		size_t j;
+
+		memcpy(copy, buf, len);
+		for (j = 88; j < len - CK_HASH_LEN; j++)
+			if (rand() % 8 == 0)
+				copy[j] = (uint8_t)rand();
+		EVP_Digest(copy, len - CK_HASH_LEN, copy + len - CK_HASH_LEN, NULL, EVP_sha256(), NULL);
+		rc = ck_manifest_decode(copy, len, &d);
+		CHECK(rc == 0 || rc == -EBADMSG);
+		ck_manifest_free(d);
+		d = NULL;
+	}
+	/* The messages name the problem. */
+	memcpy(copy, buf, len);
+	copy[0] = 'X';
+	CHECK_EQ_INT(ck_manifest_decode(copy, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "bad magic") != NULL);
+	memcpy(copy, buf, len);
+	copy[8] = 9;
+	CHECK_EQ_INT(ck_manifest_decode(copy, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "unsupported version 9") != NULL);
+	memcpy(copy, buf, len);
+	copy[len / 2] ^= 1;
+	CHECK_EQ_INT(ck_manifest_decode(copy, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "checksum mismatch") != NULL);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len - 100, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "truncated at byte") != NULL);
+	free(copy);
+	free(buf);
+}
+
+static void test_job_names(void)
+{
+	char longname[200];
+
+	CHECK(ck_job_name_valid("sgd-42"));
+	CHECK(ck_job_name_valid("a.b_C-9"));
+	CHECK(!ck_job_name_valid(""));
+	CHECK(!ck_job_name_valid(".hidden"));
+	CHECK(!ck_job_name_valid("a/b"));
+	CHECK(!ck_job_name_valid("a b"));
+	CHECK(!ck_job_name_valid(NULL));
+	memset(longname, 'x', sizeof(longname));
+	longname[128] = 0;
+	CHECK(ck_job_name_valid(longname));
+	longname[128] = 'x';
+	longname[129] = 0;
+	CHECK(!ck_job_name_valid(longname));
+	CHECK_EQ_INT(ck_pack_seq("packs/00000012-0003.pack"), 12);
+	CHECK_EQ_INT(ck_pack_seq("job/packs/00000012-0003.pack"), 12);
+	CHECK_EQ_INT(ck_pack_seq("packs/x-0003.pack"), 0);
+	CHECK_EQ_INT(ck_pack_seq("packs/00000012-0003.tmp"), 0);
+}
+
+static struct ck_manifest *mk(uint64_t seq, const char *p1, const char *p2)
+{
+	struct ck_manifest *m = calloc(1, sizeof(*m));
+
+	m->seq = seq;
+	m->job = strdup("job");
+	m->npacks = p2 ? 2 : 1;
+	m->packs = calloc(2, sizeof(char *));
+	m->packs[0] = strdup(p1);
+	if (p2)
+		m->packs[1] = strdup(p2);
+	return m;
+}
+
+static int exists(struct ck_store *s, const char *key)
+{
+	uint64_t size;
+
+	return ck_store_stat(s, key, &size) == 0;
+}
+
+static void test_store_ops(void)
+{
+	char *dir = ck_unit_tmpdir();
+	struct ck_store *s = NULL;
+	struct ck_manifest *m, *l = NULL;
+	uint64_t *seqs = NULL;
+	char **jobs = NULL;
+	size_t n = 0, i;
+	unsigned ndel = 0;
+
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	if (!s)
+		goto out;
+	CHECK_EQ_INT(ck_manifest_load_latest(s, "job", &l), -ENOENT);
+	/* Packs: 1-1 used by 1 and 2; 2-1 by 2 and 3; 3-1 by 3; 4-1 by 4;
+	 * 1-2 by nobody; 5-1 belongs to a round in flight. */
+	ck_store_put(s, "job/packs/00000001-0001.pack", "a", 1, 0);
+	ck_store_put(s, "job/packs/00000001-0002.pack", "bb", 2, 0);
+	ck_store_put(s, "job/packs/00000002-0001.pack", "c", 1, 0);
+	ck_store_put(s, "job/packs/00000003-0001.pack", "d", 1, 0);
+	ck_store_put(s, "job/packs/00000004-0001.pack", "e", 1, 0);
+	ck_store_put(s, "job/packs/00000005-0001.pack", "f", 1, 0);
+	m = mk(1, "packs/00000001-0001.pack", NULL);
+	CHECK_EQ_INT(ck_manifest_commit(s, m), 0);
+	/* A committed manifest is never replaced. */
+	CHECK_EQ_INT(ck_manifest_commit(s, m), -EEXIST);
+	ck_manifest_free(m);
+	m = mk(2, "packs/00000001-0001.pack", "packs/00000002-0001.pack");
+	CHECK_EQ_INT(ck_manifest_commit(s, m), 0);
+	ck_manifest_free(m);
+	m = mk(3, "packs/00000002-0001.pack", "packs/00000003-0001.pack");
+	CHECK_EQ_INT(ck_manifest_commit(s, m), 0);
+	ck_manifest_free(m);
+	m = mk(4, "packs/00000004-0001.pack", NULL);
+	CHECK_EQ_INT(ck_manifest_commit(s, m), 0);
+	ck_manifest_free(m);
+
+	CHECK_EQ_INT(ck_manifest_list(s, "job", &seqs, &n), 0);
+	CHECK_EQ_INT(n, 4);
+	for (i = 0; i < n; i++)
+		CHECK_EQ_INT(seqs[i], i + 1);
+	free(seqs);
+	CHECK_EQ_INT(ck_manifest_load_latest(s, "job", &l), 0);
+	CHECK(l && l->seq == 4);
+	ck_manifest_free(l);
+	CHECK_EQ_INT(ck_manifest_load(s, "job", 9, &l), -ENOENT);
+	CHECK_EQ_INT(ck_manifest_list(s, "../x", &seqs, &n), -EINVAL);
+	CHECK_EQ_INT(ck_store_list_jobs(s, &jobs, &n), 0);
+	CHECK_EQ_INT(n, 1);
+	if (n)
+		CHECK_EQ_STR(jobs[0], "job");
+	for (i = 0; i < n; i++)
+		free(jobs[i]);
+	free(jobs);
+
+	/* Unreferenced 1-2 goes; the in-flight 5-1 stays. */
+	CHECK_EQ_INT(ck_store_gc_packs(s, "job", 4, &ndel, NULL), 0);
+	CHECK_EQ_INT(ndel, 1);
+	CHECK(!exists(s, "job/packs/00000001-0002.pack"));
+	CHECK(exists(s, "job/packs/00000005-0001.pack"));
+
+	/* Keep 2: manifests 1 and 2 go, and pack 1-1 with them; 2-1 is still
+	 * referenced by 3. */
+	CHECK_EQ_INT(ck_store_retain(s, "job", 2), 0);
+	CHECK_EQ_INT(ck_manifest_list(s, "job", &seqs, &n), 0);
+	CHECK_EQ_INT(n, 2);
+	free(seqs);
+	CHECK(!exists(s, "job/manifests/00000001"));
+	CHECK(!exists(s, "job/packs/00000001-0001.pack"));
+	CHECK(exists(s, "job/packs/00000002-0001.pack"));
+	CHECK(exists(s, "job/packs/00000003-0001.pack"));
+	CHECK(exists(s, "job/packs/00000004-0001.pack"));
+	CHECK(exists(s, "job/packs/00000005-0001.pack"));
+	CHECK_EQ_INT(ck_store_retain(s, "job", 0), -EINVAL);
+
+	/* A corrupt manifest: newest fails loudly, gc deletes nothing. */
+	ck_store_put(s, "job/manifests/00000006", "garbage-garbage", 15, 0);
+	CHECK_EQ_INT(ck_manifest_load_latest(s, "job", &l), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "job@6") != NULL && strstr(ck_err_msg(), "bad magic") != NULL);
+	CHECK(ck_store_retain(s, "job", 1) < 0);
+	CHECK(exists(s, "job/packs/00000003-0001.pack"));
+	ck_store_close(s);
+out:
+	ck_unit_rmtree(dir);
+}
+
+void ck_unit_run(void)
+{
+	test_roundtrip();
+	test_golden();
+	test_corruption();
+	test_job_names();
+	test_store_ops();
+}

@@ -1,0 +1,168 @@
+/* File store: put/get/range/stat/list/del, NOREPLACE, modes, bad keys. */
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "launcher/ck_err.h"
+#include "launcher/store.h"
+#include "tests/unit/tmpdir.h"
+#include "tests/unit/unit.h"
+
+struct listed {
+	char keys[16][64];
+	uint64_t sizes[16];
+	int n;
+};
+
+static int list_cb(void *arg, const char *key, uint64_t size)
+{
+	struct listed *l = arg;
+
+	if (l->n < 16) {
+		snprintf(l->keys[l->n], sizeof(l->keys[0]), "%s", key);
+		l->sizes[l->n] = size;
+	}
+	l->n++;
+	return 0;
+}
+
+static int stop_cb(void *arg, const char *key, uint64_t size)
+{
+	(void)key;
+	(void)size;
+	++*(int *)arg;
+	return 7;
+}
+
+static void test_basic(const char *dir)
+{
+	struct ck_store *s = NULL;
+	char uri[512], path[600];
+	struct listed l = {0};
+	struct stat st;
+	uint64_t size = 0;
+	char buf[16];
+	void *data = NULL;
+	size_t len = 0;
+	int stops = 0;
+
+	snprintf(uri, sizeof(uri), "file://%s/store", dir);
+	CHECK_EQ_INT(ck_store_open(uri, NULL, &s), 0);
+	if (!s)
+		return;
+	CHECK_EQ_STR(s->ops->scheme, "file");
+	/* An empty store lists nothing. */
+	CHECK_EQ_INT(ck_store_list(s, "", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 0);
+
+	CHECK_EQ_INT(ck_store_put(s, "job/manifests/00000002", "two", 3, 0), 0);
+	CHECK_EQ_INT(ck_store_put(s, "job/manifests/00000001", "one!", 4, CK_PUT_NOREPLACE), 0);
+	CHECK_EQ_INT(ck_store_put(s, "job/packs/00000001-0001.pack", "0123456789", 10, 0), 0);
+	CHECK_EQ_INT(ck_store_put(s, "other/x", "", 0, 0), 0);
+
+	/* NOREPLACE refuses, and leaves the old object. */
+	CHECK_EQ_INT(ck_store_put(s, "job/manifests/00000001", "xxxx", 4, CK_PUT_NOREPLACE), -EEXIST);
+	CHECK(strstr(ck_err_msg(), "job/manifests/00000001") != NULL);
+	CHECK_EQ_INT(ck_store_get(s, "job/manifests/00000001", &data, &len), 0);
+	CHECK_EQ_INT(len, 4);
+	CHECK(data && !memcmp(data, "one!", 4));
+	free(data);
+	/* A plain put replaces. */
+	CHECK_EQ_INT(ck_store_put(s, "job/manifests/00000002", "TWO2", 4, 0), 0);
+	CHECK_EQ_INT(ck_store_stat(s, "job/manifests/00000002", &size), 0);
+	CHECK_EQ_INT(size, 4);
+
+	CHECK_EQ_INT(ck_store_get_range(s, "job/packs/00000001-0001.pack", 3, buf, 4), 0);
+	CHECK(!memcmp(buf, "3456", 4));
+	CHECK_EQ_INT(ck_store_get_range(s, "job/packs/00000001-0001.pack", 8, buf, 4), -EIO);
+	CHECK(strstr(ck_err_msg(), "00000001-0001.pack") != NULL);
+	CHECK_EQ_INT(ck_store_get_range(s, "job/packs/nope", 0, buf, 1), -ENOENT);
+	CHECK_EQ_INT(ck_store_stat(s, "job/nope", &size), -ENOENT);
+	CHECK(strstr(ck_err_msg(), uri) != NULL);
+	CHECK_EQ_INT(ck_store_get(s, "job/manifests", &data, &len), -ENOENT);
+
+	/* Modes: files 0600, directories 0700. */
+	snprintf(path, sizeof(path), "%s/store/job/manifests/00000002", dir);
+	CHECK_EQ_INT(stat(path, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 07777, 0600);
+	snprintf(path, sizeof(path), "%s/store/job/manifests", dir);
+	CHECK_EQ_INT(stat(path, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 07777, 0700);
+	snprintf(path, sizeof(path), "%s/store", dir);
+	CHECK_EQ_INT(stat(path, &st), 0);
+	CHECK_EQ_INT(st.st_mode & 07777, 0700);
+
+	/* Listing: recursive, sorted, prefix-filtered, no temporary files. */
+	snprintf(path, sizeof(path), "%s/store/job/manifests/.00000003.tmp-1-1", dir);
+	fclose(fopen(path, "w"));
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ_INT(ck_store_list(s, "", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 4);
+	CHECK_EQ_STR(l.keys[0], "job/manifests/00000001");
+	CHECK_EQ_STR(l.keys[1], "job/manifests/00000002");
+	CHECK_EQ_STR(l.keys[2], "job/packs/00000001-0001.pack");
+	CHECK_EQ_STR(l.keys[3], "other/x");
+	CHECK_EQ_INT(l.sizes[2], 10);
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ_INT(ck_store_list(s, "job/man", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 2);
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ_INT(ck_store_list(s, "job/packs/", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 1);
+	memset(&l, 0, sizeof(l));
+	CHECK_EQ_INT(ck_store_list(s, "jo", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 3);
+	CHECK_EQ_INT(ck_store_list(s, "", stop_cb, &stops), 7);
+	CHECK_EQ_INT(stops, 1);
+
+	/* Delete; deleting a missing key is fine. */
+	CHECK_EQ_INT(ck_store_del(s, "job/manifests/00000002"), 0);
+	CHECK_EQ_INT(ck_store_del(s, "job/manifests/00000002"), 0);
+	CHECK_EQ_INT(ck_store_stat(s, "job/manifests/00000002", &size), -ENOENT);
+
+	/* Keys that could escape the store or clash with temporaries. */
+	CHECK_EQ_INT(ck_store_put(s, "../x", "a", 1, 0), -EINVAL);
+	CHECK_EQ_INT(ck_store_put(s, "/abs", "a", 1, 0), -EINVAL);
+	CHECK_EQ_INT(ck_store_put(s, "a//b", "a", 1, 0), -EINVAL);
+	CHECK_EQ_INT(ck_store_put(s, "a/.hidden", "a", 1, 0), -EINVAL);
+	CHECK_EQ_INT(ck_store_put(s, "a/", "a", 1, 0), -EINVAL);
+	ck_store_close(s);
+}
+
+static void test_open_errors(const char *dir)
+{
+	struct ck_store *s = NULL;
+	char rel[64];
+
+	CHECK_EQ_INT(ck_store_open("ftp://host/x", NULL, &s), -EINVAL);
+	CHECK(strstr(ck_err_msg(), "ftp://host/x") != NULL);
+	CHECK_EQ_INT(ck_store_open("file://relative", NULL, &s), -EINVAL);
+	CHECK_EQ_INT(ck_store_open("", NULL, &s), -EINVAL);
+	if (!ck_store_s3_open) {
+		CHECK_EQ_INT(ck_store_open("s3://bucket/p", NULL, &s), -ENOTSUP);
+		CHECK(strstr(ck_err_msg(), "s3://bucket/p") != NULL);
+	}
+	/* A plain path works too. */
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	if (s) {
+		CHECK_EQ_INT(ck_store_put(s, "k", "v", 1, 0), 0);
+		ck_store_close(s);
+	}
+	/* A write into a directory we cannot write fails with the key named,
+	 * leaving nothing behind (root ignores modes, so use a file as dir). */
+	snprintf(rel, sizeof(rel), "%s", "k/sub");
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	if (s) {
+		CHECK(ck_store_put(s, rel, "v", 1, 0) < 0);
+		CHECK(strstr(ck_err_msg(), "k/sub") != NULL);
+		ck_store_close(s);
+	}
+}
+
+void ck_unit_run(void)
+{
+	char *dir = ck_unit_tmpdir();
+
+	test_basic(dir);
+	test_open_errors(dir);
+	ck_unit_rmtree(dir);
+}
