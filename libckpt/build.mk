@@ -4,7 +4,7 @@ LIBCKPT_SRCS := $(wildcard libckpt/*.c libckpt/*.S plugins/*/*.c)
 LIBCKPT_OBJS := $(patsubst %,$(BUILD)/pic/%.o,$(LIBCKPT_SRCS))
 # The restart and suspend paths run where libc and TLS may not be usable:
 # no stack protector, no instrumentation.
-LIBCKPT_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fno-stack-protector -I$(CUDA_INC)
+LIBCKPT_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fno-stack-protector -fno-tree-loop-distribute-patterns -I$(CUDA_INC)
 
 $(BUILD)/pic/%.c.o: %.c
 	@mkdir -p $(dir $@)
@@ -15,7 +15,7 @@ $(BUILD)/pic/%.S.o: %.S
 	$(CC) $(LIBCKPT_CFLAGS) -c $< -o $@
 
 $(BUILD)/libckpt.so: $(LIBCKPT_OBJS)
-	$(CC) -shared -o $@ $^ -ldl -lpthread -Wl,-z,defs -Wl,-soname,libckpt.so
+	$(CC) -shared -o $@ $^ -ldl -lpthread -Wl,-z,defs -Wl,-z,now -Wl,-soname,libckpt.so
 
 RESTORER_SRCS := $(wildcard libckpt/restore/*.c libckpt/restore/*.S)
 RESTORER_CFLAGS := -O2 -g $(WARN) -D_GNU_SOURCE -I. -Iinclude -ffreestanding -fno-stack-protector -fpie \

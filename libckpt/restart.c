@@ -165,7 +165,7 @@ static void ck__recreate_threads(const struct ck_procdesc *pd)
 
 /* Entered with: rdi = the process descriptor, rsi/rdx = the restorer's
  * range to unmap. */
-__attribute__((noreturn, used)) void ck__restart_main(struct ck_procdesc *pd, uint64_t rst, uint64_t rst_len)
+__attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(struct ck_procdesc *pd, uint64_t rst, uint64_t rst_len)
 {
 	const struct ck_pd_thread *main_thread = NULL;
 

@@ -7,6 +7,7 @@
  * SIGTERM/SIGINT to stop, `ckpt checkpoint`), and with --resume restarts
  * the job from its newest committed checkpoint. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -37,8 +38,7 @@ static void ck__on_signal(int sig)
 		ck_sig_usr2 = 1;
 	else if (sig == SIGCHLD)
 		ck_sig_chld = 1;
-	if (write(ck_wake_fd[1], "x", 1) < 0)
-		;
+	(void)!write(ck_wake_fd[1], "x", 1);
 	errno = e;
 }
 
@@ -81,7 +81,7 @@ static int ck__parse_duration(const char *s, uint64_t *ms)
 
 static int ck__find_helpers(struct ckrun *c)
 {
-	char self[PATH_MAX], *slash;
+	char self[2048], *slash;
 	const char *dir = getenv("CKPT_LIBDIR");
 	ssize_t n;
 

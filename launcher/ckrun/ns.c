@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -121,9 +122,6 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 	pid_t job;
 	int st;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	if (getppid() == 0)
-		_exit(CK_EXIT_INTERNAL); /* ckrun already gone */
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
 		fprintf(stderr, "ckrun: cannot mount /proc for the job's pid namespace: %s\n", strerror(errno));
@@ -189,6 +187,9 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, pid_t want_pid)
 		close(chan[0]);
 		close(sync[1]);
 		close(status[0]);
+		/* Die with ckrun; the sync read also catches a ckrun that died
+		 * before we asked (the pipe then reads end-of-file). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (read(sync[0], &b, 1) != 1)
 			_exit(CK_EXIT_INTERNAL);
 		ck__init_main(c, mode, want_pid, chan[1], status[1]);

@@ -88,8 +88,8 @@ static int ck__open_file(const struct ck_pd_fd *f)
 			fprintf(stderr, "ckrun: warning: %s changed since the checkpoint (size %" PRIu64 " -> %lld)\n",
 				f->path, f->size, (long long)st.st_size);
 	}
-	if (lseek(fd, (off_t)f->offset, SEEK_SET) < 0 && !S_ISCHR(f->mode))
-		; /* not seekable: nothing to restore */
+	/* Devices and other unseekable files have no offset to restore. */
+	(void)lseek(fd, (off_t)f->offset, SEEK_SET);
 	return fd;
 }
 
