@@ -4,6 +4,7 @@
  * a parked thread may hold any libc lock. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -77,10 +78,42 @@ static int ck__collect_mm(void)
 	return 0;
 }
 
+/* State this version cannot restore makes the round fail with one line
+ * naming it; the job is not touched. */
+static int ck__check_unsupported(void)
+{
+	static char buf[8192];
+	const char *p;
+
+	if (ck__read_file("/proc/self/status", buf, sizeof(buf)) > 0 && (p = strstr(buf, "TracerPid:"))) {
+		p += 10;
+		uint64_t tracer = ck__next_u64(&p);
+		if (tracer) {
+			ck__failf("the job is traced (ptrace) by process %llu: not supported", (unsigned long long)tracer);
+			return -ENOTSUP;
+		}
+	}
+	for (uint32_t i = 0; i < ck__pd.nthreads; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/children", ck__pd.threads[i].tid);
+		if (ck__read_file(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
+			p = buf;
+			ck__failf("the job has a child process (pid %llu): process trees are not supported yet",
+				  (unsigned long long)ck__next_u64(&p));
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 int ck__collect_process(void)
 {
 	long n;
 	int r;
+
+	r = ck__check_unsupported();
+	if (r < 0)
+		return r;
 
 	ck__pd.magic = CK_PD_MAGIC;
 	ck__pd.version = CK_PD_VERSION;

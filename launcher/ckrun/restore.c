@@ -82,7 +82,9 @@ static int ck__open_file(const struct ck_pd_fd *f)
 		ck_err_set("descriptor %d: cannot open %s again: %s", f->fd, f->path, strerror(errno));
 		return -errno;
 	}
-	if (S_ISREG(f->mode) && fstat(fd, &st) == 0) {
+	/* Data the job reads changed under it: say so. (Files it writes change
+	 * by its own hand after the checkpoint; that is expected.) */
+	if (S_ISREG(f->mode) && (f->flags & O_ACCMODE) == O_RDONLY && fstat(fd, &st) == 0) {
 		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
 		if ((uint64_t)st.st_size != f->size || mt != f->mtime_ns)
 			fprintf(stderr, "ckrun: warning: %s changed since the checkpoint (size %" PRIu64 " -> %lld)\n",

@@ -344,9 +344,8 @@ static void ck__place_fds(uint32_t nfds)
 		got += (uint32_t)n;
 	}
 	/* Everything below the parking area but the channel goes. */
-	for (int fd = 0; fd < CK_FD_PARK; fd++)
-		if (fd != CK_CTL_FD)
-			ck_close(fd);
+	ck_sys3(SYS_close_range, 0, CK_CTL_FD - 1, 0);
+	ck_sys3(SYS_close_range, CK_CTL_FD + 1, CK_FD_PARK - 1, 0);
 	for (uint32_t i = 0; i < nfds; i++) {
 		int cloexec = target[i] < 0;
 		int t = cloexec ? -target[i] - 1 : target[i];
