@@ -204,3 +204,36 @@ int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn 
 	}
 	return 0;
 }
+
+int ck_chunk_verify(const struct ck_chunk *c, const void *stored, void *scratch, const char **why)
+{
+	uint8_t hash[CK_HASH_LEN];
+	const void *data = stored;
+
+	*why = NULL;
+	if (c->flags & CK_CHUNK_ZERO) {
+		memset(scratch, 0, c->len);
+		data = scratch;
+	} else if (!(c->flags & CK_CHUNK_RAW)) {
+		size_t n = ZSTD_decompress(scratch, c->len, stored, c->clen);
+
+		if (ZSTD_isError(n)) {
+			*why = "cannot decompress";
+			return -EBADMSG;
+		}
+		if (n != c->len) {
+			*why = "length mismatch";
+			return -EBADMSG;
+		}
+		data = scratch;
+	}
+	if (ck_sha256(data, c->len, hash) < 0) {
+		*why = "SHA-256 failed";
+		return -EIO;
+	}
+	if (memcmp(hash, c->hash, CK_HASH_LEN)) {
+		*why = "hash mismatch";
+		return -EBADMSG;
+	}
+	return 0;
+}
