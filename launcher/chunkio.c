@@ -188,6 +188,7 @@ static void fail(struct ck_writer *w, int rc)
 static void *uploader(void *arg)
 {
 	struct ck_writer *w = arg;
+	int rc;
 
 	pthread_mutex_lock(&w->up_lock);
 	for (;;) {
@@ -197,7 +198,7 @@ static void *uploader(void *arg)
 			break;
 		pthread_mutex_unlock(&w->up_lock);
 		/* The upload runs unlocked: the filler may check on us. */
-		int rc = ck_store_put(w->s, w->up_key, w->up_buf, w->up_len, 0);
+		rc = ck_store_put(w->s, w->up_key, w->up_buf, w->up_len, 0);
 		pthread_mutex_lock(&w->up_lock);
 		if (rc < 0 && !w->up_rc) {
 			w->up_rc = rc;

@@ -76,7 +76,7 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 	o->keep = -1;
 	optind = 0; /* full re-initialisation of getopt */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+", all, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
 		unsigned need = c == 's' || c == 'E' || c == 'C' ? CKPT_O_STORE
 				: c == 'j'			 ? CKPT_O_JSON
 				: c == 'S'			 ? CKPT_O_STOP
