@@ -90,9 +90,17 @@ static int copy_pack(struct cp_ctx *c, uint32_t p, const size_t *idx, size_t n)
 	if (ck_store_stat(c->dst, key, &dsize) == 0 && dsize == ssize)
 		from = c->dst; /* already there: check it in place */
 	rc = ck_store_get(from, key, &buf, &len);
-	if (rc < 0)
-		return rc;
-	rc = check_pack(c, from, pack, buf, len, idx, n);
+	if (rc == 0)
+		rc = check_pack(c, from, pack, buf, len, idx, n);
+	if (rc < 0 && from == c->dst) {
+		/* A damaged copy at the destination is replaced, not trusted. */
+		free(buf);
+		buf = NULL;
+		from = c->src;
+		rc = ck_store_get(from, key, &buf, &len);
+		if (rc == 0)
+			rc = check_pack(c, from, pack, buf, len, idx, n);
+	}
 	if (rc == 0 && from == c->src) {
 		rc = ck_store_put(c->dst, key, buf, len, 0);
 		c->copied++;
@@ -232,7 +240,8 @@ int ckpt_cmd_cp(int argc, char **argv)
 out:
 	if (rc == 0) {
 		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
-		printf("%s: %u packs copied (%s), %u already present\n", job, c.copied, b, c.skipped);
+		printf("%s: %u pack%s copied (%s), %u already present\n", job, c.copied, c.copied == 1 ? "" : "s", b,
+		       c.skipped);
 	}
 	free(seqs);
 	free(c.scratch);

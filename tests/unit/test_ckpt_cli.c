@@ -144,6 +144,22 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("verify --store st2 demo@2"), 0);
 	CHECK_EQ_INT(run("cp st st2 demo@2"), 0);
 	CHECK(strstr(out, "already") != NULL);
+	/* A same-size but damaged pack at the destination is replaced. */
+	snprintf(path, sizeof(path), "%s/st3/demo/packs/00000001-0001.pack", tmp);
+	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
+	{
+		int fd = open(path, O_RDWR);
+
+		CHECK_EQ_INT(pwrite(fd, "\x55\x55\x55", 3, 0), 3);
+		close(fd);
+		snprintf(path, sizeof(path), "%s/st3/demo/manifests/00000001", tmp);
+		unlink(path);
+	}
+	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
+	CHECK(strstr(out, "1 pack copied") != NULL);
+	CHECK_EQ_INT(run("verify --store st3 demo@1"), 0);
+	snprintf(path, sizeof(path), "%s/st3", tmp);
+	ck_unit_rmtree(strdup(path));
 
 	/* Corrupt one byte of a round-2 pack (the changed chunk lives there). */
 	snprintf(path, sizeof(path), "%s/st/demo/packs/00000002-0001.pack", tmp);
