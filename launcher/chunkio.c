@@ -11,7 +11,6 @@
 #include <errno.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,7 +95,7 @@ struct ck_writer {
 	uint64_t wk_gen;
 	int wk_quit;
 	unsigned wk_active;          /* slots in the current batch */
-	atomic_uint wk_next;         /* next slot to take */
+	unsigned wk_next;            /* next slot to take */
 	unsigned wk_done;            /* slots finished */
 	ck_read_fn fn;
 	void *fn_arg;
@@ -189,6 +188,7 @@ static void fail(struct ck_writer *w, int rc)
 static void *uploader(void *arg)
 {
 	struct ck_writer *w = arg;
+	int rc;
 
 	pthread_mutex_lock(&w->up_lock);
 	for (;;) {
@@ -198,7 +198,7 @@ static void *uploader(void *arg)
 			break;
 		pthread_mutex_unlock(&w->up_lock);
 		/* The upload runs unlocked: the filler may check on us. */
-		int rc = ck_store_put(w->s, w->up_key, w->up_buf, w->up_len, 0);
+		rc = ck_store_put(w->s, w->up_key, w->up_buf, w->up_len, 0);
 		pthread_mutex_lock(&w->up_lock);
 		if (rc < 0 && !w->up_rc) {
 			w->up_rc = rc;
@@ -340,22 +340,22 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 	}
 }
 
-/* Takes slots of the current batch until none is left. */
+/* Takes slots of the current batch until none is left. Slots are handed
+ * out under the lock, so a thread that wakes late cannot take a slot of a
+ * batch that has since been refilled. */
 static void run_slots(struct ck_writer *w, ZSTD_CCtx *cctx)
 {
-	unsigned i, did = 0;
+	pthread_mutex_lock(&w->wk_lock);
+	while (w->wk_next < w->wk_active) {
+		struct ck__slot *sl = &w->slots[w->wk_next++];
 
-	while ((i = atomic_fetch_add(&w->wk_next, 1)) < w->wk_active) {
-		process_slot(w, &w->slots[i], cctx);
-		did++;
-	}
-	if (did) {
-		pthread_mutex_lock(&w->wk_lock);
-		w->wk_done += did;
-		if (w->wk_done == w->wk_active)
-			pthread_cond_broadcast(&w->wk_done_cv);
 		pthread_mutex_unlock(&w->wk_lock);
+		process_slot(w, sl, cctx);
+		pthread_mutex_lock(&w->wk_lock);
+		if (++w->wk_done == w->wk_active)
+			pthread_cond_broadcast(&w->wk_done_cv);
 	}
+	pthread_mutex_unlock(&w->wk_lock);
 }
 
 struct ck__wkarg {
@@ -390,7 +390,7 @@ static void run_batch(struct ck_writer *w, unsigned n)
 	pthread_mutex_lock(&w->wk_lock);
 	w->wk_active = n;
 	w->wk_done = 0;
-	atomic_store(&w->wk_next, 0);
+	w->wk_next = 0;
 	w->wk_gen++;
 	pthread_cond_broadcast(&w->wk_cv);
 	pthread_mutex_unlock(&w->wk_lock);

@@ -51,5 +51,8 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
  * -EBADMSG and a message naming the checkpoint, the chunk and the store. */
 int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg);
 void ck_reader_close(struct ck_reader *r);
+/* Number of ranged reads kept in flight (1..16, default 3); call before the
+ * first ck_reader_read. Each costs one buffer of about 4.5 MiB. */
+void ck_reader_set_parallel(struct ck_reader *r, unsigned n);
 
 #endif

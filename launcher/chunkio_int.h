@@ -12,4 +12,9 @@ int ck_chunk_is_zero(const void *buf, size_t len);
 /* SHA-256 of buf; 0 or -EIO. */
 int ck_sha256(const void *buf, size_t len, uint8_t out[CK_HASH_LEN]);
 
+/* Checks the stored bytes of one chunk (clen bytes at stored; nothing for a
+ * zero chunk): decompresses into scratch (CK_CHUNK_SIZE bytes) and compares
+ * length and SHA-256. 0, or -EBADMSG with *why saying what is wrong. */
+int ck_chunk_verify(const struct ck_chunk *c, const void *stored, void *scratch, const char **why);
+
 #endif

@@ -1,11 +1,14 @@
 /* Chunk reader: packs -> verified region data.
  *
  * Neighbouring chunks of one pack are fetched with a single ranged read of
- * up to CK__SPAN_MAX bytes. Every chunk is decompressed into its own buffer
- * and its length and SHA-256 are checked before the consumer sees a byte. */
+ * up to CK__SPAN_MAX bytes; a few such reads run ahead in fetch threads
+ * while the caller's thread decodes. Every chunk is decompressed into its
+ * own buffer and its length and SHA-256 are checked before the consumer
+ * (always called on the caller's thread, in order) sees a byte. */
 #include "launcher/chunkio.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +19,153 @@
 
 #define CK__SPAN_MAX (4u << 20) /* one ranged read */
 #define CK__GAP_MAX (64u << 10) /* bytes of other chunks worth reading over */
+#define CK__FETCH_DEFAULT 3      /* ranged reads in flight */
+#define CK__FETCH_MAX 16
+
+enum { CK__FREE, CK__QUEUED, CK__BUSY, CK__DONE };
+
+/* One group of chunks: a span of one pack fetched with one read, or a
+ * single zero chunk that needs no read. */
+struct ck__fslot {
+	uint64_t first, end; /* chunks [first, end) */
+	uint64_t span_start, span_end;
+	uint64_t order; /* planning order: fetches start oldest first */
+	uint32_t pack;
+	int zero;
+	int state;
+	int rc;
+	char err[1024];
+	uint8_t *buf; /* CK__SPAN_MAX + one largest chunk */
+};
 
 struct ck_reader {
 	struct ck_store *s;
 	char *job;
 	const struct ck_manifest *m;
 	ZSTD_DCtx *dctx;
-	uint8_t *span; /* CK__SPAN_MAX + one largest chunk */
 	uint8_t *out;  /* CK_CHUNK_SIZE */
 	uint8_t *zero; /* CK_CHUNK_SIZE zero bytes */
 	uint8_t zero_hash[CK_HASH_LEN];
+
+	/* fetch threads fill a ring of slots that the caller drains in order */
+	unsigned nthreads, nring;
+	pthread_t *threads;
+	struct ck__fslot *ring;
+	pthread_mutex_t lock;
+	pthread_cond_t work_cv, done_cv;
+	uint64_t order;
+	int quit;
 };
+
+static int fetch_err(struct ck_reader *r, uint64_t idx, uint64_t span_end, int rc);
+
+static void *fetcher(void *arg)
+{
+	struct ck_reader *r = arg;
+
+	pthread_mutex_lock(&r->lock);
+	for (;;) {
+		struct ck__fslot *sl = NULL;
+		char key[512];
+		unsigned i;
+		int rc;
+
+		for (i = 0; i < r->nring; i++)
+			if (r->ring[i].state == CK__QUEUED && (!sl || r->ring[i].order < sl->order))
+				sl = &r->ring[i];
+		if (!sl) {
+			if (r->quit)
+				break;
+			pthread_cond_wait(&r->work_cv, &r->lock);
+			continue;
+		}
+		sl->state = CK__BUSY;
+		pthread_mutex_unlock(&r->lock);
+		snprintf(key, sizeof(key), "%s/%s", r->job, r->m->packs[sl->pack]);
+		rc = ck_store_get_range(r->s, key, sl->span_start, sl->buf, (size_t)(sl->span_end - sl->span_start));
+		if (rc < 0) {
+			rc = fetch_err(r, sl->first, sl->span_end, rc);
+			snprintf(sl->err, sizeof(sl->err), "%s", ck_err_msg());
+		}
+		pthread_mutex_lock(&r->lock);
+		sl->rc = rc;
+		sl->state = CK__DONE;
+		pthread_cond_broadcast(&r->done_cv);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+static void stop_threads(struct ck_reader *r)
+{
+	unsigned i;
+
+	if (!r->threads)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->quit = 1;
+	pthread_cond_broadcast(&r->work_cv);
+	pthread_mutex_unlock(&r->lock);
+	for (i = 0; i < r->nthreads; i++)
+		if (r->threads[i])
+			pthread_join(r->threads[i], NULL);
+	free(r->threads);
+	r->threads = NULL;
+	r->quit = 0;
+}
+
+static void free_ring(struct ck_reader *r)
+{
+	unsigned i;
+
+	for (i = 0; r->ring && i < r->nring; i++)
+		free(r->ring[i].buf);
+	free(r->ring);
+	r->ring = NULL;
+}
+
+/* Threads and buffers are made on the first read, so that the number of
+ * fetches in flight can still be chosen after open. */
+static int start_threads(struct ck_reader *r)
+{
+	unsigned i;
+	int rc;
+
+	r->nring = r->nthreads + 1;
+	r->ring = calloc(r->nring, sizeof(*r->ring));
+	r->threads = calloc(r->nthreads, sizeof(*r->threads));
+	if (!r->ring || !r->threads)
+		goto nomem;
+	for (i = 0; i < r->nring; i++) {
+		r->ring[i].buf = malloc(CK__SPAN_MAX + 2 * CK_CHUNK_SIZE);
+		if (!r->ring[i].buf)
+			goto nomem;
+	}
+	for (i = 0; i < r->nthreads; i++) {
+		rc = pthread_create(&r->threads[i], NULL, fetcher, r);
+		if (rc) {
+			r->threads[i] = 0;
+			stop_threads(r);
+			free_ring(r);
+			ck_err_set("chunk reader %s: cannot start threads: %s", r->job, strerror(rc));
+			return -rc;
+		}
+	}
+	return 0;
+nomem:
+	free(r->threads);
+	r->threads = NULL;
+	free_ring(r);
+	ck_err_set("chunk reader %s: out of memory", r->job);
+	return -ENOMEM;
+}
+
+void ck_reader_set_parallel(struct ck_reader *r, unsigned n)
+{
+	if (r->threads)
+		return; /* already reading */
+	r->nthreads = n < 1 ? 1 : n > CK__FETCH_MAX ? CK__FETCH_MAX : n;
+}
 
 int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest *m, struct ck_reader **out)
 {
@@ -35,14 +174,17 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
 	*out = NULL;
 	if (!r)
 		goto nomem;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->work_cv, NULL);
+	pthread_cond_init(&r->done_cv, NULL);
 	r->s = s;
 	r->m = m;
+	r->nthreads = CK__FETCH_DEFAULT;
 	r->job = strdup(job);
 	r->dctx = ZSTD_createDCtx();
-	r->span = malloc(CK__SPAN_MAX + 2 * CK_CHUNK_SIZE);
 	r->out = malloc(CK_CHUNK_SIZE);
 	r->zero = calloc(1, CK_CHUNK_SIZE);
-	if (!r->job || !r->dctx || !r->span || !r->out || !r->zero)
+	if (!r->job || !r->dctx || !r->out || !r->zero)
 		goto nomem;
 	ck_sha256(r->zero, CK_CHUNK_SIZE, r->zero_hash);
 	*out = r;
@@ -57,11 +199,15 @@ void ck_reader_close(struct ck_reader *r)
 {
 	if (!r)
 		return;
+	stop_threads(r);
+	free_ring(r);
 	ZSTD_freeDCtx(r->dctx);
-	free(r->span);
 	free(r->out);
 	free(r->zero);
 	free(r->job);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->work_cv);
+	pthread_cond_destroy(&r->done_cv);
 	free(r);
 }
 
@@ -134,11 +280,80 @@ static int fetch_err(struct ck_reader *r, uint64_t idx, uint64_t span_end, int r
 	return rc;
 }
 
+/* Plans the group of chunks that starts at chunk i into sl. */
+static void plan(struct ck_reader *r, struct ck__fslot *sl, uint64_t i, uint64_t end)
+{
+	const struct ck_chunk *c = &r->m->chunks[i];
+	uint64_t j;
+
+	sl->first = i;
+	sl->rc = 0;
+	sl->err[0] = 0;
+	sl->order = r->order++;
+	if (c->flags & CK_CHUNK_ZERO) {
+		sl->zero = 1;
+		sl->end = i + 1;
+		sl->state = CK__DONE;
+		return;
+	}
+	/* The following chunks that sit close behind in the same pack come
+	 * along in the same read, up to one span. */
+	sl->zero = 0;
+	sl->pack = c->pack;
+	sl->span_start = c->off;
+	sl->span_end = c->off + c->clen;
+	for (j = i + 1; j < end; j++) {
+		const struct ck_chunk *d = &r->m->chunks[j];
+
+		if ((d->flags & CK_CHUNK_ZERO) || d->pack != c->pack || d->off < sl->span_end ||
+		    d->off - sl->span_end > CK__GAP_MAX || d->off + d->clen - sl->span_start > CK__SPAN_MAX)
+			break;
+		sl->span_end = d->off + d->clen;
+	}
+	sl->end = j;
+	sl->state = CK__QUEUED;
+}
+
+/* Verifies the chunks of a fetched group and hands them on. */
+static int consume(struct ck_reader *r, struct ck__fslot *sl, ck_write_fn fn, void *arg, uint64_t *out_off)
+{
+	uint64_t i;
+	int rc;
+
+	if (sl->zero) {
+		const struct ck_chunk *c = &r->m->chunks[sl->first];
+		uint8_t hash[CK_HASH_LEN];
+
+		if (c->len == CK_CHUNK_SIZE)
+			memcpy(hash, r->zero_hash, CK_HASH_LEN);
+		else
+			ck_sha256(r->zero, c->len, hash);
+		if (memcmp(hash, c->hash, CK_HASH_LEN))
+			return chunk_err(r, sl->first, -EBADMSG, "hash mismatch");
+		rc = fn(arg, *out_off, r->zero, c->len);
+		*out_off += c->len;
+		return rc;
+	}
+	for (i = sl->first; i < sl->end; i++) {
+		const struct ck_chunk *c = &r->m->chunks[i];
+		const uint8_t *data = NULL;
+
+		rc = decode_chunk(r, i, sl->buf + (c->off - sl->span_start), &data);
+		if (rc < 0)
+			return rc;
+		rc = fn(arg, *out_off, data, c->len);
+		if (rc < 0)
+			return rc;
+		*out_off += c->len;
+	}
+	return 0;
+}
+
 int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg)
 {
 	const struct ck_manifest *m = r->m;
-	uint64_t i = first, end = first + n, out_off = 0;
-	int rc;
+	uint64_t i, end = first + n, next = first, head = 0, tail = 0, out_off = 0;
+	int rc = 0;
 
 	if (first > m->nchunks || n > m->nchunks - first) {
 		ck_err_set("checkpoint %s@%llu: chunks %llu..%llu out of range (%zu chunks)", r->job,
@@ -146,61 +361,95 @@ int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn 
 			   m->nchunks);
 		return -EBADMSG;
 	}
-	while (i < end) {
+	/* Manifests built in memory did not pass the decoder's checks. */
+	for (i = first; i < end; i++) {
 		const struct ck_chunk *c = &m->chunks[i];
-		uint64_t j, span_start, span_end;
-		const uint8_t *data = NULL;
-		char key[512];
 
-		/* Manifests built in memory did not pass the decoder's checks. */
 		if (c->len > CK_CHUNK_SIZE ||
-		    (!(c->flags & CK_CHUNK_ZERO) && (c->pack >= m->npacks || c->clen > 2 * CK_CHUNK_SIZE))) {
+		    (!(c->flags & CK_CHUNK_ZERO) && (c->pack >= m->npacks || c->clen > 2 * CK_CHUNK_SIZE ||
+						     c->off > UINT64_MAX - c->clen))) {
 			ck_err_set("checkpoint %s@%llu: chunk %llu: bad chunk table entry (store %s)", r->job,
 				   (unsigned long long)m->seq, (unsigned long long)i, r->s->uri);
 			return -EBADMSG;
 		}
-		if (c->flags & CK_CHUNK_ZERO) {
-			uint8_t hash[CK_HASH_LEN];
-
-			if (c->len == CK_CHUNK_SIZE)
-				memcpy(hash, r->zero_hash, CK_HASH_LEN);
-			else
-				ck_sha256(r->zero, c->len, hash);
-			if (memcmp(hash, c->hash, CK_HASH_LEN))
-				return chunk_err(r, i, -EBADMSG, "hash mismatch");
-			rc = fn(arg, out_off, r->zero, c->len);
-			if (rc < 0)
-				return rc;
-			out_off += c->len;
-			i++;
-			continue;
-		}
-		/* Group the following chunks that sit close behind in the same
-		 * pack, up to one span. */
-		span_start = c->off;
-		span_end = c->off + c->clen;
-		for (j = i + 1; j < end; j++) {
-			const struct ck_chunk *d = &m->chunks[j];
-
-			if ((d->flags & CK_CHUNK_ZERO) || d->pack != c->pack || d->clen > 2 * CK_CHUNK_SIZE || d->off < span_end ||
-			    d->off - span_end > CK__GAP_MAX || d->off + d->clen - span_start > CK__SPAN_MAX)
-				break;
-			span_end = d->off + d->clen;
-		}
-		snprintf(key, sizeof(key), "%s/%s", r->job, m->packs[c->pack]);
-		rc = ck_store_get_range(r->s, key, span_start, r->span, (size_t)(span_end - span_start));
+	}
+	if (!r->threads) {
+		rc = start_threads(r);
 		if (rc < 0)
-			return fetch_err(r, i, span_end, rc);
-		for (; i < j; i++) {
-			c = &m->chunks[i];
-			rc = decode_chunk(r, i, r->span + (c->off - span_start), &data);
-			if (rc < 0)
-				return rc;
-			rc = fn(arg, out_off, data, c->len);
-			if (rc < 0)
-				return rc;
-			out_off += c->len;
+			return rc;
+	}
+	for (;;) {
+		struct ck__fslot *sl;
+
+		pthread_mutex_lock(&r->lock);
+		while (tail - head < r->nring && next < end) {
+			sl = &r->ring[tail++ % r->nring];
+			plan(r, sl, next, end);
+			next = sl->end;
 		}
+		pthread_cond_broadcast(&r->work_cv);
+		if (head == tail) {
+			pthread_mutex_unlock(&r->lock);
+			break;
+		}
+		sl = &r->ring[head % r->nring];
+		while (sl->state != CK__DONE)
+			pthread_cond_wait(&r->done_cv, &r->lock);
+		pthread_mutex_unlock(&r->lock);
+		if (sl->rc < 0) {
+			ck_err_set("%s", sl->err);
+			rc = sl->rc;
+			break;
+		}
+		rc = consume(r, sl, fn, arg, &out_off);
+		if (rc < 0)
+			break;
+		pthread_mutex_lock(&r->lock);
+		sl->state = CK__FREE;
+		pthread_mutex_unlock(&r->lock);
+		head++;
+	}
+	/* On an early stop, drop the reads not started and wait for the
+	 * running ones: their buffers are reused by the next call. */
+	pthread_mutex_lock(&r->lock);
+	for (i = 0; i < r->nring; i++) {
+		while (r->ring[i].state == CK__BUSY)
+			pthread_cond_wait(&r->done_cv, &r->lock);
+		r->ring[i].state = CK__FREE;
+	}
+	pthread_mutex_unlock(&r->lock);
+	return rc;
+}
+
+int ck_chunk_verify(const struct ck_chunk *c, const void *stored, void *scratch, const char **why)
+{
+	uint8_t hash[CK_HASH_LEN];
+	const void *data = stored;
+
+	*why = NULL;
+	if (c->flags & CK_CHUNK_ZERO) {
+		memset(scratch, 0, c->len);
+		data = scratch;
+	} else if (!(c->flags & CK_CHUNK_RAW)) {
+		size_t n = ZSTD_decompress(scratch, c->len, stored, c->clen);
+
+		if (ZSTD_isError(n)) {
+			*why = "cannot decompress";
+			return -EBADMSG;
+		}
+		if (n != c->len) {
+			*why = "length mismatch";
+			return -EBADMSG;
+		}
+		data = scratch;
+	}
+	if (ck_sha256(data, c->len, hash) < 0) {
+		*why = "SHA-256 failed";
+		return -EIO;
+	}
+	if (memcmp(hash, c->hash, CK_HASH_LEN)) {
+		*why = "hash mismatch";
+		return -EBADMSG;
 	}
 	return 0;
 }

@@ -553,41 +553,77 @@ static int decode_skip(struct ck__rd *r, struct ck_manifest *m)
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
 {
+	uint64_t *upto = NULL; /* upto[i]: bytes in chunks [0, i) */
 	size_t i, j;
+	int rc = 0;
 
+	upto = malloc((m->nchunks + 1) * sizeof(*upto));
+	if (!upto) {
+		ck_err_set("manifest: out of memory");
+		return -ENOMEM;
+	}
+	upto[0] = 0;
 	for (i = 0; i < m->nchunks; i++) {
 		const struct ck_chunk *c = &m->chunks[i];
 
-		if (c->flags & ~(uint32_t)CK__CHUNK_FLAGS)
-			return bad("chunk %zu: unknown flags %#x", i, c->flags);
-		if (c->len == 0 || c->len > CK_CHUNK_SIZE)
-			return bad("chunk %zu: bad length %u", i, c->len);
+		upto[i + 1] = upto[i] + c->len;
+		if (c->flags & ~(uint32_t)CK__CHUNK_FLAGS) {
+			rc = bad("chunk %zu: unknown flags %#x", i, c->flags);
+			goto out;
+		}
+		if (c->len == 0 || c->len > CK_CHUNK_SIZE) {
+			rc = bad("chunk %zu: bad length %u", i, c->len);
+			goto out;
+		}
 		if (c->flags & CK_CHUNK_ZERO) {
-			if (c->clen || (c->flags & CK_CHUNK_RAW))
-				return bad("chunk %zu: zero chunk with stored bytes", i);
+			if (c->clen || (c->flags & CK_CHUNK_RAW)) {
+				rc = bad("chunk %zu: zero chunk with stored bytes", i);
+				goto out;
+			}
 			continue;
 		}
-		if (c->pack >= m->npacks)
-			return bad("chunk %zu: pack index %u out of range (%zu packs)", i, c->pack, m->npacks);
-		if (c->clen == 0 || c->clen > 2 * CK_CHUNK_SIZE || ((c->flags & CK_CHUNK_RAW) && c->clen != c->len))
-			return bad("chunk %zu: bad stored length %u", i, c->clen);
-		if (c->off > UINT64_MAX - c->clen)
-			return bad("chunk %zu: offset out of range", i);
+		if (c->pack >= m->npacks) {
+			rc = bad("chunk %zu: pack index %u out of range (%zu packs)", i, c->pack, m->npacks);
+			goto out;
+		}
+		if (c->clen == 0 || c->clen > 2 * CK_CHUNK_SIZE || ((c->flags & CK_CHUNK_RAW) && c->clen != c->len)) {
+			rc = bad("chunk %zu: bad stored length %u", i, c->clen);
+			goto out;
+		}
+		if (c->off > UINT64_MAX - c->clen) {
+			rc = bad("chunk %zu: offset out of range", i);
+			goto out;
+		}
 	}
 	for (i = 0; i < m->nprocs; i++) {
 		const struct ck_proc *p = &m->procs[i];
 
 		for (j = 0; j < p->nregions; j++) {
 			const struct ck_region *g = &p->regions[j];
+			uint64_t bytes;
 
-			if (g->start >= g->end)
-				return bad("process %d: region %zu: empty or inverted range", p->pid, j);
-			if (g->first_chunk > m->nchunks || g->nchunks > m->nchunks - g->first_chunk)
-				return bad("process %d: region %#llx: chunk range out of bounds", p->pid,
-					   (unsigned long long)g->start);
+			if (g->start >= g->end) {
+				rc = bad("process %d: region %zu: empty or inverted range", p->pid, j);
+				goto out;
+			}
+			if (g->first_chunk > m->nchunks || g->nchunks > m->nchunks - g->first_chunk) {
+				rc = bad("process %d: region %#llx: chunk range out of bounds", p->pid,
+					 (unsigned long long)g->start);
+				goto out;
+			}
+			/* A restore fills the region from its chunks: they must fit. */
+			bytes = upto[g->first_chunk + g->nchunks] - upto[g->first_chunk];
+			if (bytes > g->end - g->start) {
+				rc = bad("process %d: region %#llx: %llu bytes of chunks exceed its size %llu", p->pid,
+					 (unsigned long long)g->start, (unsigned long long)bytes,
+					 (unsigned long long)(g->end - g->start));
+				goto out;
+			}
 		}
 	}
-	return 0;
+out:
+	free(upto);
+	return rc;
 }
 
 int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)

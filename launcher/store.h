@@ -57,7 +57,10 @@ struct ck_store_opts {
 int ck_store_open(const char *uri, const struct ck_store_opts *opts, struct ck_store **out);
 void ck_store_close(struct ck_store *s);
 
-/* Backend constructors. The S3 one is weak so builds without it still link. */
+/* Backend constructors. The S3 one is weak so builds without it still link.
+ * A weak reference does not pull a member out of a static library: when the
+ * S3 code is in libcklaunch.a, the programs must be linked with
+ * -Wl,-u,ck_store_s3_open (or reference it strongly) to get it. */
 int ck_store_file_open(const char *dir, struct ck_store **out);
 /* Same, but messages name the store by uri (e.g. "file:///dir"). */
 int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **out);

@@ -154,12 +154,16 @@ static int fs_put(struct ck_store *s, const char *key, const void *buf, size_t l
 		ck_err_set("store %s: put %s: path too long", s->uri, key);
 		return -ENAMETOOLONG;
 	}
-	rc = mkdir_parents(path);
-	if (rc < 0) {
-		what = "create directory";
-		goto out;
-	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT) {
+		/* First object in this directory: create the missing ones. */
+		rc = mkdir_parents(path);
+		if (rc < 0) {
+			what = "create directory";
+			goto out;
+		}
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	}
 	if (fd < 0) {
 		rc = -errno;
 		goto out;

@@ -200,6 +200,46 @@ static void test_corruption(void)
 	free(buf);
 }
 
+/* Well-formed bytes that describe something unsafe are refused too. */
+static void test_semantics(void)
+{
+	struct ck_manifest *m, *d = NULL;
+	void *buf = NULL;
+	size_t len = 0;
+
+	m = ck_unit_sample_manifest();
+	m->procs[0].regions[1].end = m->procs[0].regions[1].start + 100; /* smaller than its chunk */
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "exceed its size") != NULL);
+	free(buf);
+	ck_manifest_free(m);
+
+	m = ck_unit_sample_manifest();
+	m->chunks[0].pack = 2;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "chunk 0: pack index 2 out of range") != NULL);
+	free(buf);
+	ck_manifest_free(m);
+
+	m = ck_unit_sample_manifest();
+	m->procs[0].regions[0].nchunks = 9;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "chunk range out of bounds") != NULL);
+	free(buf);
+	ck_manifest_free(m);
+
+	m = ck_unit_sample_manifest();
+	m->chunks[1].clen = 5; /* a zero chunk with stored bytes */
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	free(buf);
+	ck_manifest_free(m);
+	CHECK(d == NULL);
+}
+
 static void test_job_names(void)
 {
 	char longname[200];
@@ -335,6 +375,7 @@ void ck_unit_run(void)
 	test_roundtrip();
 	test_golden();
 	test_corruption();
+	test_semantics();
 	test_job_names();
 	test_store_ops();
 }

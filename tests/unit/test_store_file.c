@@ -1,5 +1,6 @@
 /* File store: put/get/range/stat/list/del, NOREPLACE, modes, bad keys. */
 #include <errno.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "launcher/ck_err.h"
@@ -158,11 +159,76 @@ static void test_open_errors(const char *dir)
 	}
 }
 
+struct racer {
+	struct ck_store *s;
+	int id, won, errors;
+};
+
+/* Several threads on one handle: distinct keys, replaced keys, and one
+ * key that only a single NOREPLACE put may win. */
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	char key[64], val[64], *got;
+	size_t len;
+	int i, rc;
+
+	for (i = 0; i < 40; i++) {
+		snprintf(key, sizeof(key), "race/t%d/k%02d", r->id, i);
+		snprintf(val, sizeof(val), "value %d %d", r->id, i);
+		if (ck_store_put(r->s, key, val, strlen(val), 0) < 0)
+			r->errors++;
+		if (ck_store_put(r->s, "race/shared", val, strlen(val), 0) < 0)
+			r->errors++;
+		if (ck_store_get(r->s, key, (void **)&got, &len) < 0 || len != strlen(val) || memcmp(got, val, len))
+			r->errors++;
+		free(got);
+		/* Readers of a replaced key see one whole value, never a mix. */
+		if (ck_store_get(r->s, "race/shared", (void **)&got, &len) == 0 && strncmp(got, "value ", 6))
+			r->errors++;
+		free(got);
+	}
+	rc = ck_store_put(r->s, "race/commit", val, strlen(val), CK_PUT_NOREPLACE);
+	if (rc == 0)
+		r->won = 1;
+	else if (rc != -EEXIST)
+		r->errors++;
+	return NULL;
+}
+
+static void test_threads(const char *dir)
+{
+	struct racer r[4];
+	struct ck_store *s = NULL;
+	struct listed l = {0};
+	pthread_t t[4];
+	int i, won = 0, errors = 0;
+
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	if (!s)
+		return;
+	for (i = 0; i < 4; i++) {
+		r[i] = (struct racer){.s = s, .id = i};
+		pthread_create(&t[i], NULL, race, &r[i]);
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		won += r[i].won;
+		errors += r[i].errors;
+	}
+	CHECK_EQ_INT(won, 1);
+	CHECK_EQ_INT(errors, 0);
+	CHECK_EQ_INT(ck_store_list(s, "race/", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 4 * 40 + 2); /* no temporary file left visible */
+	ck_store_close(s);
+}
+
 void ck_unit_run(void)
 {
 	char *dir = ck_unit_tmpdir();
 
 	test_basic(dir);
 	test_open_errors(dir);
+	test_threads(dir);
 	ck_unit_rmtree(dir);
 }

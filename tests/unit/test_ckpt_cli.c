@@ -1,0 +1,217 @@
+/* The ckpt tool end to end on a file store built with the chunk writer:
+ * ls, verify, inspect, cp, corruption, rm, gc, usage errors. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/wait.h>
+
+#include "launcher/chunkio.h"
+#include "launcher/ck_err.h"
+#include "launcher/manifest.h"
+#include "tests/unit/tmpdir.h"
+#include "tests/unit/unit.h"
+
+static char ckpt_bin[PATH_MAX], *tmp;
+static char out[65536], err[4096];
+
+static int mem_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	memcpy(buf, (uint8_t *)arg + off, len);
+	return 0;
+}
+
+static void slurp(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(buf, 1, len - 1, f) : 0;
+
+	buf[n] = 0;
+	if (f)
+		fclose(f);
+}
+
+/* Runs ckpt with args (a shell word list); returns its exit status. */
+static int run(const char *args)
+{
+	char *cmd, o[PATH_MAX], e[PATH_MAX];
+	int st;
+
+	snprintf(o, sizeof(o), "%s/out", tmp);
+	snprintf(e, sizeof(e), "%s/err", tmp);
+	if (asprintf(&cmd, "cd %s && CKPT_STORE= %s %s >%s 2>%s", tmp, ckpt_bin, args, o, e) < 0)
+		return -1;
+	st = system(cmd);
+	free(cmd);
+	slurp(o, out, sizeof(out));
+	slurp(e, err, sizeof(err));
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int one_line(const char *s)
+{
+	const char *nl = strchr(s, '\n');
+
+	return nl && nl[1] == 0 && !strncmp(s, "ckpt: ", 6);
+}
+
+static void make_round(struct ck_store *s, uint64_t seq, const struct ck_manifest *prev, uint8_t *data, size_t len)
+{
+	struct ck_writer_opts o = {.threads = 2, .pack_size = 1 << 20};
+	struct ck_manifest *m = calloc(1, sizeof(*m));
+	struct ck_writer *w;
+	struct ck_region *g;
+
+	m->seq = seq;
+	m->job = strdup("demo");
+	m->cwd = strdup("/work");
+	m->argc = 1;
+	m->argv = calloc(1, sizeof(char *));
+	m->argv[0] = strdup("./train");
+	m->time_ns = 1796000000000000000ull + seq;
+	m->duration_ns = 1500000000;
+	m->nprocs = 1;
+	m->procs = calloc(1, sizeof(*m->procs));
+	m->procs[0].pid = 1000;
+	m->procs[0].ppid = 1;
+	m->procs[0].exe = strdup("/usr/bin/train");
+	m->procs[0].desc = malloc(5);
+	memcpy(m->procs[0].desc, "abcde", 5);
+	m->procs[0].desc_len = 5;
+	m->procs[0].nregions = 1;
+	m->procs[0].regions = g = calloc(1, sizeof(*g));
+	g->start = 0x7f0000000000ull;
+	g->end = g->start + len;
+	g->prot = 3;
+	g->path = strdup("[heap]");
+	g->flags = CK_REG_HEAP;
+	m->nskips = 1;
+	m->skips = calloc(1, sizeof(*m->skips));
+	m->skips[0].pid = 1000;
+	m->skips[0].what = strdup("/dev/nvidia0");
+	m->skips[0].why = strdup("device");
+	CHECK_EQ_INT(ck_writer_open(s, "demo", seq, prev, &o, &w), 0);
+	CHECK_EQ_INT(ck_writer_add(w, len, mem_read, data, &g->first_chunk, &g->nchunks), 0);
+	CHECK_EQ_INT(ck_writer_finish(w, m), 0);
+	CHECK_EQ_INT(ck_manifest_commit(s, m), 0);
+	ck_manifest_free(m);
+}
+
+void ck_unit_run(void)
+{
+	char self[PATH_MAX], args[4096], path[PATH_MAX];
+	struct ck_store *s = NULL;
+	struct ck_manifest *m1 = NULL;
+	size_t len = 3 * 1024 * 1024, i;
+	uint8_t *data = malloc(len);
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+	/* The tool sits two levels above the unit tests in the build tree. */
+	self[n > 0 ? n : 0] = 0;
+	snprintf(ckpt_bin, sizeof(ckpt_bin), "%s/../../ckpt", dirname(self));
+	if (access(ckpt_bin, X_OK)) {
+		fprintf(stderr, "no ckpt binary at %s\n", ckpt_bin);
+		ck_unit_failures++;
+		return;
+	}
+	tmp = ck_unit_tmpdir();
+	snprintf(path, sizeof(path), "%s/st", tmp);
+	CHECK_EQ_INT(ck_store_open(path, NULL, &s), 0);
+	for (i = 0; i < len; i++)
+		data[i] = (uint8_t)(i * 2654435761u >> 13);
+	memset(data + len / 2, 0, CK_CHUNK_SIZE);
+	make_round(s, 1, NULL, data, len);
+	CHECK_EQ_INT(ck_manifest_load(s, "demo", 1, &m1), 0);
+	data[100] ^= 1;
+	make_round(s, 2, m1, data, len);
+
+	CHECK_EQ_INT(run("ls --store st"), 0);
+	CHECK(strstr(out, "demo") != NULL);
+	CHECK_EQ_INT(run("ls --store st --json"), 0);
+	CHECK(strstr(out, "\"job\":\"demo\",\"checkpoints\":2,\"latest\":2") != NULL);
+	CHECK_EQ_INT(run("ls --store st demo"), 0);
+	CHECK(strstr(out, "\n1 ") && strstr(out, "\n2 "));
+	CHECK_EQ_INT(run("ls --store st --json demo"), 0);
+	CHECK(strstr(out, "\"seq\":2,\"ok\":true") != NULL);
+	CHECK_EQ_INT(run("verify --store st demo"), 0);
+	CHECK(strstr(out, "ok demo@2") != NULL);
+	snprintf(args, sizeof(args), "verify --store file://%s/st demo@1", tmp);
+	CHECK_EQ_INT(run(args), 0);
+	CHECK_EQ_INT(run("inspect --store st demo@2"), 0);
+	CHECK(strstr(out, "process 1000") && strstr(out, "[heap]") && strstr(out, "/dev/nvidia0"));
+	CHECK_EQ_INT(run("cp st st2 demo"), 0);
+	CHECK_EQ_INT(run("verify --store st2 demo@1"), 0);
+	CHECK_EQ_INT(run("verify --store st2 demo@2"), 0);
+	CHECK_EQ_INT(run("cp st st2 demo@2"), 0);
+	CHECK(strstr(out, "already") != NULL);
+	/* A same-size but damaged pack at the destination is replaced. */
+	snprintf(path, sizeof(path), "%s/st3/demo/packs/00000001-0001.pack", tmp);
+	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
+	{
+		int fd = open(path, O_RDWR);
+
+		CHECK_EQ_INT(pwrite(fd, "\x55\x55\x55", 3, 0), 3);
+		close(fd);
+		snprintf(path, sizeof(path), "%s/st3/demo/manifests/00000001", tmp);
+		unlink(path);
+	}
+	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
+	CHECK(strstr(out, "1 pack copied") != NULL);
+	CHECK_EQ_INT(run("verify --store st3 demo@1"), 0);
+	snprintf(path, sizeof(path), "%s/st3", tmp);
+	ck_unit_rmtree(strdup(path));
+
+	/* Corrupt one byte of a round-2 pack (the changed chunk lives there). */
+	snprintf(path, sizeof(path), "%s/st/demo/packs/00000002-0001.pack", tmp);
+	{
+		int fd = open(path, O_RDWR);
+		uint8_t b = 0;
+
+		CHECK(fd >= 0);
+		CHECK_EQ_INT(pread(fd, &b, 1, 7), 1);
+		b ^= 0x10;
+		CHECK_EQ_INT(pwrite(fd, &b, 1, 7), 1);
+		close(fd);
+	}
+	CHECK_EQ_INT(run("verify --store st demo@2"), 2);
+	CHECK(one_line(err));
+	CHECK(strstr(err, "ckpt: checkpoint demo@2: chunk 0 (pack packs/00000002-0001.pack, offset 0): ") != NULL);
+	CHECK_EQ_INT(run("verify --store st --json demo@2"), 2);
+	CHECK(strstr(out, "\"ok\":false") != NULL);
+	/* A copy of a corrupt checkpoint stops before its manifest. */
+	CHECK_EQ_INT(run("cp st st3 demo@2"), 2);
+	CHECK(one_line(err));
+	snprintf(path, sizeof(path), "%s/st3/demo/manifests/00000002", tmp);
+	CHECK(access(path, F_OK) != 0);
+
+	/* rm and gc */
+	CHECK_EQ_INT(run("rm --store st2 demo@1"), 0);
+	CHECK_EQ_INT(run("ls --store st2 demo"), 0);
+	CHECK(!strstr(out, "\n1 ") && strstr(out, "\n2 "));
+	CHECK_EQ_INT(run("verify --store st2 demo"), 0);
+	CHECK_EQ_INT(run("gc --store st --keep 1 demo"), 0);
+	CHECK(strstr(out, "removed 1 checkpoint") != NULL);
+	CHECK_EQ_INT(run("rm --store st2 demo"), 0);
+	CHECK_EQ_INT(run("ls --store st2 demo"), 2);
+	CHECK(one_line(err));
+
+	/* Usage and store errors: one line, documented statuses. */
+	CHECK_EQ_INT(run("frobnicate"), 64);
+	CHECK(one_line(err));
+	CHECK_EQ_INT(run("verify --store st"), 64);
+	CHECK_EQ_INT(run("verify --store st ../x"), 64);
+	CHECK_EQ_INT(run("verify --store st demo@zz"), 64);
+	CHECK_EQ_INT(run("gc --store st --keep 0 demo"), 64);
+	CHECK_EQ_INT(run("ls --store ftp://x/y"), 64);
+	CHECK(one_line(err));
+	CHECK_EQ_INT(run("verify --store st nosuchjob"), 2);
+	CHECK(one_line(err));
+	CHECK_EQ_INT(run("checkpoint nosuchjob"), 69);
+	CHECK(one_line(err));
+	CHECK_EQ_INT(run("--help"), 0);
+
+	ck_manifest_free(m1);
+	ck_store_close(s);
+	free(data);
+	ck_unit_rmtree(tmp);
+}
