@@ -3,6 +3,11 @@
 LAUNCHER_SRCS := $(wildcard launcher/*.c launcher/s3/*.c)
 LAUNCHER_OBJS := $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o)
 LAUNCHER_LIBS := -lzstd -lcrypto -lcurl -lpthread
+# Weak references do not pull objects out of a static library: name the
+# optional backends so the linker takes them when they are built.
+ifneq ($(wildcard launcher/s3/*.c),)
+LAUNCHER_LIBS += -Wl,-u,ck_store_s3_open
+endif
 
 $(BUILD)/libcklaunch.a: $(LAUNCHER_OBJS)
 	@mkdir -p $(dir $@)

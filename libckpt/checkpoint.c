@@ -105,8 +105,9 @@ static void ck__send_snapshot(void)
 	ck__send(&m);
 }
 
-/* Waits for ckrun's verdict on the round. */
-static int ck__wait_done(void)
+/* Waits for ckrun's verdict on the round (DONE), or with release_ok for
+ * RELEASE too; returns the message type, or -errno. */
+static int ck__wait_msg(int release_ok)
 {
 	static struct ck_msg m;
 	int r;
@@ -115,8 +116,8 @@ static int ck__wait_done(void)
 		r = ck__recv(&m);
 		if (r < 0)
 			return r;
-		if (m.type == CK_MSG_DONE)
-			return (int)(int64_t)m.arg[0];
+		if (m.type == CK_MSG_DONE || (release_ok && m.type == CK_MSG_RELEASE))
+			return (int)m.type;
 	}
 }
 
@@ -164,11 +165,15 @@ void ck__round(uint32_t flags)
 				r = (int)child;
 				goto fail_release;
 			}
+			/* Shared memory and file contents are not copy-on-write:
+			 * threads stay parked until ckrun has read them. */
+			r = ck__wait_msg(1);
 			ck__release_all();
-			ck__wait_done();
+			if (r == CK_MSG_RELEASE)
+				ck__wait_msg(0);
 		} else {
 			ck__send_snapshot();
-			ck__wait_done();
+			ck__wait_msg(0);
 			ck__release_all();
 		}
 		ck__plugins_event(CK_EV_RESUME);

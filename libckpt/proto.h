@@ -29,6 +29,9 @@ enum ck_msg_type {
 	CK_MSG_RST_MAPPED,  /* restorer -> ckrun: regions mapped, fill them */
 	CK_MSG_RST_FILLED,  /* ckrun -> restorer: contents written, go */
 	CK_MSG_RST_ERROR,   /* restorer -> ckrun: text says what failed */
+	/* ckrun -> job, fork mode: what a copy-on-write child cannot hold
+	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
+	CK_MSG_RELEASE,
 };
 
 #define CK_CKPT_NOFORK 0x1
@@ -51,6 +54,8 @@ struct ck_rst_region {
 	uint64_t file_off;
 	uint32_t path_off; /* into the string area, 0 = none */
 	uint32_t fill;     /* 1: ckrun writes saved contents into it */
+	int32_t map_fd;    /* >= 0: map this (restored) descriptor, shared */
+	uint32_t pad;
 };
 
 struct ck_rst_layout {

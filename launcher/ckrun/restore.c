@@ -170,7 +170,20 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 			break;
 		case CK_FD_DELETED:
 		case CK_FD_MEMFD:
-			fd = ck__make_content_file(rd, f);
+			fd = -1;
+			/* A second open() of the same file: same inode, own offset. */
+			for (uint32_t j = 0; j < i && fd < 0; j++) {
+				const struct ck_pd_fd *o = &pd->fds[j];
+				char p[64];
+				if (o->kind != f->kind || o->ino != f->ino || o->dev != f->dev || pl->fds[j] < 0)
+					continue;
+				snprintf(p, sizeof(p), "/proc/self/fd/%d", pl->fds[j]);
+				fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
+				if (fd >= 0)
+					lseek(fd, (off_t)f->offset, SEEK_SET);
+			}
+			if (fd < 0)
+				fd = ck__make_content_file(rd, f);
 			break;
 		case CK_FD_FIFO: {
 			int anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
@@ -324,6 +337,17 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 		rg[i].flags = r->flags;
 		rg[i].file_off = r->file_off;
 		rg[i].fill = r->nchunks > 0;
+		rg[i].map_fd = -1;
+		if ((r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED)) {
+			for (uint32_t k = 0; k < pd->nfds; k++) {
+				const struct ck_pd_fd *f = &pd->fds[k];
+				if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
+				    (f->flags & O_ACCMODE) == O_RDWR) {
+					rg[i].map_fd = f->fd;
+					break;
+				}
+			}
+		}
 		if (r->path) {
 			rg[i].path_off = (uint32_t)off;
 			memcpy(s + off, r->path, strlen(r->path) + 1);

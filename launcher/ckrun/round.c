@@ -121,9 +121,10 @@ static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const 
 	return 0;
 }
 
-/* Memory regions of the snapshot into the writer. */
+/* Memory regions of the snapshot into the writer. Pass 0 takes what a
+ * forked snapshot does not freeze (shared mappings), pass 1 the rest. */
 static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, struct ck_proc *p,
-			    struct ck_manifest *m, unsigned flags)
+			    struct ck_manifest *m, unsigned flags, int pass)
 {
 	struct ck_map *maps = NULL;
 	size_t n = 0;
@@ -131,11 +132,11 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 	int pagemap = -1, r;
 
 	(void)c;
+	if (pass == 1)
+		goto data;
 	r = ck_maps_read(snap, &maps, &n);
 	if (r < 0)
 		return r;
-	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
-	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
 	p->regions = calloc(n, sizeof(*p->regions));
 	if (!p->regions) {
 		r = -ENOMEM;
@@ -144,7 +145,6 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 	for (size_t i = 0; i < n; i++) {
 		struct ck_region *rg = &p->regions[p->nregions++];
 		const struct ck_map *mp = &maps[i];
-		struct ck__src src = {snap, mp->start, -1, -1, flags};
 
 		rg->start = mp->start;
 		rg->end = mp->end;
@@ -154,17 +154,20 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 		rg->dev = mp->dev;
 		rg->ino = mp->ino;
 		rg->path = mp->path ? strdup(mp->path) : NULL;
-		if (rg->flags & CK_REG_NODATA)
-			continue;
-		if (mp->prot == 0) {
-			/* Guard pages and address-space reservations. */
+		if (mp->prot == 0) /* guard pages and address-space reservations */
 			rg->flags |= CK_REG_NODATA;
-			continue;
-		}
-		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED)) {
+		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED))
 			rg->flags |= CK_REG_NODATA; /* the file itself holds the data */
+	}
+data:
+	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
+	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
+	for (size_t i = 0; i < p->nregions; i++) {
+		struct ck_region *rg = &p->regions[i];
+		struct ck__src src = {snap, rg->start, -1, -1, flags};
+
+		if ((rg->flags & CK_REG_NODATA) || !!(rg->flags & CK_REG_SHARED) != (pass == 0))
 			continue;
-		}
 		if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED)))
 			src.pagemap_fd = pagemap;
 		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
@@ -200,8 +203,10 @@ static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procd
 			ck_err_set("cannot read descriptor %d (%s) of the job: %s", f->fd, f->path, strerror(errno));
 			return -errno;
 		}
+		/* The size recorded while the job was parked, not the current one. */
 		size = lseek(src.file_fd, 0, SEEK_END);
-		f->size = size > 0 ? (uint64_t)size : 0;
+		if (size >= 0 && (uint64_t)size < f->size)
+			f->size = (uint64_t)size;
 		r = ck_writer_add(w, f->size, ck__read_src, &src, &f->data_chunk, &f->data_nchunks);
 		close(src.file_fd);
 		if (r < 0)
@@ -221,7 +226,7 @@ static void ck__send_done(struct ckrun *c, int result)
 }
 
 static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct ck_manifest *m, pid_t snap,
-				struct ck_procdesc *pd, unsigned flags, uint64_t t0, uint64_t t_snap)
+				struct ck_procdesc *pd, unsigned flags, uint64_t t0, uint64_t *t_released)
 {
 	struct ck_proc *p;
 	int r;
@@ -237,9 +242,18 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 	p->restart_entry = pd->restart_entry;
 	p->restart_arg = pd->restart_arg;
 	p->restart_stack = pd->restart_stack;
-	r = ck__save_regions(c, *wp, snap, p, m, flags);
+	r = ck__save_regions(c, *wp, snap, p, m, flags, 0);
 	if (r == 0)
 		r = ck__save_fd_contents(*wp, snap, pd, flags);
+	if (r == 0 && !c->nofork) {
+		struct ck_msg rel;
+		memset(&rel, 0, sizeof(rel));
+		rel.type = CK_MSG_RELEASE;
+		ck_chan_send(c->agent_fd, &rel, NULL, 0);
+		*t_released = ck_now_ns();
+	}
+	if (r == 0)
+		r = ck__save_regions(c, *wp, snap, p, m, flags, 1);
 	if (r == 0)
 		r = ck_desc_pack(pd, &p->desc, &p->desc_len);
 	if (r < 0)
@@ -256,7 +270,7 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 		return r;
 	m->time_ns = ck__wall_ns();
 	m->duration_ns = ck_now_ns() - t0;
-	m->frozen_ns = (c->nofork ? ck_now_ns() : t_snap) - t0;
+	m->frozen_ns = (c->nofork ? ck_now_ns() : *t_released) - t0;
 	return ck_manifest_commit(c->store, m);
 }
 
@@ -297,7 +311,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (msg.type == CK_MSG_SNAPSHOT)
 			break;
 	}
-	t_snap = ck_now_ns();
+	t_snap = ck_now_ns(); /* until RELEASE, the job stays frozen */
 	pd = malloc(sizeof(*pd));
 	m = calloc(1, sizeof(*m));
 	if (!pd || !m) {
@@ -325,7 +339,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	r = ck_writer_open(c->store, c->job, m->seq, c->prev, &wo, &w);
 	if (r < 0)
 		goto fail;
-	r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, t_snap);
+	r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, &t_snap);
 	if (r < 0)
 		goto fail;
 	if (!(flags & CK_ROUND_STOP))

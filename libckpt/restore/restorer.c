@@ -282,6 +282,15 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 	int shared = rg->flags & CK_REG_SHARED;
 	long r = -1;
 
+	if (rg->map_fd >= 0) {
+		/* A deleted file or memfd the process also holds open: map that
+		 * very file again, so the mapping and the descriptor alias. */
+		r = ck_mmap(rg->start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, rg->map_fd,
+			    rg->file_off);
+		if (r < 0)
+			ck__die("restorer: cannot map a shared file region from its descriptor", r);
+		return;
+	}
 	if ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_DELETED) && rg->path_off) {
 		const char *path = strings + rg->path_off;
 		int wr = shared && (rg->prot & PROT_WRITE);
