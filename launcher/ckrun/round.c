@@ -277,6 +277,7 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 1, .pack_size = 0};
+	const char *wt = getenv("CKPT_WRITER_THREADS");
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
 	struct ck_procdesc *pd = NULL;
@@ -285,6 +286,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	pid_t snap = 0;
 	int r;
 
+	if (wt && atoi(wt) > 0)
+		wo.threads = (unsigned)atoi(wt);
 	if (!c->job_ready) {
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
