@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Stops what scripts/ceph-start.sh started from DIR (default build/ceph):
+# every daemon by its pid file, SIGKILL for those that do not leave within
+# 30 s, then removes DIR (KEEP=1 keeps it, for the logs). Safe to run twice,
+# and after a failed or partial start.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+D=${1:-$top/build/ceph}
+[ -d "$D" ] || { echo "ceph-stop: nothing at $D"; exit 0; }
+pids=()
+for f in "$D"/run/*.pid; do
+    [ -f "$f" ] || continue
+    p=$(cat "$f" 2>/dev/null)
+    [ -n "$p" ] || continue
+    # only our daemons: the command line must name this cluster's config
+    # or run from it, so a reused pid of something else is left alone
+    if kill -0 "$p" 2>/dev/null && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -qE 'ceph-mon|ceph-osd|radosgw'; then
+        kill "$p" 2>/dev/null && pids+=("$p")
+    fi
+done
+for _ in $(seq 1 60); do
+    alive=0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.5
+done
+for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && kill -9 "$p" 2>/dev/null; done
+if [ "${KEEP:-0}" != 1 ]; then
+    rm -rf "$D"
+fi
+echo "ceph-stop: stopped ${#pids[@]} daemon(s) from $D"
