@@ -554,8 +554,12 @@ static int judge(struct ck_s3 *s, struct run_state *rs, struct slot *sl, CURLcod
 	r->result = retry ? -EIO : status_errno(r->status);
 	/* a missing key is an answer, not a failure worth a loud message,
 	 * but callers still get one naming the key */
-	fail_msg(s, rs, r, "HTTP %ld %s%s%s", r->status, code && *code ? code : status_code_name(r->status),
-		 msg && *msg ? ": " : "", msg && *msg ? msg : "");
+	fail_msg(s, rs, r, "HTTP %ld %s%s%s%s", r->status, code && *code ? code : status_code_name(r->status),
+		 msg && *msg ? ": " : "", msg && *msg ? msg : "",
+		 /* HEAD answers have no body to name the cause */
+		 !code && r->status == 403 && !strcmp(r->method, "HEAD")
+			 ? " (no error code in a HEAD answer: wrong secret key, or no permission)"
+			 : "");
 	free(code);
 	free(msg);
 	return 0;
