@@ -123,7 +123,7 @@ static void abort_upload(struct ck_s3 *s, const char *fk, const char *upload_id)
 static int put_multipart(struct ck_s3 *s, const char *fk, const void *buf, size_t len)
 {
 	size_t part = choose_part(len), nparts = (len + part - 1) / part, i;
-	char whole[CK_SHA256_HEX_LEN + 1], (*ph)[CK_SHA256_HEX_LEN + 1] = NULL, (*pn)[16] = NULL;
+	char whole[CK_SHA256_HEX_LEN + 1], (*ph)[CK_SHA256_HEX_LEN + 1] = NULL, (*pn)[16] = NULL, (*op)[40] = NULL;
 	struct ck_s3_req cr, done, h, *rq = NULL, **pp = NULL;
 	struct ck_buf xml = { 0 };
 	char *upload_id = NULL;
@@ -141,7 +141,8 @@ static int put_multipart(struct ck_s3 *s, const char *fk, const void *buf, size_
 	pn = calloc(nparts, sizeof(*pn));
 	rq = calloc(nparts, sizeof(*rq));
 	pp = calloc(nparts, sizeof(*pp));
-	if (!ph || !pn || !rq || !pp || hash_parts(buf, len, part, nparts, whole, ph)) {
+	op = calloc(nparts, sizeof(*op));
+	if (!ph || !pn || !rq || !pp || !op || hash_parts(buf, len, part, nparts, whole, ph)) {
 		ck_err_set("s3: out of memory");
 		ret = -ENOMEM;
 		goto out;
@@ -166,7 +167,8 @@ static int put_multipart(struct ck_s3 *s, const char *fk, const void *buf, size_
 		size_t a = i * part;
 
 		snprintf(pn[i], sizeof(pn[i]), "%zu", i + 1); /* 1..10000, checked above */
-		ck_s3_req_init(&rq[i], "PUT", "put part", fk);
+		snprintf(op[i], sizeof(op[i]), "put part %zu/%zu of", i + 1, nparts);
+		ck_s3_req_init(&rq[i], "PUT", op[i], fk);
 		ck_s3_req_query(&rq[i], "partNumber", pn[i]);
 		ck_s3_req_query(&rq[i], "uploadId", upload_id);
 		rq[i].body = (const char *)buf + a;
@@ -175,10 +177,8 @@ static int put_multipart(struct ck_s3 *s, const char *fk, const void *buf, size_
 		pp[i] = &rq[i];
 	}
 	ret = ck_s3_run(s, pp, nparts, s->cfg.parallel, 1);
-	if (ret) {
-		ck_err_wrap("multipart upload of %zu parts", nparts);
+	if (ret)
 		goto abort;
-	}
 
 	ck_buf_adds(&xml, "<CompleteMultipartUpload>");
 	for (i = 0; i < nparts; i++) {
@@ -235,6 +235,7 @@ out:
 	free(pn);
 	free(rq);
 	free(pp);
+	free(op);
 	return ret;
 }
 
