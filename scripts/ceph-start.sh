@@ -117,7 +117,14 @@ wait_for() { # tries, delay, command...
 wait_for 100 0.2 ceph -s || { log "monitor did not answer"; exit 1; }
 
 OSD_UUID=$(uuidgen)
-OSD_ID=$(ceph osd new "$OSD_UUID")
+# A monitor that just answered "status" can still refuse other commands
+# for a moment (seen as EPERM here): ask again. Same uuid, same id.
+OSD_ID=
+for _ in $(seq 1 30); do
+    OSD_ID=$(ceph osd new "$OSD_UUID" 2>>"$D/log/setup.log") && [ -n "$OSD_ID" ] && break
+    OSD_ID=; sleep 0.5
+done
+[ -n "$OSD_ID" ] || { log "monitor refused to create the OSD"; exit 1; }
 ceph-osd -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" >>"$D/log/setup.log" 2>&1
 ceph-osd -i "$OSD_ID" 2>>"$D/log/setup.log"
 osd_up() { ceph osd stat 2>/dev/null | grep -q "1 up"; }

@@ -46,7 +46,9 @@ if [ "$(id -u)" -ne 0 ] && ! command -v radosgw >/dev/null; then
     echo "SKIP s3: Ceph is not installed and we are not root to install it"; exit 0
 fi
 t0=$(date +%s.%N)
-if ! "$top/scripts/ceph-start.sh" "$CEPH" >"$W/ceph-start.log" 2>&1; then
+# one more try from scratch if the first start fails (daemon start-up races)
+if ! "$top/scripts/ceph-start.sh" "$CEPH" >"$W/ceph-start.log" 2>&1 &&
+   ! "$top/scripts/ceph-start.sh" "$CEPH" >>"$W/ceph-start.log" 2>&1; then
     say_fail ceph-start; tail -20 "$W/ceph-start.log" | sed 's/^/    /'; exit 1
 fi
 t1=$(date +%s.%N)

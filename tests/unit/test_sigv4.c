@@ -543,7 +543,8 @@ static void run_crt_case(const char *dir)
 	free(creq);
 	free(sh);
 	free(sts);
-	creq = sh = sts = NULL;
+	free(authz);
+	creq = sh = sts = authz = NULL;
 	ncases++;
 
 	/* query (presigned) signing: the auth parameters join the query, the
