@@ -104,6 +104,8 @@ void ck_s3_req_free(struct ck_s3_req *r);
  * further requests once one failed for good. */
 int ck_s3_run(struct ck_s3 *s, struct ck_s3_req **reqs, size_t n, int parallel, int stop_on_error);
 int ck_s3_run1(struct ck_s3 *s, struct ck_s3_req *r);
+int ck_s3_target(struct ck_s3 *s, const struct ck_s3_req *r, struct ck_buf *host, struct ck_buf *path,
+		 struct ck_buf *url);
 void ck_s3_pool_free(struct ck_s3 *s);
 int ck_s3_global_init(void);
 

@@ -254,18 +254,38 @@ static int on_seek(void *arg, curl_off_t off, int origin)
 
 /* ---- one attempt ---- */
 
-static void add_path(struct ck_s3 *s, struct ck_buf *p, const char *key)
+/* Host header, path (as sent and signed) and URL of a request:
+ * path-style  http://HOST:PORT/BUCKET/KEY?Q
+ * virtual     http://BUCKET.HOST:PORT/KEY?Q */
+int ck_s3_target(struct ck_s3 *s, const struct ck_s3_req *r, struct ck_buf *host, struct ck_buf *path,
+		 struct ck_buf *url)
 {
+	size_t i;
+
+	if (s->cfg.virtual_host)
+		ck_buf_addf(host, "%s.%s", s->bucket, s->cfg.hostport);
+	else
+		ck_buf_adds(host, s->cfg.hostport);
 	if (!s->cfg.virtual_host) {
-		ck_buf_addc(p, '/');
-		ck_buf_add_uri_encoded(p, s->bucket, strlen(s->bucket), 0);
+		ck_buf_addc(path, '/');
+		ck_buf_add_uri_encoded(path, s->bucket, strlen(s->bucket), 0);
 	}
-	if (key) {
-		ck_buf_addc(p, '/');
-		ck_buf_add_uri_encoded(p, key, strlen(key), 1);
+	if (r->key) {
+		ck_buf_addc(path, '/');
+		ck_buf_add_uri_encoded(path, r->key, strlen(r->key), 1);
 	} else if (s->cfg.virtual_host) {
-		ck_buf_addc(p, '/');
+		ck_buf_addc(path, '/');
 	}
+	ck_buf_addf(url, "%s://%s%s", s->cfg.scheme, host->p ? host->p : "", path->p ? path->p : "/");
+	for (i = 0; i < r->nquery; i++) {
+		ck_buf_addc(url, i ? '&' : '?');
+		ck_buf_add_uri_encoded(url, r->query[i].name, strlen(r->query[i].name), 0);
+		if (r->query[i].value) {
+			ck_buf_addc(url, '=');
+			ck_buf_add_uri_encoded(url, r->query[i].value, strlen(r->query[i].value), 0);
+		}
+	}
+	return host->oom || path->oom || url->oom ? -ENOMEM : 0;
 }
 
 static struct curl_slist *add_hdr(struct curl_slist *l, int *fail, const char *name, const char *value)
@@ -310,21 +330,7 @@ static int start(struct ck_s3 *s, CURLM *multi, struct slot *sl, struct ck_s3_re
 	ck_buf_reset(&r->out);
 	r->tries++;
 
-	if (s->cfg.virtual_host)
-		ck_buf_addf(&host, "%s.%s", s->bucket, s->cfg.hostport);
-	else
-		ck_buf_adds(&host, s->cfg.hostport);
-	add_path(s, &path, r->key);
-	ck_buf_addf(&url, "%s://%s%s", s->cfg.scheme, host.p ? host.p : "", path.p ? path.p : "/");
-	for (i = 0; i < r->nquery; i++) {
-		ck_buf_addc(&url, i ? '&' : '?');
-		ck_buf_add_uri_encoded(&url, r->query[i].name, strlen(r->query[i].name), 0);
-		if (r->query[i].value) {
-			ck_buf_addc(&url, '=');
-			ck_buf_add_uri_encoded(&url, r->query[i].value, strlen(r->query[i].value), 0);
-		}
-	}
-	if (host.oom || path.oom || url.oom)
+	if (ck_s3_target(s, r, &host, &path, &url))
 		goto out;
 
 	ck_sigv4_amz_date((long long)time(NULL), date);

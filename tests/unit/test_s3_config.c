@@ -221,8 +221,52 @@ static void test_unreachable(void)
 	unsetenv("CKPT_S3_BACKOFF_MS");
 }
 
+static void test_target(void)
+{
+	struct ck_store_opts o = { 0 };
+	struct ck_buf h = { 0 }, p = { 0 }, u = { 0 };
+	struct ck_s3_req r;
+	struct ck_s3 *s;
+
+	clean_env();
+	setenv("AWS_ACCESS_KEY_ID", "AKID", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "S", 1);
+	o.s3_endpoint = "http://127.0.0.1:7480";
+	s = open_ok("s3://bkt/pre", &o);
+	if (!s)
+		return;
+	ck_s3_req_init(&r, "PUT", "put", "pre/a b/$x//./k");
+	ck_s3_req_query(&r, "partNumber", "3");
+	ck_s3_req_query(&r, "uploadId", "2~a/b+c");
+	CHECK_EQ_INT(ck_s3_target(s, &r, &h, &p, &u), 0);
+	CHECK_EQ_STR(h.p, "127.0.0.1:7480");
+	CHECK_EQ_STR(p.p, "/bkt/pre/a%20b/%24x//./k");
+	CHECK_EQ_STR(u.p, "http://127.0.0.1:7480/bkt/pre/a%20b/%24x//./k?partNumber=3&uploadId=2~a%2Fb%2Bc");
+	ck_buf_free(&h);
+	ck_buf_free(&p);
+	ck_buf_free(&u);
+	s->cfg.virtual_host = 1;
+	ck_s3_req_init(&r, "POST", "create", "pre/k");
+	ck_s3_req_query(&r, "uploads", NULL);
+	CHECK_EQ_INT(ck_s3_target(s, &r, &h, &p, &u), 0);
+	CHECK_EQ_STR(h.p, "bkt.127.0.0.1:7480");
+	CHECK_EQ_STR(p.p, "/pre/k");
+	CHECK_EQ_STR(u.p, "http://bkt.127.0.0.1:7480/pre/k?uploads");
+	ck_buf_free(&h);
+	ck_buf_free(&p);
+	ck_buf_free(&u);
+	ck_s3_req_init(&r, "GET", "list", NULL);
+	CHECK_EQ_INT(ck_s3_target(s, &r, &h, &p, &u), 0);
+	CHECK_EQ_STR(p.p, "/");
+	ck_buf_free(&h);
+	ck_buf_free(&p);
+	ck_buf_free(&u);
+	close_s3(s);
+}
+
 void ck_unit_run(void)
 {
+	test_target();
 	test_uri_and_endpoint();
 	test_credentials();
 	test_xml();
