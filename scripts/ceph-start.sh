@@ -44,7 +44,7 @@ fi
 "$top/scripts/ceph-stop.sh" "$D" >/dev/null 2>&1 || true
 mkdir -p "$D"
 
-CKPT_DEPS_EXTRA="ceph awscli" "$top/scripts/deps.sh"
+CKPT_DEPS_EXTRA="ceph awscli uuid-runtime curl" "$top/scripts/deps.sh"
 for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph-authtool monmaptool uuidgen curl; do
     command -v "$tool" >/dev/null || { log "missing $tool (install ceph-mon ceph-osd ceph-common radosgw uuid-runtime curl)"; exit 1; }
 done
@@ -107,8 +107,10 @@ export CEPH_CONF="$CONF"
 ceph-authtool --create-keyring "$D/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
 ceph-authtool "$D/keyring" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
 monmaptool --create --fsid "$FSID" --add a "127.0.0.1:$MON_PORT" "$D/monmap" >/dev/null
-ceph-mon --mkfs -i a --monmap "$D/monmap" --keyring "$D/keyring" 2>>"$D/log/setup.log"
-ceph-mon -i a
+ceph-mon -c "$CONF" --mkfs -i a --monmap "$D/monmap" --keyring "$D/keyring" 2>>"$D/log/setup.log"
+# -c on every daemon: its command line then names this cluster, which is
+# how ceph-stop.sh finds daemons whose pid file never got written
+ceph-mon -c "$CONF" -i a
 wait_for() { # tries, delay, command...
     local n=$1 d=$2; shift 2
     for _ in $(seq 1 "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep "$d"; done
@@ -125,12 +127,12 @@ for _ in $(seq 1 30); do
     OSD_ID=; sleep 0.5
 done
 [ -n "$OSD_ID" ] || { log "monitor refused to create the OSD"; exit 1; }
-ceph-osd -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" >>"$D/log/setup.log" 2>&1
-ceph-osd -i "$OSD_ID" 2>>"$D/log/setup.log"
+ceph-osd -c "$CONF" -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" >>"$D/log/setup.log" 2>&1
+ceph-osd -c "$CONF" -i "$OSD_ID" 2>>"$D/log/setup.log"
 osd_up() { ceph osd stat 2>/dev/null | grep -q "1 up"; }
 wait_for 200 0.3 osd_up || { log "OSD did not come up"; exit 1; }
 
-radosgw -n client.rgw.a
+radosgw -c "$CONF" -n client.rgw.a
 wait_for 300 0.2 curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$RGW_PORT/" || { log "gateway did not answer"; exit 1; }
 
 # Generated per start, so nothing secret is kept in the repository.
