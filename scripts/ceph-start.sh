@@ -44,8 +44,8 @@ fi
 "$top/scripts/ceph-stop.sh" "$D" >/dev/null 2>&1 || true
 mkdir -p "$D"
 
-CKPT_DEPS_EXTRA="ceph awscli uuid-runtime curl" "$top/scripts/deps.sh"
-for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph-authtool monmaptool uuidgen curl; do
+CKPT_DEPS_EXTRA="ceph awscli uuid-runtime curl openssl" "$top/scripts/deps.sh"
+for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph-authtool monmaptool uuidgen curl openssl; do
     command -v "$tool" >/dev/null || { log "missing $tool (install ceph-mon ceph-osd ceph-common radosgw uuid-runtime curl)"; exit 1; }
 done
 
@@ -53,8 +53,19 @@ done
 trap 'rc=$?; if [ $rc -ne 0 ]; then log "start failed (logs in $D/log), stopping"; KEEP=1 "$top/scripts/ceph-stop.sh" "$D" >/dev/null 2>&1 || true; fi' EXIT
 
 RGW_PORT=${CKPT_RGW_PORT:-$(free_port 7480)}
+TLS_PORT=${CKPT_RGW_TLS_PORT:-$(free_port $((RGW_PORT + 1)))}
 MON_PORT=${CKPT_MON_PORT:-$(free_port 6789)}
-mkdir -p "$D"/{mon,osd0,run,log,rgw}
+mkdir -p "$D"/{mon,osd0,run,log,rgw,tls}
+
+# A throw-away private CA and a certificate for 127.0.0.1, so https with a
+# private CA (--s3-ca) is tested too.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ckrun test CA" \
+    -keyout "$D/tls/ca.key" -out "$D/tls/ca.pem" 2>>"$D/log/setup.log"
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" \
+    -keyout "$D/tls/server.key" -out "$D/tls/server.csr" 2>>"$D/log/setup.log"
+printf 'subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n' >"$D/tls/ext.cnf"
+openssl x509 -req -in "$D/tls/server.csr" -CA "$D/tls/ca.pem" -CAkey "$D/tls/ca.key" -CAcreateserial \
+    -days 2 -extfile "$D/tls/ext.cnf" -out "$D/tls/server.pem" 2>>"$D/log/setup.log"
 FSID=$(uuidgen)
 CONF="$D/ceph.conf"
 # Small memory and cache targets: the test machine has 2 cores. Auth is off
@@ -98,7 +109,7 @@ bluestore cache autotune = false
 bluestore cache size = 268435456
 osd max object size = 134217728
 [client.rgw.a]
-rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT
+rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT ssl_endpoint=127.0.0.1:$TLS_PORT ssl_certificate=$D/tls/server.pem ssl_private_key=$D/tls/server.key
 rgw dns name = localhost
 rgw data = $D/rgw
 CONF
@@ -148,6 +159,8 @@ export AWS_ACCESS_KEY_ID=$ACCESS
 export AWS_SECRET_ACCESS_KEY=$SECRET
 export AWS_REGION=us-east-1
 export CKPT_S3_BUCKET=$BUCKET
+export CKPT_TEST_TLS_ENDPOINT=https://127.0.0.1:$TLS_PORT
+export CKPT_TEST_TLS_CA=$D/tls/ca.pem
 export CEPH_CONF=$CONF
 ENVF
 # The first requests after the gateway starts can still fail while it

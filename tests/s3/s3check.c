@@ -10,7 +10,8 @@
  *   s3check URI getfile KEY FILE      get into a file
  *   s3check URI del KEY
  * Prints what it checks; on failure, the store's one error line, and exits 1.
- * Endpoint and credentials come from the environment, as for ckrun. */
+ * Endpoint and credentials come from the environment, as for ckrun;
+ * S3CHECK_CA names a private CA bundle (the --s3-ca option). */
 #include "launcher/store.h"
 #include "launcher/ck_err.h"
 #include "launcher/s3/store_s3.h"
@@ -479,6 +480,7 @@ int main(int argc, char **argv)
 	if (argc < 3)
 		usage();
 	opts.s3_virtual_host = getenv("S3CHECK_VHOST") != NULL;
+	opts.s3_ca = getenv("S3CHECK_CA"); /* as --s3-ca would */
 	rc = ck_store_s3_open(argv[1], &opts, &st);
 	if (rc) {
 		fprintf(stderr, "s3check: error: %s\n", ck_err_msg());

@@ -150,6 +150,25 @@ run credentials-file env -u AWS_ACCESS_KEY_ID -u AWS_SECRET_ACCESS_KEY AWS_PROFI
     AWS_SHARED_CREDENTIALS_FILE="$W/credentials" "$S3CHECK" "$U" putgen cred/profile 1000 3
 "$S3CHECK" "$U" del cred/profile >/dev/null 2>&1
 
+# ---- https with a private CA ----
+tls() {
+    S3CHECK_CA=$CKPT_TEST_TLS_CA CKPT_S3_ENDPOINT=$CKPT_TEST_TLS_ENDPOINT \
+        "$S3CHECK" "$U" putgen tls/obj 20000000 21 &&
+    S3CHECK_CA=$CKPT_TEST_TLS_CA CKPT_S3_ENDPOINT=$CKPT_TEST_TLS_ENDPOINT \
+        "$S3CHECK" "$U" verify tls/obj 20000000 21
+}
+run https-private-ca tls
+# without the CA the system store does not trust the gateway: one clean
+# error, no retries
+if CKPT_S3_ENDPOINT=$CKPT_TEST_TLS_ENDPOINT "$S3CHECK" "$U" verify tls/obj 20000000 21 >"$W/tls-untrusted.log" 2>&1; then
+    say_fail https-untrusted; echo "    an untrusted certificate was accepted"
+elif grep -qi "certificate" "$W/tls-untrusted.log" && grep -q "after 1 try" "$W/tls-untrusted.log"; then
+    say_pass https-untrusted; sed 's/^/    /' "$W/tls-untrusted.log"
+else
+    say_fail https-untrusted; sed 's/^/    /' "$W/tls-untrusted.log"
+fi
+"$S3CHECK" "$U" del tls/obj >/dev/null 2>&1
+
 # ---- cross-check with awscli ----
 head -c 30000000 /dev/urandom >"$W/ours.bin"
 head -c 12345 /dev/urandom >"$W/ours-small.bin"
