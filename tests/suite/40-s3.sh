@@ -65,6 +65,9 @@ run basic "$S3CHECK" "$U" basic
 run list-1200-keys "$S3CHECK" "$U" many 1200
 run threads "$S3CHECK" "$U" threads 8
 run multipart-200MiB "$S3CHECK" "$U" big 200
+# virtual-host addressing: BUCKET.localhost (curl resolves *.localhost to
+# loopback itself; the gateway's DNS name is localhost)
+run virtual-host env S3CHECK_VHOST=1 CKPT_S3_ENDPOINT="http://localhost:${ENDPOINT##*:}" "$S3CHECK" "$U" basic
 
 # ---- faults through the proxy ----
 echo pass >"$W/fault.ctl"
