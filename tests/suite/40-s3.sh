@@ -94,6 +94,8 @@ fault_ok fault-slowdown-put "slowdown 3" "$S3CHECK" "$U" putgen fault/slow 10000
 run fault-slowdown-content "$S3CHECK" "$U" verify fault/slow 1000000 12
 "$S3CHECK" "$U" putgen fault/stall 3000000 13 >/dev/null 2>&1
 fault_ok fault-stall-get "stall 1 100" "$S3CHECK" "$U" verify fault/stall 3000000 13
+fault_ok fault-stall-put "stall 2 0" "$S3CHECK" "$U" putgen fault/stallput 41000000 16
+run fault-stall-put-content "$S3CHECK" "$U" verify fault/stallput 41000000 16
 
 # failing cleanly: bounded time, one error line naming endpoint and key
 fault_fail() { # name, control line, expected text, command...
