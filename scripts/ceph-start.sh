@@ -139,12 +139,32 @@ for _ in $(seq 1 30); do
 done
 [ -n "$OSD_ID" ] || { log "monitor refused to create the OSD"; exit 1; }
 ceph-osd -c "$CONF" -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" >>"$D/log/setup.log" 2>&1
-ceph-osd -c "$CONF" -i "$OSD_ID" 2>>"$D/log/setup.log"
+# Start a daemon and wait until `ready` holds; if the daemon dies first,
+# start it again (up to 3 times). A daemon started right after the monitor
+# sometimes sends its first command before it has the cluster's fsid and
+# is refused ("wrong fsid", EPERM); the next start works.
+alive() { [ -f "$D/run/$1.pid" ] && kill -0 "$(cat "$D/run/$1.pid")" 2>/dev/null; }
+start_daemon() { # name, tries of 0.3 s, ready-command, daemon command...
+    local name=$1 n=$2 ready=$3 attempt i
+    shift 3
+    for attempt in 1 2 3; do
+        "$@" 2>>"$D/log/setup.log" || true
+        for i in $(seq 1 "$n"); do
+            $ready >/dev/null 2>&1 && return 0
+            # the pid file appears a moment after the fork
+            [ "$i" -gt 10 ] && ! alive "$name" && break
+            sleep 0.3
+        done
+        alive "$name" && { log "$name did not become ready"; return 1; }
+        log "$name exited during start-up (try $attempt), starting it again"
+    done
+    return 1
+}
 osd_up() { ceph osd stat 2>/dev/null | grep -q "1 up"; }
-wait_for 200 0.3 osd_up || { log "OSD did not come up"; exit 1; }
+start_daemon "osd.$OSD_ID" 200 osd_up ceph-osd -c "$CONF" -i "$OSD_ID" || { log "OSD did not come up"; exit 1; }
 
-radosgw -c "$CONF" -n client.rgw.a
-wait_for 300 0.2 curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$RGW_PORT/" || { log "gateway did not answer"; exit 1; }
+rgw_up() { curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$RGW_PORT/"; }
+start_daemon client.rgw.a 300 rgw_up radosgw -c "$CONF" -n client.rgw.a || { log "gateway did not answer"; exit 1; }
 
 # Generated per start, so nothing secret is kept in the repository.
 ACCESS=CK$(od -An -tx1 -N9 /dev/urandom | tr -d ' \n' | tr a-f A-F)
