@@ -529,8 +529,8 @@ static int judge(struct ck_s3 *s, struct run_state *rs, struct slot *sl, CURLcod
 	}
 	if (r->status >= 200 && r->status < 300) {
 		/* CompleteMultipartUpload reports some failures in a 200 answer */
-		if (r->out.len && !r->dst && ck_xml_next(r->out.p, r->out.len, &(size_t){ 0 }, "Error",
-							 &(const char *){ NULL }, &(size_t){ 0 })) {
+		if (r->out.len && !r->dst && (code = ck_xml_text(r->out.p, r->out.len, "Error"))) {
+			free(code);
 			code = ck_xml_text(r->out.p, r->out.len, "Code");
 			if (r->tries < s->cfg.max_tries) {
 				free(code);
