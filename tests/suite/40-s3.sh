@@ -54,6 +54,9 @@ fi
 t1=$(date +%s.%N)
 say_pass ceph-start
 echo "    Ceph up in $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
+# only the test cluster's settings count, not the caller's
+unset AWS_SESSION_TOKEN AWS_PROFILE AWS_SHARED_CREDENTIALS_FILE AWS_ENDPOINT_URL AWS_DEFAULT_REGION \
+      CKPT_S3_TRIES CKPT_S3_PARALLEL CKPT_S3_CONNECT_TIMEOUT CKPT_S3_STALL_TIMEOUT CKPT_S3_DEBUG
 # shellcheck disable=SC1091
 . "$CEPH/s3.env"
 ENDPOINT=$CKPT_S3_ENDPOINT
