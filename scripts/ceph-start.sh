@@ -50,6 +50,7 @@ for tool in ceph-mon ceph-osd radosgw radosgw-admin ceph-authtool monmaptool uui
 done
 
 # On any failure from here on, leave nothing running.
+# shellcheck disable=SC2154 # rc is set inside the trap
 trap 'rc=$?; if [ $rc -ne 0 ]; then log "start failed (logs in $D/log), stopping"; KEEP=1 "$top/scripts/ceph-stop.sh" "$D" >/dev/null 2>&1 || true; fi' EXIT
 
 RGW_PORT=${CKPT_RGW_PORT:-$(free_port 7480)}

@@ -5,7 +5,7 @@
 # errors, and a cross-check with Debian's awscli. Starts Ceph first and
 # always stops it at the end. Prints PASS/FAIL/SKIP lines.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 top=$PWD
 B=${BUILD:-build}
 W=$top/$B/s3-suite
@@ -121,9 +121,9 @@ fault_fail fault-stall-gives-up "stall 0" "too slow" "$S3CHECK" "$U" verify faul
 fault_fail fault-reset-gives-up "reset 0 2000000" "after 3 tries" "$S3CHECK" "$U" putgen fault/dead 41000000 14
 fault_fail fault-slowdown-gives-up "slowdown 0" "SlowDown" "$S3CHECK" "$U" putgen fault/slow2 1000 15
 # the failed multipart upload was aborted: no parts left behind
-uploads=$("$AWS" --endpoint-url "$ENDPOINT" s3api list-multipart-uploads --bucket "$CKPT_S3_BUCKET" \
-          --prefix suite/fault/dead --output text 2>"$W/uploads.err")
-if [ $? -eq 0 ] && ! grep -q UPLOADS <<<"$uploads"; then
+if uploads=$("$AWS" --endpoint-url "$ENDPOINT" s3api list-multipart-uploads --bucket "$CKPT_S3_BUCKET" \
+                  --prefix suite/fault/dead --output text 2>"$W/uploads.err") &&
+   ! grep -q UPLOADS <<<"$uploads"; then
     say_pass fault-upload-aborted
 else
     say_fail fault-upload-aborted; echo "$uploads" "$(cat "$W/uploads.err")" | head -5 | sed 's/^/    /'
