@@ -3,6 +3,7 @@
  *   s3check URI basic                 put/get/get_range/stat/list/del, NOREPLACE, errors
  *   s3check URI many N                N keys (over several list pages), listed in order
  *   s3check URI threads T             T threads doing puts/gets/stats/dels at once
+ *   s3check URI race ROUNDS           8 threads commit one key with NOREPLACE at once
  *   s3check URI big MIB               multipart put + get + ranged reads, content checked, MB/s
  *   s3check URI putgen KEY BYTES SEED put generated content
  *   s3check URI verify KEY BYTES SEED get and compare with generated content
@@ -329,6 +330,74 @@ static void cmd_threads(int n)
 	printf("  %d threads x 5 rounds of put/stat/get in %.1f s\n", n, now_s() - t0);
 }
 
+/* Several writers commit the same key with NOREPLACE at once: exactly one
+ * may win, and the object must be the winner's. */
+struct race_arg {
+	int id, rc;
+	pthread_barrier_t *go;
+};
+
+static void *race_worker(void *p)
+{
+	struct race_arg *a = p;
+	char val[64];
+
+	snprintf(val, sizeof(val), "writer %d", a->id);
+	pthread_barrier_wait(a->go);
+	a->rc = ck_store_put(st, "race/commit", val, strlen(val), CK_PUT_NOREPLACE);
+	if (a->rc && a->rc != -EEXIST)
+		FAIL("writer %d: %s", a->id, ck_err_msg());
+	return NULL;
+}
+
+static void cmd_race(int rounds)
+{
+	enum { T = 8 };
+	struct race_arg a[T];
+	pthread_barrier_t go;
+	pthread_t th[T];
+	void *got;
+	size_t len;
+	int r, t, winners, winner;
+
+	for (r = 0; r < rounds; r++) {
+		ck_store_del(st, "race/commit");
+		pthread_barrier_init(&go, NULL, T);
+		for (t = 0; t < T; t++) {
+			a[t] = (struct race_arg){ t, 0, &go };
+			pthread_create(&th[t], NULL, race_worker, &a[t]);
+		}
+		winners = 0;
+		winner = -1;
+		for (t = 0; t < T; t++) {
+			pthread_join(th[t], NULL);
+			if (!a[t].rc) {
+				winners++;
+				winner = t;
+			}
+		}
+		pthread_barrier_destroy(&go);
+		if (winners != 1) {
+			FAIL("round %d: %d writers won the NOREPLACE put", r, winners);
+			continue;
+		}
+		if (ck_store_get(st, "race/commit", &got, &len)) {
+			FAIL("round %d: get: %s", r, ck_err_msg());
+			continue;
+		}
+		{
+			char want[64];
+
+			snprintf(want, sizeof(want), "writer %d", winner);
+			if (len != strlen(want) || memcmp(got, want, len))
+				FAIL("round %d: object is \"%.*s\", winner was %d", r, (int)len, (char *)got, winner);
+		}
+		free(got);
+	}
+	ck_store_del(st, "race/commit");
+	printf("  %d rounds of %d concurrent NOREPLACE puts: one winner each\n", rounds, T);
+}
+
 static void cmd_big(size_t mib)
 {
 	size_t len = mib << 20, off, l;
@@ -466,7 +535,7 @@ static int cmd_getfile(const char *key, const char *file)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: s3check s3://BUCKET/PREFIX basic|many N|threads N|big MIB|putgen KEY BYTES SEED|"
+	fprintf(stderr, "usage: s3check s3://BUCKET/PREFIX basic|many N|threads N|race N|big MIB|putgen KEY BYTES SEED|"
 			"verify KEY BYTES SEED|putfile KEY FILE|getfile KEY FILE|del KEY\n");
 	exit(2);
 }
@@ -491,6 +560,8 @@ int main(int argc, char **argv)
 		cmd_basic();
 	} else if (!strcmp(cmd, "many") && argc == 4) {
 		cmd_many(atoi(argv[3]));
+	} else if (!strcmp(cmd, "race") && argc == 4) {
+		cmd_race(atoi(argv[3]));
 	} else if (!strcmp(cmd, "threads") && argc == 4) {
 		cmd_threads(atoi(argv[3]));
 	} else if (!strcmp(cmd, "big") && argc == 4) {

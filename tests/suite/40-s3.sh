@@ -67,6 +67,7 @@ export CKPT_S3_BACKOFF_MS=100
 run basic "$S3CHECK" "$U" basic
 run list-1200-keys "$S3CHECK" "$U" many 1200
 run threads "$S3CHECK" "$U" threads 8
+run noreplace-race "$S3CHECK" "$U" race 10
 run multipart-200MiB "$S3CHECK" "$U" big 200
 # virtual-host addressing: BUCKET.localhost (curl resolves *.localhost to
 # loopback itself; the gateway's DNS name is localhost)
