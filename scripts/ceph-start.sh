@@ -109,6 +109,11 @@ osd memory target = 1073741824
 bluestore cache autotune = false
 bluestore cache size = 268435456
 osd max object size = 134217728
+# The OSD's own CRUSH updates at start are mon commands sent before it has
+# the cluster's fsid (refused as "wrong fsid" with auth off, and the OSD
+# exits); we place it in the CRUSH map ourselves below.
+osd crush update on start = false
+osd class update on start = false
 [client.rgw.a]
 rgw frontends = beast endpoint=127.0.0.1:$RGW_PORT ssl_endpoint=127.0.0.1:$TLS_PORT ssl_certificate=$D/tls/server.pem ssl_private_key=$D/tls/server.key
 rgw dns name = localhost
@@ -139,11 +144,12 @@ for _ in $(seq 1 30); do
     OSD_ID=; sleep 0.5
 done
 [ -n "$OSD_ID" ] || { log "monitor refused to create the OSD"; exit 1; }
+crush_add() { ceph osd crush add "osd.$OSD_ID" 1.0 root=default host=localhost; }
+wait_for 30 0.5 crush_add || { log "cannot place the OSD in the CRUSH map"; exit 1; }
 ceph-osd -c "$CONF" -i "$OSD_ID" --mkfs --osd-uuid "$OSD_UUID" >>"$D/log/setup.log" 2>&1
 # Start a daemon and wait until `ready` holds; if the daemon dies first,
-# start it again (up to 3 times). A daemon started right after the monitor
-# sometimes sends its first command before it has the cluster's fsid and
-# is refused ("wrong fsid", EPERM); the next start works.
+# start it again (up to 3 times): a daemon that dies at start-up for a
+# passing reason (monitor still settling) is not a failed cluster.
 alive() { [ -f "$D/run/$1.pid" ] && kill -0 "$(cat "$D/run/$1.pid")" 2>/dev/null; }
 start_daemon() { # name, tries of 0.3 s, ready-command, daemon command...
     local name=$1 n=$2 ready=$3 attempt i
