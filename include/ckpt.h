@@ -1,8 +1,9 @@
 /* ckpt.h: the optional API a job may call. Unmodified jobs never need it.
  *
- * All functions are weak references: a program built with this header runs
- * with or without libckpt.so preloaded; without it, calls report
- * CKPT_NOT_PRESENT. Link nothing extra. */
+ * A program built with this header runs with or without libckpt.so
+ * preloaded and links nothing extra: the library's entry points are weak
+ * references, and the inline functions below answer CKPT_NOT_PRESENT when
+ * the library is absent (or the process does not run under ckrun). */
 #ifndef CKPT_H
 #define CKPT_H
 
@@ -12,18 +13,37 @@ extern "C" {
 
 #define CKPT_NOT_PRESENT (-1000)
 
-/* Asks ckrun for a checkpoint now; returns 0 once it is committed, or a
- * negative errno, or CKPT_NOT_PRESENT. */
-int ckpt_request(void) __attribute__((weak));
-/* 1 if this process was restored from a checkpoint, 0 if not. */
-int ckpt_is_restarted(void) __attribute__((weak));
-/* Registers fn to run in the restored process before the job's threads go
- * on. Returns 0 or a negative errno. */
-int ckpt_on_restart(void (*fn)(void *arg), void *arg) __attribute__((weak));
+/* Entry points in libckpt.so; call the ckpt_* wrappers instead. */
+int ck_api_request(void) __attribute__((weak));
+int ck_api_is_restarted(void) __attribute__((weak));
+int ck_api_on_restart(void (*fn)(void *arg), void *arg) __attribute__((weak));
 
+/* 1 if libckpt is loaded in this process. */
 static inline int ckpt_present(void)
 {
-	return ckpt_request != 0;
+	return ck_api_request != 0;
+}
+
+/* Asks ckrun for a checkpoint now and waits for the next round to end:
+ * 0 once it is committed, a negative errno if it failed, CKPT_NOT_PRESENT
+ * without ckrun. In a process restored from that checkpoint it returns 0
+ * as well (see ckpt_is_restarted). */
+static inline int ckpt_request(void)
+{
+	return ck_api_request ? ck_api_request() : CKPT_NOT_PRESENT;
+}
+
+/* 1 if this process was restored from a checkpoint, 0 if not. */
+static inline int ckpt_is_restarted(void)
+{
+	return ck_api_is_restarted ? ck_api_is_restarted() : CKPT_NOT_PRESENT;
+}
+
+/* Registers fn(arg) to run in a restored process before the job's threads
+ * go on (up to 16). Returns 0, a negative errno, or CKPT_NOT_PRESENT. */
+static inline int ckpt_on_restart(void (*fn)(void *arg), void *arg)
+{
+	return ck_api_on_restart ? ck_api_on_restart(fn, arg) : CKPT_NOT_PRESENT;
 }
 
 #ifdef __cplusplus

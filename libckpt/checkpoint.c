@@ -107,6 +107,8 @@ static void ck__send_snapshot(void)
 
 /* Waits for ckrun's verdict on the round (DONE), or with release_ok for
  * RELEASE too; returns the message type, or -errno. */
+static int ck__round_result;
+
 static int ck__wait_msg(int release_ok)
 {
 	static struct ck_msg m;
@@ -114,8 +116,12 @@ static int ck__wait_msg(int release_ok)
 
 	for (;;) {
 		r = ck__recv(&m);
-		if (r < 0)
+		if (r < 0) {
+			ck__round_result = r;
 			return r;
+		}
+		if (m.type == CK_MSG_DONE)
+			ck__round_result = (int)(int64_t)m.arg[0];
 		if (m.type == CK_MSG_DONE || (release_ok && m.type == CK_MSG_RELEASE))
 			return (int)m.type;
 	}
@@ -177,6 +183,7 @@ void ck__round(uint32_t flags)
 			ck__release_all();
 		}
 		ck__plugins_event(CK_EV_RESUME);
+		ck__round_finished(ck__round_result);
 		return;
 	}
 	/* Restored process: this thread was re-created by the restart code. */
@@ -184,8 +191,10 @@ void ck__round(uint32_t flags)
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);
 	ck__plugins_event(CK_EV_RESTART);
+	ck__run_restart_callbacks();
 	ck__send_simple(CK_MSG_RESTARTED, NULL);
 	ck__release_all();
+	ck__round_finished(0); /* the saved round succeeded, by definition */
 	return;
 
 fail_release:
@@ -195,6 +204,7 @@ fail_resume:
 	if (!ck__core.fail[0])
 		ck__failf("checkpoint failed (%s)", strerror(-r));
 	ck__send_simple(CK_MSG_FAILED, ck__core.fail);
+	ck__round_finished(r < 0 ? r : -EIO);
 }
 
 /* The manager thread: waits for ckrun's requests. */

@@ -62,6 +62,10 @@ void ck__restart_entry(void) CK_HIDDEN;
 extern char ck__restart_stack[] CK_HIDDEN;
 #define CK_RESTART_STACK_SIZE (256u << 10)
 
+/* api.c */
+void ck__round_finished(int result) CK_HIDDEN;
+void ck__run_restart_callbacks(void) CK_HIDDEN;
+
 /* real libc functions behind the interposed ones */
 int ck__real_sigprocmask(int how, const sigset_t *set, sigset_t *old) CK_HIDDEN;
 

@@ -244,9 +244,17 @@ static int ck__loop(struct ckrun *c)
 		}
 		if (p[1].revents & (POLLIN | POLLHUP)) {
 			struct ck_msg m;
-			int r = ck_chan_recv(c->agent_fd, &m, NULL, 0);
+			pid_t from;
+			int r = ck_chan_recv(c->agent_fd, &m, &from, 0);
 			if (r == 0 && m.type == CK_MSG_HELLO) {
+				c->job_pid = from;
 				c->job_ready = 1;
+			} else if (r == 0 && m.type == CK_MSG_REQUEST) {
+				/* The job's own ckpt_request(); it may come before the
+				 * manager's hello, and proves the library runs. */
+				c->job_pid = from;
+				c->job_ready = 1;
+				ck__checkpoint(c, 0, &seq);
 			} else if (r == -EPIPE || (p[1].revents & POLLHUP)) {
 				/* libckpt gone (exec of an unmanaged program, or exit):
 				 * wait for the status */

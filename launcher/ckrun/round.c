@@ -276,7 +276,7 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
-	struct ck_writer_opts wo = {.level = 1, .threads = 1, .pack_size = 0};
+	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
 	const char *wt = getenv("CKPT_WRITER_THREADS");
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
@@ -347,8 +347,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		goto fail;
 	if (!(flags & CK_ROUND_STOP))
 		ck__send_done(c, 0);
-	if (snap != c->job_pid)
-		kill(snap, SIGKILL);
+	if (!c->nofork)
+		kill(snap, SIGKILL); /* the snapshot child, never the job */
 	if (c->verbose)
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %" PRIu64 " bytes of memory, %" PRIu64
 				" stored, %.3f s (frozen %.3f s)\n",
@@ -366,7 +366,7 @@ fail:
 	if (w)
 		ck_writer_abort(w);
 	ck__send_done(c, r);
-	if (snap > 0 && snap != c->job_pid)
+	if (snap > 0 && !c->nofork)
 		kill(snap, SIGKILL);
 	ck_manifest_free(m);
 	free(pd);
