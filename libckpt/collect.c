@@ -106,6 +106,49 @@ static int ck__check_unsupported(void)
 	return 0;
 }
 
+static uint64_t ck__hexfield(const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+	uint64_t v = 0;
+
+	if (!p)
+		return 0;
+	for (p += ck_strlen(key); *p == ' ' || *p == '\t'; p++)
+		;
+	for (;; p++) {
+		int c = *p;
+		if (c >= '0' && c <= '9')
+			v = (v << 4) | (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = (v << 4) | (uint64_t)(c - 'a' + 10);
+		else
+			break;
+	}
+	return v;
+}
+
+/* Pending signals stay pending here; the restart code raises them again
+ * (one instance each: a queued real-time signal's count and siginfo are
+ * not carried). */
+static void ck__collect_pending(void)
+{
+	static char buf[8192];
+
+	if (ck__read_file("/proc/self/status", buf, sizeof(buf)) > 0)
+		ck__pd.shd_pending = ck__hexfield(buf, "ShdPnd:");
+	for (uint32_t i = 0; i < ck__pd.nthreads; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", ck__pd.threads[i].tid);
+		ck__pd.threads[i].sigpending = 0;
+		if (ck__read_file(path, buf, sizeof(buf)) > 0)
+			ck__pd.threads[i].sigpending = ck__hexfield(buf, "SigPnd:");
+	}
+	/* Our own suspend signal is never carried over. */
+	ck__pd.shd_pending &= ~(1ull << (ck__core.sig - 1));
+	for (uint32_t i = 0; i < ck__pd.nthreads; i++)
+		ck__pd.threads[i].sigpending &= ~(1ull << (ck__core.sig - 1));
+}
+
 int ck__collect_process(void)
 {
 	long n;
@@ -114,6 +157,7 @@ int ck__collect_process(void)
 	r = ck__check_unsupported();
 	if (r < 0)
 		return r;
+	ck__collect_pending();
 
 	ck__pd.magic = CK_PD_MAGIC;
 	ck__pd.version = CK_PD_VERSION;

@@ -30,7 +30,8 @@ struct ck_pd_thread {
 	uint64_t rseq_addr; /* 0 if not registered */
 	uint32_t rseq_len;
 	uint32_t rseq_sig;
-	struct ck_ctx ctx; /* where the thread resumes (parked point) */
+	uint64_t sigpending; /* signals pending for this thread (bit s-1) */
+	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
 };
 #define CK_PDT_MAIN 0x1    /* thread-group leader */
 #define CK_PDT_MANAGER 0x2 /* libckpt's own manager thread */
@@ -96,6 +97,7 @@ struct ck_procdesc {
 	int32_t pid, ppid;
 	uint32_t nthreads, nfds, nepitems;
 	uint32_t umask;
+	uint64_t shd_pending; /* process-wide pending signals (bit s-1) */
 	/* mm fields for PR_SET_MM_MAP */
 	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
 	uint64_t arg_start, arg_end, env_start, env_end;
@@ -114,7 +116,7 @@ struct ck_procdesc {
 	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
 };
 
-static_assert(sizeof(struct ck_pd_thread) == 56 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_thread) == 64 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
 
 /* Size of the compact form stored in manifests: header up to threads[], then

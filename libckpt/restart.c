@@ -189,6 +189,15 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 	ck__restore_process_state(pd);
 	ck__restore_pipes_and_epoll(pd);
 	ck__recreate_threads(pd);
+	/* Every thread exists, all with signals blocked until they return
+	 * from their parking handler: raise what was pending. */
+	for (int s = 1; s <= 64; s++) {
+		if (pd->shd_pending & (1ull << (s - 1)))
+			ck_sys2(SYS_kill, pd->pid, s);
+		for (uint32_t i = 0; i < pd->nthreads; i++)
+			if (pd->threads[i].sigpending & (1ull << (s - 1)))
+				ck_tgkill(pd->pid, pd->threads[i].tid, s);
+	}
 	ck_ctx_resume(&main_thread->ctx);
 }
 
