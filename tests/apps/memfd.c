@@ -39,7 +39,7 @@ static uint64_t mix(uint64_t x)
 
 int main(int argc, char **argv)
 {
-	long rounds = (long)(500 * app_scale(argc, argv));
+	long rounds = (long)(1000 * app_scale(argc, argv));
 	uint64_t *a, *b, sum = 0;
 	struct stat st;
 	int fd, seals, rc = 0;
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 			}
 		for (size_t i = 0; i < WORDS; i++)
 			s += b[i];
-		if (r % 50 == 49)
+		if (r % 100 == 99)
 			printf("round %ld: sum %016llx\n", r + 1, (unsigned long long)s);
 		sum = s;
 	}
