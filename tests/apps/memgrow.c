@@ -4,8 +4,9 @@
  * more; each phase lasts a fixed number of 10 ms sleeps and rewrites a few
  * pages between sleeps. So a checkpoint taken in phase 1 is small and one
  * taken in phase 2 is large: the fault suite uses this to fill a small store
- * on the second checkpoint and not the first. Between the phases nothing
- * but memory changes. The data is checked in full at the end.
+ * on the second checkpoint and not the first, and it follows the phases in
+ * the output file (flushed at each phase change). The data is checked in full
+ * at the end.
  * Usage: memgrow [SCALE [A_MIB [B_MIB]]]   (or CKPT_APP_SCALE, CKPT_APP_GROW_A,
  *        CKPT_APP_GROW_B; defaults 16 and 96 MiB; 1.0 = two phases of 2 s) */
 #define _GNU_SOURCE
@@ -112,6 +113,7 @@ int main(int argc, char **argv)
 		touch(&a, 1, (uint64_t)s);
 	}
 	printf("phase 1 done\n");
+	fflush(stdout); /* lets a harness see the phase change in the output file */
 	if (alloc_block(&b, 2, b_mib)) {
 		printf("FAIL out of memory\n");
 		return 1;
@@ -122,6 +124,7 @@ int main(int argc, char **argv)
 		touch(&b, 2, (uint64_t)s);
 	}
 	printf("phase 2 done\n");
+	fflush(stdout);
 	if (verify(&a, 1, &digest) || verify(&b, 2, &digest)) {
 		printf("FAIL data differs from what was written\n");
 		rc = 1;
