@@ -32,6 +32,7 @@ H_JOBS=${CKPT_TEST_JOBS:-2}
 H_SCALE=${CKPT_TEST_SCALE:-0.7}
 H_WORK=
 H_FAILED=0
+H_RNG=1
 H_PGIDS=()      # process groups started by this shell (killed on exit)
 H_SUBS=()       # parallel workers (h_parallel)
 H_CLEANUPS=()   # extra commands run on exit (umount, ...)
@@ -62,19 +63,28 @@ h_seed_init() {
 	echo "# seed $H_SEED (replay: CKPT_TEST_SEED=$H_SEED)"
 }
 
-# h_subseed KEY: a seed derived from the master seed and KEY, so that an
-# app's schedule does not depend on which other apps ran before it.
-h_subseed() {
+# h_rng_seed KEY: seeds the generator from the master seed and KEY, so that
+# an app's schedule does not depend on which other apps ran before it.
+# (bash's own RANDOM is re-seeded in every subshell, hence this generator,
+# whose state is a plain variable. Call h_rand directly, never in $(...).)
+h_rng_seed() {
 	local sum
 	sum=$(printf '%s:%s' "$H_SEED" "$1" | cksum)
-	echo $(( ${sum%% *} % 32768 ))
+	H_RNG=$(( ${sum%% *} % 2147483648 ))
 }
 
-# h_rand MIN MAX: uniform integer in [MIN, MAX] from bash's RANDOM.
+# h_rand VAR MIN MAX: sets VAR to a uniform integer in [MIN, MAX].
 h_rand() {
-	local lo=$1 hi=$2
-	(( hi <= lo )) && { echo "$lo"; return; }
-	echo $(( lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1) ))
+	local lo=$2 hi=$3 r
+	H_RNG=$(( (H_RNG * 1103515245 + 12345) % 2147483648 ))
+	r=$(( H_RNG >> 8 ))
+	H_RNG=$(( (H_RNG * 1103515245 + 12345) % 2147483648 ))
+	r=$(( (r << 15) ^ (H_RNG >> 16) ))
+	if (( hi <= lo )); then
+		printf -v "$1" '%d' "$lo"
+	else
+		printf -v "$1" '%d' $(( lo + r % (hi - lo + 1) ))
+	fi
 }
 
 h_sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
@@ -200,6 +210,21 @@ h_kill_pgids() {
 
 h_kill_group() { kill -9 -- "-$1" 2>/dev/null; }
 
+# h_group_gone PGID: waits (up to 5 s) until no live process is left in the
+# group; false if some survive.
+h_group_gone() {
+	local i p alive
+	for (( i = 0; i < 100; i++ )); do
+		alive=0
+		for p in $(h_group_members "$1"); do
+			h_alive "$p" && alive=1
+		done
+		(( alive )) || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
 # h_start MODE OUT ERR [CKRUN-OPTIONS...] -- starts ckrun in its own session
 # in the background, with H_CMD as the job. MODE "new" truncates OUT, MODE
 # "resume" opens it read-write without truncating (a restored job writes at
@@ -218,13 +243,14 @@ h_start() {
 
 # h_wait PID LIMIT_MS: waits for a child started by h_start. Returns its exit
 # status, or 124 after killing its whole group when LIMIT_MS runs out.
+# (Kill and wait go in one { } 2>/dev/null block wherever a job is killed:
+# bash reports a killed background job on its stderr after the next command.)
 h_wait() {
 	local pid=$1 limit=$2 t0
 	t0=$(h_now_ms)
 	while h_alive "$pid"; do
 		if (( $(h_now_ms) - t0 > limit )); then
-			h_kill_group "$pid"
-			wait "$pid" 2>/dev/null
+			{ h_kill_group "$pid"; wait "$pid"; } 2>/dev/null
 			return 124
 		fi
 		sleep 0.05
@@ -246,8 +272,7 @@ h_sleep_alive() {
 # h_run_bare APP OUT ERR LIMIT_S: runs H_CMD without ckrun in a private
 # TMPDIR; prints "RC MS" (exit status and wall time).
 h_run_bare() {
-	local dir rc t0 t1
-	dir=$(dirname "$2")/tmp-bare
+	local dir=$2.tmp rc t0 t1
 	mkdir -p "$dir"
 	t0=$(h_now_ms)
 	TMPDIR=$dir timeout -s KILL "$4" "${H_CMD[@]}" </dev/null >"$2" 2>"$3"

@@ -41,20 +41,6 @@ variant_opts() {
 	esac
 }
 
-# Waits until no live process is left in group PG (after kill -9).
-gone() {
-	local pg=$1 i p alive
-	for (( i = 0; i < 100; i++ )); do
-		alive=0
-		for p in $(h_group_members "$pg"); do
-			h_alive "$p" && alive=1
-		done
-		(( alive )) || return 0
-		sleep 0.05
-	done
-	return 1
-}
-
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched
@@ -66,7 +52,7 @@ conf_one() {
 	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
 	mkdir -p "$dir/tmp"
 	: >"$err"
-	RANDOM=$(h_subseed "$variant/$app")
+	h_rng_seed "$variant/$app"
 	variant_opts "$variant"
 	h_app_cmd "$app"
 	bare_rc=$(cat "$H_WORK/bare/$app.rc")
@@ -81,11 +67,12 @@ conf_one() {
 	for (( cycle = 1; cycle <= KILLS; cycle++ )); do
 		h_start "$mode" "$out" "$err" --store "$store" --job "$app" "${extra[@]}" "${OPTS[@]}"
 		mode=resume extra=(--resume)
-		kill_at=$(h_rand 150 "$win")
-		n=$(h_rand 0 3)
+		h_rand kill_at 150 "$win"
+		h_rand n 0 3
 		times=()
 		for (( i = 0; i < n; i++ )); do
-			times+=("$(h_rand 50 "$kill_at")")
+			h_rand t 50 "$kill_at"
+			times+=("$t")
 		done
 		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')
 		t=0
@@ -95,10 +82,9 @@ conf_one() {
 			t=$i
 		done
 		if h_sleep_alive "$H_PID" $(( kill_at > t ? kill_at - t : 0 )); then
-			h_kill_group "$H_PID"
+			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
-			h_wait "$H_PID" 10000 >/dev/null
-			if ! gone "$H_PID"; then
+			if ! h_group_gone "$H_PID"; then
 				h_fail "$name" "processes survived kill -9 of the process group" "$sched"
 				return
 			fi
@@ -112,7 +98,7 @@ conf_one() {
 	done
 	if (( !finished )); then
 		h_start resume "$out" "$err" --store "$store" --job "$app" --resume "${OPTS[@]}"
-		t=$(h_rand 100 "$win")
+		h_rand t 100 "$win"
 		if h_sleep_alive "$H_PID" "$t"; then
 			kill -USR2 "$H_PID" 2>/dev/null && echo "final run: SIGUSR2 at $t ms" >>"$sched"
 		fi
