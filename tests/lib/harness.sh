@@ -13,7 +13,7 @@
 #   CKPT_TEST_APPS   only these apps (names, separated by spaces or commas)
 #   CKPT_TEST_JOBS   apps tested in parallel (default 2)
 #   CKPT_TEST_SCALE  scale argument given to apps without an args= line in
-#                    their .desc file (default 0.7)
+#                    their .desc file (default 0.5)
 #   CKPT_TEST_KEEP=1 keep the work directory even when everything passed
 #   CKRUN, CKPT      the programs under test (default $BUILD/ckrun, $BUILD/ckpt)
 #   PYTHON           interpreter for tests/apps/*.py (default python3)
@@ -29,7 +29,7 @@ PYTHON=${PYTHON:-python3}
 H_APPS_SRC=$H_TOP/tests/apps
 H_APPS_BIN=$H_BUILD/tests/apps
 H_JOBS=${CKPT_TEST_JOBS:-2}
-H_SCALE=${CKPT_TEST_SCALE:-0.7}
+H_SCALE=${CKPT_TEST_SCALE:-0.5}
 H_WORK=
 H_FAILED=0
 H_RNG=1
