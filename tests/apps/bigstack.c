@@ -92,7 +92,7 @@ int main(int argc, char **argv)
 {
 	double scale = app_scale(argc, argv);
 	struct job t = { .depth = 100000, .reps = (long)(8 * scale) };
-	struct job m = { .depth = 16000, .reps = (long)(8 * scale) };
+	struct job m = { .depth = 10000, .reps = (long)(8 * scale) };
 	pthread_attr_t attr;
 	pthread_t th;
 	int rc = 0;

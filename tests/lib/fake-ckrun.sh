@@ -25,12 +25,15 @@ trap 'stop=1' TERM INT
 job=$!
 while :; do
 	wait "$job"
-	rc=$?
 	if (( stop )); then
 		kill -9 "$job" 2>/dev/null
 		wait "$job" 2>/dev/null
 		exit 75
 	fi
-	# wait returns >128 when a trapped signal interrupted it
-	kill -0 "$job" 2>/dev/null || exit "$rc"
+	# wait returns >128 when a trapped signal interrupted it; once the job
+	# is gone, wait again for its real status.
+	if ! kill -0 "$job" 2>/dev/null; then
+		wait "$job"
+		exit $?
+	fi
 done

@@ -116,6 +116,10 @@ conf_one() {
 		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
 		h_fail "$name" "output differs from the bare run" "$dir/diff" "$err" "$sched"
 	else
+		if [ -z "$(h_manifests "$store" "$app")" ]; then
+			# Legal (every restart was fresh) but proves little; say so.
+			echo "# $name: no checkpoint was committed, every resume started afresh"
+		fi
 		h_pass "$name"
 		return
 	fi

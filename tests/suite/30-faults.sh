@@ -66,6 +66,7 @@ part_kill() {
 			# One trial: checkpoint request, then a kill while it is written.
 			h_rand t1 300 900
 			h_rand t2 0 1500
+			(( trial % 2 )) && h_rand t2 0 300 # half of them early in the write
 			if (( ${#order[@]} == 0 )); then # each target equally often
 				order=("${targets[@]}")
 				for (( i = 2; i > 0; i-- )); do # shuffle
