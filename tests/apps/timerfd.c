@@ -1,0 +1,93 @@
+/* timerfd: timer file descriptors.
+ *
+ * State exercised: a periodic CLOCK_MONOTONIC timerfd read in a blocking
+ * loop, a periodic timerfd watched through epoll, an absolute one-shot
+ * CLOCK_REALTIME timerfd armed far in the future (must stay armed, never
+ * fire), and a disarmed one (must stay disarmed). Expiration counts depend
+ * on timing, so only "reached the target" is printed.
+ * Usage: timerfd [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+static double app_scale(int argc, char **argv)
+{
+	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
+	double v = s ? strtod(s, NULL) : 1.0;
+	return v > 0 ? v : 1.0;
+}
+
+int main(int argc, char **argv)
+{
+	double scale = app_scale(argc, argv);
+	uint64_t target = (uint64_t)(150 * scale), got_a = 0, got_b = 0;
+	struct itimerspec per = { { 0, 10000000 }, { 0, 10000000 } }, far, cur;
+	struct timespec now;
+	int ta, tb, tfar, toff, ep, rc = 0, fired_far = 0;
+
+	if (target < 1)
+		target = 1;
+	printf("timerfd: two 10 ms timers, target %llu expirations each\n", (unsigned long long)target);
+	ta = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	tb = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	tfar = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
+	toff = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+	if (ta < 0 || tb < 0 || tfar < 0 || toff < 0)
+		return 1;
+	clock_gettime(CLOCK_REALTIME, &now);
+	far = (struct itimerspec){ { 0, 0 }, { now.tv_sec + 86400, 0 } };
+	timerfd_settime(tfar, TFD_TIMER_ABSTIME, &far, NULL);
+	timerfd_settime(ta, 0, &per, NULL);
+
+	/* Phase 1: blocking reads. */
+	while (got_a < target) {
+		uint64_t n;
+		ssize_t r = read(ta, &n, 8);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 8) {
+			printf("FAIL read timerfd\n");
+			return 1;
+		}
+		got_a += n;
+	}
+	printf("blocking timerfd: reached %llu expirations\n", (unsigned long long)target);
+	timerfd_settime(ta, 0, &(struct itimerspec){ { 0, 0 }, { 0, 0 } }, NULL);
+
+	/* Phase 2: through epoll, with the far timer in the set too. */
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, tb, &(struct epoll_event){ .events = EPOLLIN, .data.fd = tb });
+	epoll_ctl(ep, EPOLL_CTL_ADD, tfar, &(struct epoll_event){ .events = EPOLLIN, .data.fd = tfar });
+	timerfd_settime(tb, 0, &per, NULL);
+	while (got_b < target) {
+		struct epoll_event ev[2];
+		int k = epoll_wait(ep, ev, 2, 1000);
+		for (int i = 0; i < k; i++) {
+			uint64_t n;
+			if (read(ev[i].data.fd, &n, 8) != 8)
+				continue;
+			if (ev[i].data.fd == tb)
+				got_b += n;
+			else
+				fired_far++;
+		}
+	}
+	printf("epoll timerfd: reached %llu expirations\n", (unsigned long long)target);
+
+	timerfd_gettime(tfar, &cur);
+	printf("far timer: %s\n", !fired_far && cur.it_value.tv_sec > 3600 ? "still armed" : "WRONG");
+	timerfd_gettime(toff, &cur);
+	printf("disarmed timer: %s\n", cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0 ? "still disarmed" : "WRONG");
+	timerfd_gettime(tb, &cur);
+	printf("periodic timer interval: %ld ns\n", cur.it_interval.tv_nsec);
+	if (fired_far || cur.it_interval.tv_nsec != 10000000)
+		rc = 1;
+	printf("timerfd: %s\n", rc ? "FAIL" : "ok");
+	return rc;
+}

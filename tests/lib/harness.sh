@@ -1,0 +1,354 @@
+# shellcheck shell=bash
+# Functions shared by the test suites (tests/suite/*.sh). Source it; it
+# defines functions and a few variables and runs nothing else.
+#
+# Model: each test application (tests/apps/) is an ordinary program that
+# checks its own state and prints deterministic results. A suite runs it bare
+# once for the reference output, then under ckrun with checkpoints, kills and
+# restores at random moments, and compares output and exit status.
+#
+# Environment (all optional):
+#   CKPT_TEST_SEED   master random seed; printed at the start so that a
+#                    failure can be replayed with the same schedule
+#   CKPT_TEST_APPS   only these apps (names, separated by spaces or commas)
+#   CKPT_TEST_JOBS   apps tested in parallel (default 2)
+#   CKPT_TEST_SCALE  scale argument given to apps without an args= line in
+#                    their .desc file (default 0.5)
+#   CKPT_TEST_KEEP=1 keep the work directory even when everything passed
+#   CKRUN, CKPT      the programs under test (default $BUILD/ckrun, $BUILD/ckpt)
+#   PYTHON           interpreter for tests/apps/*.py (default python3)
+set -u
+set +m # background jobs stay in our process group; setsid makes its own
+
+H_TOP=${CKPT_TOP:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+H_BUILD=${BUILD:-build}
+case $H_BUILD in /*) ;; *) H_BUILD=$H_TOP/$H_BUILD ;; esac
+CKRUN=${CKRUN:-$H_BUILD/ckrun}
+CKPT=${CKPT:-$H_BUILD/ckpt}
+PYTHON=${PYTHON:-python3}
+H_APPS_SRC=$H_TOP/tests/apps
+H_APPS_BIN=$H_BUILD/tests/apps
+H_JOBS=${CKPT_TEST_JOBS:-2}
+H_SCALE=${CKPT_TEST_SCALE:-0.5}
+H_WORK=
+H_FAILED=0
+H_RNG=1
+H_PGIDS=()      # process groups started by this shell (killed on exit)
+H_SUBS=()       # parallel workers (h_parallel)
+H_CLEANUPS=()   # extra commands run on exit (umount, ...)
+
+# ---- output -----------------------------------------------------------------
+
+h_pass() { echo "PASS $1"; }
+h_skip() { echo "SKIP $1: $2"; }
+# h_fail NAME REASON [DETAIL-FILE...]: DETAIL-FILEs are shown indented.
+h_fail() {
+	local name=$1 reason=$2 f
+	shift 2
+	H_FAILED=1
+	echo "FAIL $name: $reason"
+	for f in "$@"; do
+		[ -s "$f" ] || continue
+		echo "    --- $(basename "$f")"
+		sed 's/^/    | /' "$f" | tail -n 25
+	done
+}
+h_note() { echo "# $*" >&2; }
+
+# ---- random schedule ----------------------------------------------------------
+
+# Picks the master seed and prints it (stdout, so it lands in the log).
+h_seed_init() {
+	H_SEED=${CKPT_TEST_SEED:-$(( ($(date +%s%N) / 1000 + $$) % 2147483647 ))}
+	echo "# seed $H_SEED (replay: CKPT_TEST_SEED=$H_SEED)"
+}
+
+# h_rng_seed KEY: seeds the generator from the master seed and KEY, so that
+# an app's schedule does not depend on which other apps ran before it.
+# (bash's own RANDOM is re-seeded in every subshell, hence this generator,
+# whose state is a plain variable. Call h_rand directly, never in $(...).)
+h_rng_seed() {
+	local sum
+	sum=$(printf '%s:%s' "$H_SEED" "$1" | cksum)
+	H_RNG=$(( ${sum%% *} % 2147483648 ))
+}
+
+# h_rand VAR MIN MAX: sets VAR to a uniform integer in [MIN, MAX].
+h_rand() {
+	local lo=$2 hi=$3 r
+	H_RNG=$(( (H_RNG * 1103515245 + 12345) % 2147483648 ))
+	r=$(( H_RNG >> 8 ))
+	H_RNG=$(( (H_RNG * 1103515245 + 12345) % 2147483648 ))
+	r=$(( (r << 15) ^ (H_RNG >> 16) ))
+	if (( hi <= lo )); then
+		printf -v "$1" '%d' "$lo"
+	else
+		printf -v "$1" '%d' $(( lo + r % (hi - lo + 1) ))
+	fi
+}
+
+h_sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
+h_now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# ---- work directory and cleanup -------------------------------------------------
+
+h_cleanup() {
+	local p c
+	for p in "${H_SUBS[@]}"; do # parallel workers clean up their own jobs
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in "${H_SUBS[@]}"; do
+		wait "$p" 2>/dev/null
+	done
+	h_kill_pgids
+	for c in "${H_CLEANUPS[@]}"; do
+		eval "$c" 2>/dev/null
+	done
+	if [ -n "$H_WORK" ] && [ -d "$H_WORK" ]; then
+		if [ "$H_FAILED" = 0 ] && [ "${CKPT_TEST_KEEP:-0}" != 1 ]; then
+			rm -rf "$H_WORK"
+		else
+			echo "# work directory kept: $H_WORK"
+		fi
+	fi
+}
+
+# h_init NAME: work directory, traps. Call once per suite.
+h_init() {
+	H_WORK=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-$1.XXXXXX") || exit 1
+	trap h_cleanup EXIT
+	# shellcheck disable=SC2064 # expand the name now
+	trap "H_FAILED=1; echo 'FAIL $1: interrupted'; exit 130" INT TERM
+}
+
+h_have_ckrun() { [ -x "$CKRUN" ]; }
+h_have_ckpt() { [ -x "$CKPT" ]; }
+
+# ---- applications ---------------------------------------------------------------
+
+# All app names, or those named in CKPT_TEST_APPS.
+h_app_list() {
+	local f n want=" ${CKPT_TEST_APPS:-} "
+	want=${want//,/ }
+	for f in "$H_APPS_SRC"/*.c "$H_APPS_SRC"/*.py; do
+		[ -e "$f" ] || continue
+		n=$(basename "$f")
+		n=${n%.*}
+		if [ -n "${CKPT_TEST_APPS:-}" ] && [[ $want != *" $n "* ]]; then
+			continue
+		fi
+		echo "$n"
+	done
+}
+
+# h_desc APP KEY DEFAULT: a value from tests/apps/APP.desc (lines KEY=VALUE,
+# '#' comments). The file is read, never sourced.
+h_desc() {
+	local file=$H_APPS_SRC/$1.desc key=$2 def=$3 line
+	if [ -r "$file" ]; then
+		while IFS= read -r line; do
+			case $line in
+			"$key="*) echo "${line#*=}"; return ;;
+			esac
+		done <"$file"
+	fi
+	echo "$def"
+}
+
+# h_app_cmd APP [ARGS...]: sets the array H_CMD to the command line that runs
+# APP with ARGS, or with its .desc args, or with the default scale.
+h_app_cmd() {
+	local app=$1 args
+	shift
+	if [ $# -eq 0 ]; then
+		args=$(h_desc "$app" args "$H_SCALE")
+		# shellcheck disable=SC2086 # word splitting wanted: args= is a list
+		set -- $args
+	fi
+	if [ -e "$H_APPS_SRC/$app.py" ]; then
+		H_CMD=("$PYTHON" "$H_APPS_SRC/$app.py" "$@")
+	else
+		H_CMD=("$H_APPS_BIN/$app" "$@")
+	fi
+}
+
+h_app_built() {
+	[ -e "$H_APPS_SRC/$1.py" ] || [ -x "$H_APPS_BIN/$1" ]
+}
+
+# ---- processes ---------------------------------------------------------------------
+
+# h_alive PID: true while PID exists and is not a zombie.
+h_alive() {
+	local s
+	read -r s 2>/dev/null <"/proc/$1/stat" || return 1
+	s=${s##*) }
+	[ "${s%% *}" != Z ]
+}
+
+# h_group_members PGID: every process in that process group.
+h_group_members() {
+	local pg=$1 f s pid
+	local -a fld
+	for f in /proc/[0-9]*/stat; do
+		read -r s 2>/dev/null <"$f" || continue
+		s=${s##*) } # fields after the name: state ppid pgrp ...
+		read -r -a fld <<<"$s"
+		[ "${fld[2]:-}" = "$pg" ] || continue
+		pid=${f#/proc/}
+		echo "${pid%/stat}"
+	done
+}
+
+# Kills every process group this shell started.
+h_kill_pgids() {
+	local pg
+	for pg in "${H_PGIDS[@]}"; do
+		kill -9 -- "-$pg" 2>/dev/null
+	done
+}
+
+h_kill_group() { kill -9 -- "-$1" 2>/dev/null; }
+
+# h_group_gone PGID: waits (up to 5 s) until no live process is left in the
+# group; false if some survive.
+h_group_gone() {
+	local i p alive
+	for (( i = 0; i < 100; i++ )); do
+		alive=0
+		for p in $(h_group_members "$1"); do
+			h_alive "$p" && alive=1
+		done
+		(( alive )) || return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# h_start MODE OUT ERR [CKRUN-OPTIONS...] -- starts ckrun in its own session
+# in the background, with H_CMD as the job. MODE "new" truncates OUT, MODE
+# "resume" opens it read-write without truncating (a restored job writes at
+# its saved offset). Sets H_PID (= the process group id).
+h_start() {
+	local mode=$1 out=$2 err=$3
+	shift 3
+	if [ "$mode" = new ]; then
+		setsid "$CKRUN" "$@" -- "${H_CMD[@]}" </dev/null >"$out" 2>>"$err" &
+	else
+		setsid "$CKRUN" "$@" -- "${H_CMD[@]}" </dev/null 1<>"$out" 2>>"$err" &
+	fi
+	H_PID=$!
+	H_PGIDS+=("$H_PID")
+}
+
+# h_wait PID LIMIT_MS: waits for a child started by h_start. Returns its exit
+# status, or 124 after killing its whole group when LIMIT_MS runs out.
+# (Kill and wait go in one { } 2>/dev/null block wherever a job is killed:
+# bash reports a killed background job on its stderr after the next command.)
+h_wait() {
+	local pid=$1 limit=$2 t0
+	t0=$(h_now_ms)
+	while h_alive "$pid"; do
+		if (( $(h_now_ms) - t0 > limit )); then
+			{ h_kill_group "$pid"; wait "$pid"; } 2>/dev/null
+			return 124
+		fi
+		sleep 0.05
+	done
+	wait "$pid" 2>/dev/null # no "Killed" notices in the logs
+}
+
+# h_sleep_alive PID MS: sleeps MS unless PID ends first; false if it ended.
+h_sleep_alive() {
+	local pid=$1 end
+	end=$(( $(h_now_ms) + $2 ))
+	while (( $(h_now_ms) < end )); do
+		h_alive "$pid" || return 1
+		sleep 0.02
+	done
+	h_alive "$pid"
+}
+
+# h_run_bare APP OUT ERR LIMIT_S: runs H_CMD without ckrun in a private
+# TMPDIR; prints "RC MS" (exit status and wall time).
+h_run_bare() {
+	local dir=$2.tmp rc t0 t1
+	mkdir -p "$dir"
+	t0=$(h_now_ms)
+	TMPDIR=$dir timeout -s KILL "$4" "${H_CMD[@]}" </dev/null >"$2" 2>"$3"
+	rc=$?
+	t1=$(h_now_ms)
+	rm -rf "$dir"
+	echo "$rc $(( t1 - t0 ))"
+}
+
+# h_manifests STORE JOB: committed checkpoint sequence numbers, oldest first.
+h_manifests() {
+	local d=$1/$2/manifests f
+	[ -d "$d" ] || return 0
+	for f in "$d"/*; do
+		[ -f "$f" ] || continue
+		f=${f##*/}
+		[[ $f =~ ^[0-9]{8}$ ]] && echo "$f"
+	done
+}
+
+# h_diff_excerpt A B OUT: the first lines of a diff, for failure reports.
+h_diff_excerpt() {
+	diff "$1" "$2" 2>&1 | head -n 20 >"$3"
+	if [ ! -s "$3" ]; then
+		echo "(no textual difference; sizes $(stat -c %s "$1") and $(stat -c %s "$2"))" >"$3"
+	fi
+}
+
+# ---- parallel driver -----------------------------------------------------------------
+
+# h_parallel FUNC ITEM...: runs "FUNC ITEM" for every item, H_JOBS at a time,
+# each in a subshell with its output collected in a file and printed whole
+# when it ends, so lines of different items never interleave.
+h_parallel() {
+	local fn=$1 item n=0 running=0 i
+	shift
+	mkdir -p "$H_WORK/logs"
+	local -a pids=() logs=()
+	H_PRINTED=0
+	for item in "$@"; do
+		n=$((n + 1))
+		(
+			H_PGIDS=()
+			trap h_kill_pgids EXIT
+			trap 'exit 143' TERM INT
+			"$fn" "$item"
+		) >"$H_WORK/logs/$n.log" 2>&1 &
+		pids+=($!)
+		H_SUBS+=($!)
+		logs+=("$H_WORK/logs/$n.log")
+		running=$((running + 1))
+		while (( running >= H_JOBS )); do
+			wait -n 2>/dev/null
+			running=0
+			for i in "${!pids[@]}"; do
+				if h_alive "${pids[$i]}"; then
+					running=$((running + 1))
+				fi
+			done
+		done
+		h_flush_logs
+	done
+	wait
+	h_flush_logs
+}
+
+# Prints the logs of finished items, once each, in start order as far as
+# they are done.
+H_PRINTED=0
+h_flush_logs() {
+	local i
+	for (( i = H_PRINTED; i < ${#pids[@]}; i++ )); do
+		h_alive "${pids[$i]}" && break
+		wait "${pids[$i]}" 2>/dev/null
+		cat "${logs[$i]}"
+		grep -q '^FAIL ' "${logs[$i]}" && H_FAILED=1
+		H_PRINTED=$((i + 1))
+	done
+}

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Conformance: every test application, checkpointed at random moments,
+# killed (kill -9 of its whole process group) and resumed with the same
+# command line, three times in one run, then left to finish, must print
+# exactly what a bare run prints and exit with the same status.
+#
+# Variants: apps whose tests/apps/APP.desc says "variants=... nofork ..."
+# are run once more with --no-fork, those with "interval" with
+# --interval 300ms.
+#
+# Prints "PASS conformance[-VARIANT]/APP" or "FAIL ...: reason" followed by a
+# diff excerpt, the ckrun stderr tail and the schedule. Replay one app with
+#   CKPT_TEST_SEED=N CKPT_TEST_APPS=APP bash tests/suite/20-conformance.sh
+# (the seed fixes the schedule of signals, not the scheduler's timing).
+# More: CKPT_TEST_KILLS (default 3), CKPT_TEST_VARIANTS (default
+# "default nofork interval"), and the variables in tests/lib/harness.sh.
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+
+KILLS=${CKPT_TEST_KILLS:-3}
+VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval}
+
+# Runs APP bare once; the reference for every variant.
+bare_one() {
+	local app=$1 d=$H_WORK/bare res
+	mkdir -p "$d"
+	h_app_cmd "$app"
+	res=$(h_run_bare "$app" "$d/$app.out" "$d/$app.err" "$(h_desc "$app" timeout 60)")
+	echo "${res% *}" >"$d/$app.rc"
+	echo "${res#* }" >"$d/$app.ms"
+	if [ "${res% *}" != 0 ]; then
+		echo "# $app: bare run exited ${res% *} (the same status is expected under ckrun)"
+	fi
+}
+
+variant_opts() {
+	case $1 in
+	nofork) OPTS=(--no-fork) ;;
+	interval) OPTS=(--interval 300ms) ;;
+	*) OPTS=() ;;
+	esac
+}
+
+# conf_one VARIANT/APP
+conf_one() {
+	local variant=${1%%/*} app=${1#*/} name dir store out err sched
+	local bare_ms bare_rc limit win mode cycle kill_at n t i rc=0 finished=0
+	local -a OPTS times extra
+	name=conformance/$app
+	[ "$variant" = default ] || name=conformance-$variant/$app
+	dir=$H_WORK/$variant/$app
+	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
+	mkdir -p "$dir/tmp"
+	: >"$err"
+	h_rng_seed "$variant/$app"
+	variant_opts "$variant"
+	h_app_cmd "$app"
+	bare_rc=$(cat "$H_WORK/bare/$app.rc")
+	bare_ms=$(cat "$H_WORK/bare/$app.ms")
+	limit=$(( $(h_desc "$app" timeout 60) * 1000 + 4 * bare_ms ))
+	win=$(( bare_ms * 9 / 10 ))
+	(( win < 400 )) && win=400
+	export TMPDIR=$dir/tmp # the app's temporary files
+
+	echo "seed $H_SEED, variant $variant, options: ${OPTS[*]:-none}" >"$sched"
+	mode=new extra=()
+	for (( cycle = 1; cycle <= KILLS; cycle++ )); do
+		h_start "$mode" "$out" "$err" --store "$store" --job "$app" "${extra[@]}" "${OPTS[@]}"
+		mode=resume extra=(--resume)
+		h_rand kill_at 150 "$win"
+		h_rand n 0 3
+		times=()
+		for (( i = 0; i < n; i++ )); do
+			h_rand t 50 "$kill_at"
+			times+=("$t")
+		done
+		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')
+		t=0
+		for i in "${times[@]}"; do
+			h_sleep_alive "$H_PID" $(( i - t )) || break
+			kill -USR2 "$H_PID" 2>/dev/null && echo "run $cycle: SIGUSR2 at ${i} ms" >>"$sched"
+			t=$i
+		done
+		if h_sleep_alive "$H_PID" $(( kill_at > t ? kill_at - t : 0 )); then
+			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
+			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
+			if ! h_group_gone "$H_PID"; then
+				h_fail "$name" "processes survived kill -9 of the process group" "$sched"
+				return
+			fi
+		else
+			h_wait "$H_PID" 10000
+			rc=$?
+			echo "run $cycle: ended by itself with status $rc before the kill" >>"$sched"
+			finished=1
+			break
+		fi
+	done
+	if (( !finished )); then
+		h_start resume "$out" "$err" --store "$store" --job "$app" --resume "${OPTS[@]}"
+		h_rand t 100 "$win"
+		if h_sleep_alive "$H_PID" "$t"; then
+			kill -USR2 "$H_PID" 2>/dev/null && echo "final run: SIGUSR2 at $t ms" >>"$sched"
+		fi
+		h_wait "$H_PID" "$limit"
+		rc=$?
+		echo "final run: exit status $rc" >>"$sched"
+	fi
+
+	if [ "$rc" = 124 ] && [ "$bare_rc" != 124 ]; then
+		h_fail "$name" "timeout after $(( limit / 1000 )) s (hang)" "$err" "$sched"
+	elif [ "$rc" != "$bare_rc" ]; then
+		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
+		h_fail "$name" "exit status $rc, bare run $bare_rc" "$dir/diff" "$err" "$sched"
+	elif ! cmp -s "$H_WORK/bare/$app.out" "$out"; then
+		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
+		h_fail "$name" "output differs from the bare run" "$dir/diff" "$err" "$sched"
+	else
+		if [ -z "$(h_manifests "$store" "$app")" ]; then
+			# Legal (every restart was fresh) but proves little; say so.
+			echo "# $name: no checkpoint was committed, every resume started afresh"
+		fi
+		h_pass "$name"
+		return
+	fi
+	echo "    replay: CKPT_TEST_SEED=$H_SEED CKPT_TEST_APPS=$app CKPT_TEST_VARIANTS=$variant" \
+		"bash tests/suite/20-conformance.sh"
+}
+
+main() {
+	local app v items=() apps=()
+	h_seed_init
+	if ! h_have_ckrun; then
+		h_skip conformance "ckrun is not built ($CKRUN); run make"
+		return 0
+	fi
+	h_init conformance
+	for app in $(h_app_list); do
+		if h_app_built "$app"; then
+			apps+=("$app")
+		else
+			h_fail "conformance/$app" "not built; run make"
+		fi
+	done
+	h_parallel bare_one "${apps[@]}"
+	for v in $VARIANTS; do
+		for app in "${apps[@]}"; do
+			if [ "$v" = default ] || [[ " $(h_desc "$app" variants "") " == *" $v "* ]]; then
+				items+=("$v/$app")
+			fi
+		done
+	done
+	h_parallel conf_one "${items[@]}"
+	return "$H_FAILED"
+}
+
+main "$@"

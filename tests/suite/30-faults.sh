@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Faults: what must hold when things go wrong.
+#  (a) kill -9 of ckrun, of the job, or of both, at random moments while a
+#      large checkpoint is being written (30 trials by default): the newest
+#      committed checkpoint must still verify, ckrun --resume must go on
+#      from it, and the run must end with the bare run's output.
+#  (b) corruption of a committed checkpoint (a flipped byte in a pack or in
+#      the manifest, a truncated pack, a deleted pack): ckpt verify exits 2
+#      naming the checkpoint, ckrun --resume exits 2 and runs nothing.
+#  (c) a store on a small tmpfs that fills up on the second checkpoint: the
+#      job goes on and finishes correctly, ckrun reports the error, the first
+#      checkpoint still verifies.
+#  (d) bad command lines: one clear error line and the documented status
+#      (64 usage, 69 store).
+# Replay: CKPT_TEST_SEED=N bash tests/suite/30-faults.sh; a single part with
+# CKPT_TEST_FAULTS="kill corrupt diskfull badinput" (any subset).
+# CKPT_TEST_KILL_TRIALS sets the number of kill trials (default 30).
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+
+PARTS=${CKPT_TEST_FAULTS:-kill corrupt diskfull badinput}
+TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
+PER_RUN=5
+JOB=faultjob
+# memgrow: SCALE, MiB held from the start, MiB added half-way.
+KILL_ARGS=(1.2 320 16)     # big, incompressible: checkpoints take a while
+CORRUPT_ARGS=(1 8 8)
+DISKFULL_ARGS=(1.5 16 96)  # first checkpoint fits in 64 MiB, the second not
+
+# bare NAME ARGS...: reference output in $H_WORK/NAME.bare.out.
+bare() {
+	local name=$1 res
+	shift
+	h_app_cmd memgrow "$@"
+	res=$(h_run_bare memgrow "$H_WORK/$name.bare.out" "$H_WORK/$name.bare.err" 120)
+	if [ "${res% *}" != 0 ]; then
+		h_fail "faults/$name" "bare run of memgrow failed (${res% *})" "$H_WORK/$name.bare.out"
+		return 1
+	fi
+}
+
+# verify_newest STORE LOG: ckpt verify of the newest checkpoint, if any.
+verify_newest() {
+	[ -n "$(h_manifests "$1" "$JOB")" ] || return 0
+	timeout -s KILL 120 "$CKPT" verify --store "$1" "$JOB" >"$2" 2>&1
+}
+
+# ---- (a) kills during checkpoint writes -------------------------------------------
+
+part_kill() {
+	local trial=0 run=0 dir out err sched store target t1 t2 rc p n i
+	local -a targets=(ckrun job both) order=()
+	h_rng_seed kill
+	bare kill "${KILL_ARGS[@]}" || return
+	h_app_cmd memgrow "${KILL_ARGS[@]}"
+	while (( trial < TRIALS && run < TRIALS )); do
+		run=$((run + 1))
+		dir=$H_WORK/kill-$run
+		store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
+		mkdir -p "$dir"
+		: >"$err"
+		echo "seed $H_SEED, run $run" >"$sched"
+		h_start new "$out" "$err" --store "$store" --job "$JOB"
+		n=0
+		while (( n < PER_RUN && trial < TRIALS )); do
+			# One trial: checkpoint request, then a kill while it is written.
+			h_rand t1 300 900
+			h_rand t2 0 1500
+			(( trial % 2 )) && h_rand t2 0 300 # half of them early in the write
+			if (( ${#order[@]} == 0 )); then # each target equally often
+				order=("${targets[@]}")
+				for (( i = 2; i > 0; i-- )); do # shuffle
+					h_rand p 0 "$i"
+					target=${order[$i]}
+					order[i]=${order[$p]}
+					order[p]=$target
+				done
+			fi
+			target=${order[0]}
+			order=("${order[@]:1}")
+			h_sleep_alive "$H_PID" "$t1" || break
+			kill -USR2 "$H_PID"
+			h_sleep_alive "$H_PID" "$t2" || break
+			trial=$((trial + 1))
+			n=$((n + 1))
+			echo "trial $trial: SIGUSR2, $t2 ms later kill -9 of $target" >>"$sched"
+			{ case $target in
+			ckrun)
+				kill -9 "$H_PID"
+				h_wait "$H_PID" 5000 >/dev/null
+				sleep 0.3 # whatever ckrun left behind goes too
+				h_kill_group "$H_PID"
+				;;
+			job)
+				for p in $(h_group_members "$H_PID"); do
+					[ "$p" = "$H_PID" ] || kill -9 "$p" 2>/dev/null
+				done
+				h_wait "$H_PID" 15000
+				rc=$?
+				echo "trial $trial: ckrun exited with $rc" >>"$sched"
+				if [ "$rc" = 124 ]; then
+					h_fail "faults/kill-$trial" "ckrun hung after its job was killed" "$err" "$sched"
+				fi
+				;;
+			both)
+				h_kill_group "$H_PID"
+				h_wait "$H_PID" 5000 >/dev/null
+				;;
+			esac; } 2>/dev/null # no "Killed" notices
+			if ! h_group_gone "$H_PID"; then
+				h_fail "faults/kill-$trial" "processes survived kill -9 of the process group" "$sched"
+				{ h_kill_group "$H_PID"; sleep 0.2; } 2>/dev/null
+			fi
+			if verify_newest "$store" "$dir/verify.log"; then
+				h_pass "faults/kill-$trial"
+			else
+				h_fail "faults/kill-$trial" "newest checkpoint does not verify after killing $target" \
+					"$dir/verify.log" "$err" "$sched"
+			fi
+			h_start resume "$out" "$err" --store "$store" --job "$JOB" --resume
+		done
+		h_wait "$H_PID" 120000
+		rc=$?
+		echo "end of run: status $rc" >>"$sched"
+		if [ "$rc" != 0 ]; then
+			h_fail "faults/kill-run-$run" "exit status $rc after resume" "$out" "$err" "$sched"
+		elif ! cmp -s "$H_WORK/kill.bare.out" "$out"; then
+			h_diff_excerpt "$H_WORK/kill.bare.out" "$out" "$dir/diff"
+			h_fail "faults/kill-run-$run" "output differs from the bare run" "$dir/diff" "$err" "$sched"
+		else
+			h_pass "faults/kill-run-$run"
+		fi
+	done
+}
+
+# ---- (b) corruption ------------------------------------------------------------------
+
+# flip FILE: xor one random byte of FILE with a random non-zero value; says
+# what it did in WHAT.
+flip() {
+	local f=$1 size off old x new
+	size=$(stat -c %s "$f")
+	(( size > 0 )) || return 1
+	h_rand off 0 $((size - 1))
+	h_rand x 1 255
+	old=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
+	new=$(( old ^ x ))
+	printf '%b' "\\0$(printf %03o "$new")" | dd of="$f" bs=1 seek="$off" conv=notrunc status=none
+	WHAT="byte $off of $(basename "$f"): $old -> $new"
+}
+
+# random_pack STORE: sets PACK to one of the job's pack files.
+random_pack() {
+	local -a packs
+	local i
+	mapfile -t packs < <(ls "$1/$JOB/packs/"*.pack 2>/dev/null)
+	(( ${#packs[@]} )) || return 1
+	h_rand i 0 $((${#packs[@]} - 1))
+	PACK=${packs[$i]}
+}
+
+corrupt_case() {
+	local name=$1 how=$2 pristine=$3 seq=$4 dir store what rc size cut
+	dir=$H_WORK/corrupt/$name
+	store=$dir/store
+	mkdir -p "$dir"
+	cp -a "$pristine" "$store"
+	case $how in
+	pack-*)
+		random_pack "$store" || { h_fail "faults/$name" "no pack files in the store"; return; } ;;
+	esac
+	case $how in
+	pack-flip)
+		flip "$PACK"
+		what=$WHAT ;;
+	manifest-flip)
+		flip "$store/$JOB/manifests/$seq"
+		what=$WHAT ;;
+	pack-truncate)
+		size=$(stat -c %s "$PACK")
+		h_rand cut 0 $((size - 1))
+		truncate -s "$cut" "$PACK"
+		what="$(basename "$PACK") truncated from $size to $cut bytes" ;;
+	pack-delete)
+		rm -f "$PACK"
+		what="$(basename "$PACK") deleted" ;;
+	esac
+	echo "$what" >"$dir/what"
+	timeout -s KILL 120 "$CKPT" verify --store "$store" "$JOB" >"$dir/verify.log" 2>&1
+	rc=$?
+	# The checkpoint is named: the job and its sequence number on one line.
+	if [ "$rc" != 2 ]; then
+		h_fail "faults/$name" "ckpt verify exited $rc, want 2 ($what)" "$dir/verify.log"
+		return
+	fi
+	if ! grep -E "(^|[^0-9])0*$((10#$seq))([^0-9]|$)" "$dir/verify.log" | grep -qF "$JOB"; then
+		h_fail "faults/$name" "ckpt verify does not name $JOB and checkpoint $seq ($what)" "$dir/verify.log"
+		return
+	fi
+	h_app_cmd memgrow "${CORRUPT_ARGS[@]}"
+	: >"$dir/resume.err"
+	h_start new "$dir/resume.out" "$dir/resume.err" --store "$store" --job "$JOB" --resume
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 2 ]; then
+		h_fail "faults/$name" "ckrun --resume exited $rc, want 2 ($what)" "$dir/resume.err"
+	elif [ -s "$dir/resume.out" ]; then
+		h_fail "faults/$name" "the job ran although its checkpoint is corrupt ($what)" "$dir/resume.out"
+	elif [ ! -s "$dir/resume.err" ]; then
+		h_fail "faults/$name" "ckrun --resume refused silently ($what)"
+	else
+		h_pass "faults/$name"
+	fi
+}
+
+part_corrupt() {
+	local dir=$H_WORK/corrupt pristine rc seq i
+	h_rng_seed corrupt
+	mkdir -p "$dir"
+	pristine=$dir/pristine
+	h_app_cmd memgrow "${CORRUPT_ARGS[@]}"
+	: >"$dir/setup.err"
+	h_start new "$dir/setup.out" "$dir/setup.err" --store "$pristine" --job "$JOB"
+	h_sleep_alive "$H_PID" 700
+	kill -TERM "$H_PID" 2>/dev/null
+	h_wait "$H_PID" 60000
+	rc=$?
+	seq=$(h_manifests "$pristine" "$JOB" | tail -n 1)
+	if [ "$rc" != 75 ] || [ -z "$seq" ]; then
+		h_fail "faults/corrupt" "setup: SIGTERM gave status $rc (want 75), newest checkpoint '${seq}'" \
+			"$dir/setup.err"
+		return
+	fi
+	if ! verify_newest "$pristine" "$dir/setup.verify"; then
+		h_fail "faults/corrupt" "setup: the untouched checkpoint does not verify" "$dir/setup.verify"
+		return
+	fi
+	for i in 1 2 3; do corrupt_case "corrupt-pack-flip-$i" pack-flip "$pristine" "$seq"; done
+	for i in 1 2; do corrupt_case "corrupt-manifest-flip-$i" manifest-flip "$pristine" "$seq"; done
+	corrupt_case corrupt-pack-truncate pack-truncate "$pristine" "$seq"
+	corrupt_case corrupt-pack-delete pack-delete "$pristine" "$seq"
+}
+
+# ---- (c) disk full -----------------------------------------------------------------------
+
+part_diskfull() {
+	local dir=$H_WORK/diskfull mnt rc i n
+	h_rng_seed diskfull
+	mkdir -p "$dir"
+	mnt=$dir/mnt
+	mkdir -p "$mnt"
+	if [ "$(id -u)" != 0 ]; then
+		h_skip faults/diskfull "not root, cannot mount a small tmpfs"
+		return
+	fi
+	if ! mount -t tmpfs -o size=64m,mode=0700 ckrun-test "$mnt" 2>"$dir/mount.err"; then
+		h_skip faults/diskfull "mount -t tmpfs failed: $(head -n 1 "$dir/mount.err")"
+		return
+	fi
+	H_CLEANUPS+=("umount '$mnt'")
+	bare diskfull "${DISKFULL_ARGS[@]}" || return
+	h_app_cmd memgrow "${DISKFULL_ARGS[@]}"
+	: >"$dir/ckrun.err"
+	h_start new "$dir/ck.out" "$dir/ckrun.err" --store "$mnt" --job "$JOB"
+	h_sleep_alive "$H_PID" 800
+	kill -USR2 "$H_PID"
+	for (( i = 0; i < 400; i++ )); do # the first checkpoint commits
+		[ -n "$(h_manifests "$mnt" "$JOB")" ] && break
+		h_sleep_alive "$H_PID" 50 || break
+	done
+	for (( i = 0; i < 600; i++ )); do # memgrow has grown
+		grep -q '^phase 1 done' "$dir/ck.out" 2>/dev/null && break
+		h_sleep_alive "$H_PID" 50 || break
+	done
+	h_sleep_alive "$H_PID" 500
+	kill -USR2 "$H_PID" 2>/dev/null
+	h_wait "$H_PID" 120000
+	rc=$?
+	n=$(h_manifests "$mnt" "$JOB" | wc -l)
+	if [ "$rc" != 0 ]; then
+		h_fail faults/diskfull "job status $rc, want 0 (the job must survive a full store)" "$dir/ckrun.err"
+	elif ! cmp -s "$H_WORK/diskfull.bare.out" "$dir/ck.out"; then
+		h_diff_excerpt "$H_WORK/diskfull.bare.out" "$dir/ck.out" "$dir/diff"
+		h_fail faults/diskfull "output differs from the bare run" "$dir/diff" "$dir/ckrun.err"
+	elif [ "$n" != 1 ]; then
+		h_fail faults/diskfull "$n committed checkpoints, want exactly 1 (the first)" "$dir/ckrun.err"
+	elif ! grep -qiE 'space|ENOSPC|full' "$dir/ckrun.err"; then
+		h_fail faults/diskfull "ckrun did not report the full store on stderr" "$dir/ckrun.err"
+	elif ! verify_newest "$mnt" "$dir/verify.log"; then
+		h_fail faults/diskfull "the first checkpoint no longer verifies" "$dir/verify.log"
+	else
+		h_pass faults/diskfull
+	fi
+	umount "$mnt" 2>/dev/null
+}
+
+# ---- (d) bad command lines ------------------------------------------------------------
+
+# bad NAME WANT-STATUS WORD CKRUN-ARGS...: WORD must appear in the first line
+# of stderr (the error names what is wrong); the job must not run.
+bad() {
+	local name=$1 want=$2 word=$3 dir=$H_WORK/badinput/$1 rc first
+	shift 3
+	mkdir -p "$dir"
+	timeout -s KILL 30 "$CKRUN" "$@" -- sh -c "echo ran >'$dir/marker'" </dev/null >"$dir/out" 2>"$dir/err"
+	rc=$?
+	first=$(grep -m1 -v '^[[:space:]]*$' "$dir/err")
+	if [ "$rc" != "$want" ]; then
+		h_fail "faults/badinput-$name" "exit status $rc, want $want" "$dir/err"
+	elif [ -e "$dir/marker" ]; then
+		h_fail "faults/badinput-$name" "the job ran"
+	elif [ -z "$first" ]; then
+		h_fail "faults/badinput-$name" "no error message"
+	elif [[ ${first,,} != *"${word,,}"* ]]; then
+		h_fail "faults/badinput-$name" "first error line does not mention '$word'" "$dir/err"
+	else
+		h_pass "faults/badinput-$name"
+	fi
+}
+
+part_badinput() {
+	local d=$H_WORK/badinput
+	mkdir -p "$d/store"
+	: >"$d/plainfile"
+	bad scheme 64 ftp --store ftp://example.invalid/ck --job j
+	bad store-is-file 69 plainfile --store "$d/plainfile" --job j --resume
+	bad job-slash 64 a/b --store "$d/store" --job a/b
+	bad unknown-option 64 --frobnicate --store "$d/store" --job j --frobnicate
+}
+
+main() {
+	local p
+	h_seed_init
+	if ! h_have_ckrun || ! h_have_ckpt; then
+		h_skip faults "ckrun or ckpt is not built ($CKRUN, $CKPT); run make"
+		return 0
+	fi
+	if [ ! -x "$H_APPS_BIN/memgrow" ]; then
+		h_fail faults "memgrow is not built; run make"
+		return 1
+	fi
+	h_init faults
+	for p in $PARTS; do
+		case $p in
+		kill | corrupt | diskfull | badinput) "part_$p" ;;
+		*) h_fail faults "unknown part '$p'" ;;
+		esac
+	done
+	return "$H_FAILED"
+}
+
+main "$@"
