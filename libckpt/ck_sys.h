@@ -24,6 +24,14 @@ static inline long ck_sys6(long n, long a, long b, long c, long d, long e, long 
 	return ret;
 }
 
+static inline void ck_memcpy_early(void *d, const void *s, unsigned long n)
+{
+	unsigned char *p = d;
+	const unsigned char *q = s;
+	while (n--)
+		*p++ = *q++;
+}
+
 #define ck_sys0(n) ck_sys6((n), 0, 0, 0, 0, 0, 0)
 #define ck_sys1(n, a) ck_sys6((n), (long)(a), 0, 0, 0, 0, 0)
 #define ck_sys2(n, a, b) ck_sys6((n), (long)(a), (long)(b), 0, 0, 0, 0)
@@ -61,6 +69,22 @@ static inline __attribute__((noreturn)) void ck_exit_thread(int code)
 {
 	for (;;)
 		ck_sys1(SYS_exit, code);
+}
+
+/* Queues a signal again with its saved siginfo. The kernel lets a thread
+ * forge siginfo only with a negative si_code (SI_QUEUE, SI_TIMER, ...) or
+ * when it is the target itself: for the others (SI_USER, SI_KERNEL) a plain
+ * kill/tgkill carries the signal, with this process as the sender. tid 0:
+ * process-directed. */
+static inline long ck_requeue_signal(int pid, int tid, int sig, const void *info)
+{
+	int code;
+
+	ck_memcpy_early(&code, (const char *)info + 8, sizeof(code));
+	if (code < 0 && code != -6 /* SI_TKILL */)
+		return tid ? ck_sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, info)
+			   : ck_sys3(SYS_rt_sigqueueinfo, pid, sig, info);
+	return tid ? ck_sys3(SYS_tgkill, pid, tid, sig) : ck_sys2(SYS_kill, pid, sig);
 }
 
 /* Byte helpers usable without libc. */

@@ -4,11 +4,13 @@
  * a parked thread may hold any libc lock. */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "libckpt/ck_sys.h"
@@ -106,47 +108,62 @@ static int ck__check_unsupported(void)
 	return 0;
 }
 
-static uint64_t ck__hexfield(const char *text, const char *key)
+/* /proc/self/timers: "ID: n", "signal: signo/value", "notify: kind/pid.N"
+ * or "kind/tid.N", "ClockID: c"; the remaining time from timer_gettime. */
+static int ck__collect_timers(void)
 {
-	const char *p = strstr(text, key);
-	uint64_t v = 0;
+	static char buf[16384];
+	const char *p = buf;
 
-	if (!p)
+	ck__pd.ntimers = 0;
+	if (ck__read_file("/proc/self/timers", buf, sizeof(buf)) < 0)
 		return 0;
-	for (p += ck_strlen(key); *p == ' ' || *p == '\t'; p++)
-		;
-	for (;; p++) {
-		int c = *p;
-		if (c >= '0' && c <= '9')
-			v = (v << 4) | (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = (v << 4) | (uint64_t)(c - 'a' + 10);
-		else
-			break;
-	}
-	return v;
-}
+	while ((p = strstr(p, "ID:")) != NULL) {
+		struct ck_pd_timer *t;
+		const char *q;
+		struct itimerspec its;
 
-/* Pending signals stay pending here; the restart code raises them again
- * (one instance each: a queued real-time signal's count and siginfo are
- * not carried). */
-static void ck__collect_pending(void)
-{
-	static char buf[8192];
-
-	if (ck__read_file("/proc/self/status", buf, sizeof(buf)) > 0)
-		ck__pd.shd_pending = ck__hexfield(buf, "ShdPnd:");
-	for (uint32_t i = 0; i < ck__pd.nthreads; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/task/%d/status", ck__pd.threads[i].tid);
-		ck__pd.threads[i].sigpending = 0;
-		if (ck__read_file(path, buf, sizeof(buf)) > 0)
-			ck__pd.threads[i].sigpending = ck__hexfield(buf, "SigPnd:");
+		if (ck__pd.ntimers >= CK_PD_MAX_TIMERS) {
+			ck__failf("more than %d POSIX timers", CK_PD_MAX_TIMERS);
+			return -E2BIG;
+		}
+		t = &ck__pd.timers[ck__pd.ntimers++];
+		memset(t, 0, sizeof(*t));
+		p += 3;
+		t->id = (int32_t)ck__next_u64(&p);
+		if ((q = strstr(p, "signal:"))) {
+			q += 7;
+			t->signo = (int32_t)ck__next_u64(&q);
+			if (*q == '/')
+				q++;
+			for (; (*q >= '0' && *q <= '9') || (*q >= 'a' && *q <= 'f'); q++)
+				t->value = (t->value << 4) | (uint64_t)(*q <= '9' ? *q - '0' : *q - 'a' + 10);
+		}
+		if ((q = strstr(p, "notify:"))) {
+			q += 7;
+			while (*q == ' ')
+				q++;
+			t->notify = !ck_strncmp(q, "none", 4) ? SIGEV_NONE : !ck_strncmp(q, "thread", 6) ? SIGEV_THREAD
+												    : SIGEV_SIGNAL;
+			q = strchr(q, '/');
+			if (q && !ck_strncmp(q, "/tid.", 5)) {
+				q += 5;
+				t->notify |= SIGEV_THREAD_ID;
+				t->tid = (int32_t)ck__next_u64(&q);
+			}
+		}
+		if ((q = strstr(p, "ClockID:"))) {
+			q += 8;
+			t->clock = (int32_t)ck__next_u64(&q);
+		}
+		memset(&its, 0, sizeof(its));
+		if (ck_sys2(SYS_timer_gettime, t->id, &its) == 0) {
+			t->value_ns = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
+			t->interval_ns =
+				(uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+		}
 	}
-	/* Our own suspend signal is never carried over. */
-	ck__pd.shd_pending &= ~(1ull << (ck__core.sig - 1));
-	for (uint32_t i = 0; i < ck__pd.nthreads; i++)
-		ck__pd.threads[i].sigpending &= ~(1ull << (ck__core.sig - 1));
+	return 0;
 }
 
 int ck__collect_process(void)
@@ -157,7 +174,12 @@ int ck__collect_process(void)
 	r = ck__check_unsupported();
 	if (r < 0)
 		return r;
-	ck__collect_pending();
+	/* Process-directed pending signals (the threads took their own). */
+	ck__capture_pending("/proc/self/status", "ShdPnd:", 0);
+	if (ck__pd.nsiginfo > CK_PD_MAX_SIGINFO) {
+		ck__failf("more than %d pending signals", CK_PD_MAX_SIGINFO);
+		return -E2BIG;
+	}
 
 	ck__pd.magic = CK_PD_MAGIC;
 	ck__pd.version = CK_PD_VERSION;
@@ -190,6 +212,9 @@ int ck__collect_process(void)
 		ck__pd.rlimit[l][0] = rl.rlim_cur;
 		ck__pd.rlimit[l][1] = rl.rlim_max;
 	}
+	r = ck__collect_timers();
+	if (r < 0)
+		return r;
 	ck__pd.umask = (uint32_t)ck_sys1(SYS_umask, 022);
 	ck_sys1(SYS_umask, ck__pd.umask);
 	n = ck_sys2(SYS_getcwd, ck__pd.cwd, sizeof(ck__pd.cwd));

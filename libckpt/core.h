@@ -42,6 +42,7 @@ void ck__release_all(void) CK_HIDDEN;
 int ck__install_handler(void) CK_HIDDEN;
 void ck__thread_restored(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__save_kernel_thread_state(struct ck_pd_thread *t) CK_HIDDEN;
+void ck__capture_pending(const char *path, const char *key, int tid) CK_HIDDEN;
 
 /* collect.c: process-wide state into ck__pd (threads parked) */
 int ck__collect_process(void) CK_HIDDEN;

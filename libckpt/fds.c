@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,19 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	return 0;
 }
 
+/* poll() bits of a descriptor, without blocking. A pipe's write end shows
+ * POLLERR when no reader is left anywhere, a read end POLLHUP when no
+ * writer is: such an end has no peer outside the process either. */
+static short ck__poll_now(int fd, short events)
+{
+	struct pollfd p = {fd, events, 0};
+	struct timespec zero = {0, 0};
+
+	if (ck_sys5(SYS_ppoll, &p, 1, &zero, NULL, 8) < 0)
+		return 0;
+	return p.revents;
+}
+
 /* Pipes: the unread bytes go to ck__pipebuf and straight back into the pipe
  * through a write end the process holds. */
 static int ck__drain_pipe(struct ck_pd_fd *rd)
@@ -154,8 +168,8 @@ static int ck__drain_pipe(struct ck_pd_fd *rd)
 		avail = 0;
 	rd->pipe_cap = (uint32_t)ck_sys2(SYS_fcntl, rd->fd, F_GETPIPE_SZ);
 	if (!wr) {
-		if (avail == 0 && rd->kind == CK_FD_FIFO)
-			return 0;
+		if (avail == 0 && (rd->kind == CK_FD_FIFO || (ck__poll_now(rd->fd, POLLIN) & POLLHUP)))
+			return 0; /* empty, and no writer anywhere */
 		ck__failf("pipe (descriptor %d) has its write end outside the process: not supported yet", rd->fd);
 		return -ENOTSUP;
 	}
@@ -333,7 +347,7 @@ int ck__collect_fds(void)
 					break;
 				}
 			}
-			if (!found && f->kind == CK_FD_PIPE) {
+			if (!found && f->kind == CK_FD_PIPE && !(ck__poll_now(f->fd, POLLOUT) & POLLERR)) {
 				ck__failf("pipe (descriptor %d) has its read end outside the process: not supported yet",
 					  f->fd);
 				return -ENOTSUP;

@@ -30,7 +30,6 @@ struct ck_pd_thread {
 	uint64_t rseq_addr; /* 0 if not registered */
 	uint32_t rseq_len;
 	uint32_t rseq_sig;
-	uint64_t sigpending; /* signals pending for this thread (bit s-1) */
 	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
 };
 #define CK_PDT_MAIN 0x1    /* thread-group leader */
@@ -84,6 +83,27 @@ struct ck_pd_epitem {
 };
 #define CK_PD_MAX_EPITEMS 4096
 
+/* A pending signal with its siginfo, re-queued at restart in this order.
+ * tid 0: process-directed. */
+struct ck_pd_siginfo {
+	int32_t tid;
+	int32_t sig;
+	uint8_t info[128];
+};
+#define CK_PD_MAX_SIGINFO 256
+
+/* A POSIX timer (timer_create), re-created with the same id. */
+struct ck_pd_timer {
+	int32_t id, clock;
+	int32_t notify; /* SIGEV_* as the kernel holds it (SIGEV_THREAD_ID bit included) */
+	int32_t signo;
+	uint64_t value;   /* sigev_value */
+	int32_t tid;      /* SIGEV_THREAD_ID target */
+	uint32_t pad;
+	uint64_t value_ns, interval_ns; /* remaining time, period */
+};
+#define CK_PD_MAX_TIMERS 64
+
 struct ck_pd_sigaction { /* the kernel's struct sigaction layout */
 	uint64_t handler;
 	uint64_t flags;
@@ -97,7 +117,9 @@ struct ck_procdesc {
 	int32_t pid, ppid;
 	uint32_t nthreads, nfds, nepitems;
 	uint32_t umask;
-	uint64_t shd_pending; /* process-wide pending signals (bit s-1) */
+	uint32_t nsiginfo, ntimers;
+	struct ck_pd_timer timers[CK_PD_MAX_TIMERS];
+	struct ck_pd_siginfo siginfo[CK_PD_MAX_SIGINFO];
 	/* mm fields for PR_SET_MM_MAP */
 	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
 	uint64_t arg_start, arg_end, env_start, env_end;
@@ -116,7 +138,7 @@ struct ck_procdesc {
 	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
 };
 
-static_assert(sizeof(struct ck_pd_thread) == 64 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_thread) == 56 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
 
 /* Size of the compact form stored in manifests: header up to threads[], then

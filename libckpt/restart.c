@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -112,6 +113,42 @@ static void ck__restore_pipes_and_epoll(const struct ck_procdesc *pd)
 	}
 }
 
+/* POSIX timers with their old ids (PR_TIMER_CREATE_RESTORE_IDS: the
+ * kernel then takes the id passed in) and remaining times. */
+static void ck__restore_timers(const struct ck_procdesc *pd)
+{
+	if (!pd->ntimers)
+		return;
+	if (ck_sys5(SYS_prctl, 77 /* PR_TIMER_CREATE_RESTORE_IDS */, 1, 0, 0, 0) < 0)
+		ck__restart_fail("this kernel cannot re-create POSIX timers with their ids", -ENOSYS);
+	for (uint32_t i = 0; i < pd->ntimers && i < CK_PD_MAX_TIMERS; i++) {
+		const struct ck_pd_timer *t = &pd->timers[i];
+		struct {
+			uint64_t value;
+			int32_t signo, notify;
+			int32_t tid;
+			int32_t pad[11];
+		} ev;
+		int id = t->id;
+		struct itimerspec its;
+
+		ck_memset(&ev, 0, sizeof(ev));
+		ev.value = t->value;
+		ev.signo = t->signo;
+		ev.notify = t->notify;
+		ev.tid = t->tid;
+		if (ck_sys3(SYS_timer_create, t->clock, &ev, &id) < 0 || id != t->id)
+			ck__restart_fail("cannot re-create a POSIX timer", -EINVAL);
+		its.it_value.tv_sec = (long)(t->value_ns / 1000000000ull);
+		its.it_value.tv_nsec = (long)(t->value_ns % 1000000000ull);
+		its.it_interval.tv_sec = (long)(t->interval_ns / 1000000000ull);
+		its.it_interval.tv_nsec = (long)(t->interval_ns % 1000000000ull);
+		if (t->value_ns)
+			ck_sys4(SYS_timer_settime, id, 0, &its, NULL);
+	}
+	ck_sys5(SYS_prctl, 77, 0, 0, 0, 0);
+}
+
 /* clone3 whose child jumps straight into ctx. */
 static long ck__spawn_thread(struct clone_args *ca, const struct ck_ctx *ctx)
 {
@@ -189,14 +226,12 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 	ck__restore_process_state(pd);
 	ck__restore_pipes_and_epoll(pd);
 	ck__recreate_threads(pd);
+	ck__restore_timers(pd);
 	/* Every thread exists, all with signals blocked until they return
 	 * from their parking handler: raise what was pending. */
-	for (int s = 1; s <= 64; s++) {
-		if (pd->shd_pending & (1ull << (s - 1)))
-			ck_sys2(SYS_kill, pd->pid, s);
-		for (uint32_t i = 0; i < pd->nthreads; i++)
-			if (pd->threads[i].sigpending & (1ull << (s - 1)))
-				ck_tgkill(pd->pid, pd->threads[i].tid, s);
+	for (uint32_t i = 0; i < pd->nsiginfo && i < CK_PD_MAX_SIGINFO; i++) {
+		const struct ck_pd_siginfo *q = &pd->siginfo[i];
+		ck_requeue_signal(pd->pid, q->tid, q->sig, q->info);
 	}
 	ck_ctx_resume(&main_thread->ctx);
 }

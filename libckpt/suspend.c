@@ -110,6 +110,64 @@ void ck__thread_restored(struct ck_pd_thread *t)
 		ck_sys2(SYS_set_robust_list, t->robust_head, t->robust_len);
 }
 
+/* Pending-signal capture: dequeue (with siginfo), record, queue again, so
+ * the live process is unchanged and a restored one gets the same queue. */
+static uint64_t ck__pending_mask(const char *path, const char *key)
+{
+	char buf[4096]; /* on the thread's stack: no TLS allocation in a handler */
+	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n;
+	const char *p;
+	uint64_t v = 0;
+
+	if (fd < 0)
+		return 0;
+	n = ck_read((int)fd, buf, sizeof(buf) - 1);
+	ck_close((int)fd);
+	buf[n > 0 ? n : 0] = 0;
+	p = strstr(buf, key);
+	if (!p)
+		return 0;
+	for (p += ck_strlen(key); *p == ' ' || *p == '\t'; p++)
+		;
+	for (;; p++) {
+		if (*p >= '0' && *p <= '9')
+			v = (v << 4) | (uint64_t)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			v = (v << 4) | (uint64_t)(*p - 'a' + 10);
+		else
+			break;
+	}
+	return v & ~(1ull << (ck__core.sig - 1));
+}
+
+/* Takes every signal the status file at path lists under key; tid 0 means
+ * process-directed. Called by the owning thread (private queue) or by the
+ * manager (shared queue), signals blocked. */
+void ck__capture_pending(const char *path, const char *key, int tid)
+{
+	struct ck_pd_siginfo tmp[32];
+	uint32_t mine = 0;
+	uint64_t mask;
+	int guard = 0;
+
+	while ((mask = ck__pending_mask(path, key)) != 0 && mine < 32 && guard++ < 64) {
+		struct timespec zero = {0, 0};
+		uint64_t set = mask;
+		long s = ck_sys4(SYS_rt_sigtimedwait, &set, tmp[mine].info, &zero, 8);
+		if (s <= 0)
+			break;
+		tmp[mine].sig = (int32_t)s;
+		tmp[mine].tid = tid;
+		mine++;
+	}
+	for (uint32_t i = 0; i < mine; i++) {
+		uint32_t slot = __atomic_fetch_add(&ck__pd.nsiginfo, 1, __ATOMIC_SEQ_CST);
+		if (slot < CK_PD_MAX_SIGINFO)
+			ck__pd.siginfo[slot] = tmp[i];
+		ck_requeue_signal(ck__core.pid, tid, tmp[i].sig, tmp[i].info);
+	}
+}
+
 static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 {
 	int saved_errno = errno;
@@ -123,6 +181,11 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 		return; /* stray or late signal: nothing to do */
 	ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
 	ck__save_kernel_thread_state(t);
+	{
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
+		ck__capture_pending(path, "SigPnd:", tid);
+	}
 	gen = ck__core.gen;
 	if (ck_ctx_save(&t->ctx) == 0) {
 		__atomic_add_fetch(&ck__core.parked, 1, __ATOMIC_SEQ_CST);
@@ -266,6 +329,7 @@ int ck__suspend_all(void)
 	int waited_ms = 0, r;
 
 	ck__pd.nthreads = 0;
+	ck__pd.nsiginfo = 0;
 	ck__core.parked = 0;
 	__atomic_store_n(&ck__core.suspending, 1, __ATOMIC_SEQ_CST);
 	/* The manager's own slot comes first. */
