@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
@@ -215,6 +216,11 @@ int ck__collect_process(void)
 	r = ck__collect_timers();
 	if (r < 0)
 		return r;
+	ck__pd.dumpable = (int32_t)ck_sys1(SYS_prctl, PR_GET_DUMPABLE);
+	ck__pd.pdeathsig = 0;
+	ck_sys2(SYS_prctl, PR_GET_PDEATHSIG, &ck__pd.pdeathsig);
+	ck__pd.child_subreaper = 0;
+	ck_sys2(SYS_prctl, PR_GET_CHILD_SUBREAPER, &ck__pd.child_subreaper);
 	ck__pd.umask = (uint32_t)ck_sys1(SYS_umask, 022);
 	ck_sys1(SYS_umask, ck__pd.umask);
 	n = ck_sys2(SYS_getcwd, ck__pd.cwd, sizeof(ck__pd.cwd));

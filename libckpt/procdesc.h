@@ -30,10 +30,13 @@ struct ck_pd_thread {
 	uint64_t rseq_addr; /* 0 if not registered */
 	uint32_t rseq_len;
 	uint32_t rseq_sig;
+	char comm[16];       /* PR_GET_NAME */
+	uint64_t timerslack; /* PR_GET_TIMERSLACK */
 	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
 };
 #define CK_PDT_MAIN 0x1    /* thread-group leader */
 #define CK_PDT_MANAGER 0x2 /* libckpt's own manager thread */
+#define CK_PDT_NNP 0x4     /* no_new_privs set on this thread */
 
 /* descriptor kinds */
 enum ck_pd_fd_kind {
@@ -118,6 +121,8 @@ struct ck_procdesc {
 	uint32_t nthreads, nfds, nepitems;
 	uint32_t umask;
 	uint32_t nsiginfo, ntimers;
+	int32_t dumpable, pad2; /* PR_GET_DUMPABLE */
+	int32_t child_subreaper, pdeathsig;
 	struct ck_pd_timer timers[CK_PD_MAX_TIMERS];
 	struct ck_pd_siginfo siginfo[CK_PD_MAX_SIGINFO];
 	/* mm fields for PR_SET_MM_MAP */
@@ -138,7 +143,7 @@ struct ck_procdesc {
 	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
 };
 
-static_assert(sizeof(struct ck_pd_thread) == 56 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_thread) == 80 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
 
 /* Size of the compact form stored in manifests: header up to threads[], then

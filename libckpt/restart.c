@@ -77,6 +77,14 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		}
 	}
 	ck_sys1(SYS_umask, pd->umask);
+	/* Per-process flags (no_new_privs is per thread: each thread sets its
+	 * own when it resumes). */
+	if (pd->dumpable >= 0)
+		ck_sys2(SYS_prctl, 4 /* PR_SET_DUMPABLE */, pd->dumpable);
+	if (pd->pdeathsig > 0)
+		ck_sys2(SYS_prctl, 1 /* PR_SET_PDEATHSIG */, pd->pdeathsig);
+	if (pd->child_subreaper > 0)
+		ck_sys2(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1);
 	if (pd->cwd[0])
 		ck_sys1(SYS_chdir, pd->cwd);
 }
@@ -212,6 +220,7 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 	if (!main_thread)
 		ck__restart_fail("no main thread in the image", -EINVAL);
 	ck_sys2(SYS_arch_prctl, ARCH_SET_FS, main_thread->fs_base);
+	ck_sys2(SYS_prctl, 15 /* PR_SET_NAME */, main_thread->comm);
 	if (rst_len)
 		ck_munmap(rst, rst_len);
 	/* /proc/self/exe named the restorer: point it at the job's program

@@ -87,6 +87,10 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 		t->robust_head = v;
 		t->robust_len = len;
 	}
+	ck_sys2(SYS_prctl, PR_GET_NAME, t->comm);
+	if (ck_sys1(SYS_prctl, PR_GET_NO_NEW_PRIVS) > 0)
+		t->flags |= CK_PDT_NNP;
+	t->timerslack = (uint64_t)ck_sys1(SYS_prctl, PR_GET_TIMERSLACK);
 	t->rseq_addr = 0;
 	if (__rseq_size > 0) {
 		t->rseq_addr = t->fs_base + (uint64_t)__rseq_offset;
@@ -99,6 +103,11 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
  * area or robust list: register them again before it runs job code. */
 void ck__thread_restored(struct ck_pd_thread *t)
 {
+	ck_sys2(SYS_prctl, PR_SET_NAME, t->comm);
+	if (t->flags & CK_PDT_NNP)
+		ck_sys5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	if (t->timerslack)
+		ck_sys2(SYS_prctl, PR_SET_TIMERSLACK, t->timerslack);
 	if (t->rseq_addr) {
 		/* Registration refuses an area whose critical-section pointer is
 		 * stale; the thread is outside any section here. */

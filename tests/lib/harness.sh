@@ -25,7 +25,9 @@ H_BUILD=${BUILD:-build}
 case $H_BUILD in /*) ;; *) H_BUILD=$H_TOP/$H_BUILD ;; esac
 CKRUN=${CKRUN:-$H_BUILD/ckrun}
 CKPT=${CKPT:-$H_BUILD/ckpt}
-PYTHON=${PYTHON:-python3}
+# Debian's interpreter: a wrapper script (pyenv shims, say) would make the
+# job a process tree.
+PYTHON=${PYTHON:-$(command -v /usr/bin/python3 || command -v python3)}
 H_APPS_SRC=$H_TOP/tests/apps
 H_APPS_BIN=$H_BUILD/tests/apps
 H_JOBS=${CKPT_TEST_JOBS:-2}

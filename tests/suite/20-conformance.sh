@@ -68,7 +68,7 @@ conf_one() {
 		h_start "$mode" "$out" "$err" --store "$store" --job "$app" "${extra[@]}" "${OPTS[@]}"
 		mode=resume extra=(--resume)
 		h_rand kill_at 150 "$win"
-		h_rand n 0 3
+		h_rand n 1 3
 		times=()
 		for (( i = 0; i < n; i++ )); do
 			h_rand t 50 "$kill_at"
@@ -81,6 +81,17 @@ conf_one() {
 			kill -USR2 "$H_PID" 2>/dev/null && echo "run $cycle: SIGUSR2 at ${i} ms" >>"$sched"
 			t=$i
 		done
+		# The first kill waits for a commit, so that every test restores at
+		# least once (unless the app's rounds are expected to be refused).
+		if (( cycle == 1 )) && [ -z "$(h_desc "$app" unsupported "")" ]; then
+			local waited=0
+			while [ -z "$(h_manifests "$store" "$app")" ] && (( waited < 15000 )) && kill -0 "$H_PID" 2>/dev/null; do
+				sleep 0.05
+				waited=$(( waited + 50 ))
+			done
+			t=$(( t + waited ))
+			(( waited > 0 )) && echo "run $cycle: waited ${waited} ms for the first commit" >>"$sched"
+		fi
 		if h_sleep_alive "$H_PID" $(( kill_at > t ? kill_at - t : 0 )); then
 			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
@@ -116,12 +127,24 @@ conf_one() {
 		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
 		h_fail "$name" "output differs from the bare run" "$dir/diff" "$err" "$sched"
 	else
-		if [ -z "$(h_manifests "$store" "$app")" ]; then
-			# Legal (every restart was fresh) but proves little; say so.
-			echo "# $name: no checkpoint was committed, every resume started afresh"
+		local refused
+		refused=$(h_desc "$app" unsupported "")
+		if [ -n "$refused" ]; then
+			# State this version refuses (named in the .desc): every round
+			# must fail with a line naming it, and the job must run on.
+			if grep -Eq "$refused" "$err"; then
+				h_pass "$name"
+			else
+				h_fail "$name" "rounds were expected to be refused naming /$refused/" "$err" "$sched"
+			fi
+			return
 		fi
-		h_pass "$name"
-		return
+		if [ -z "$(h_manifests "$store" "$app")" ]; then
+			h_fail "$name" "no checkpoint was committed: the test proves nothing" "$err" "$sched"
+		else
+			h_pass "$name"
+			return
+		fi
 	fi
 	echo "    replay: CKPT_TEST_SEED=$H_SEED CKPT_TEST_APPS=$app CKPT_TEST_VARIANTS=$variant" \
 		"bash tests/suite/20-conformance.sh"

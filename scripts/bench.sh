@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# make bench: checkpoint performance next to this machine's own limits,
+# measured in the same run. Prints a Markdown table (also written to
+# build/bench.md). Sizes: CKPT_BENCH_MIB (default 4096), CKPT_BENCH_PASSES.
+set -u
+cd "$(dirname "$0")/.."
+top=$PWD
+B=$top/build
+MIB=${CKPT_BENCH_MIB:-4096}
+PASSES=${CKPT_BENCH_PASSES:-12}
+work=$(mktemp -d "${CKPT_BENCH_DIR:-$top/build}/bench.XXXXXX")
+store=$work/store
+job=bench
+trap 'pkill -9 -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
+mbps() { awk -v bytes="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", bytes / 1e6 / s; else print "-" }'; }
+drop_caches() { sync; [ "$(id -u)" = 0 ] && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; true; }
+jfield() { # jfield JSON KEY SEQ
+	python3 -c 'import json,sys; d=[x for x in json.load(sys.stdin) if x["seq"]==int(sys.argv[2])][0]; print(d[sys.argv[1]])' "$2" "$3" <<<"$1"
+}
+wait_line() { # wait_line FILE REGEX [TIMEOUT_S]
+	local i=0 lim=$(( ${3:-600} * 20 ))
+	until grep -Eq "$2" "$1" 2>/dev/null; do
+		sleep 0.05; i=$((i + 1)); (( i > lim )) && return 1
+	done
+}
+
+echo "bench: ${MIB} MiB job, ${PASSES} passes; work directory $work" >&2
+
+# --- the machine's limits --------------------------------------------------
+"$B/tests/bench/membench" 64 0 >/dev/null
+head -c $((MIB / 2))M /dev/urandom > "$work/sample"
+yes 'compressible text-like data repeats 0123456789' | head -c $((MIB / 2))M >> "$work/sample"
+drop_caches
+t0=$(now); dd if=/dev/zero of="$work/dd" bs=8M count=$((MIB / 8)) conv=fsync status=none; t1=$(now)
+disk_w=$(mbps $((MIB << 20)) "$(secs "$t0" "$t1")")
+drop_caches
+t0=$(now); dd if="$work/dd" of=/dev/null bs=8M status=none; t1=$(now)
+disk_r=$(mbps $((MIB << 20)) "$(secs "$t0" "$t1")")
+rm -f "$work/dd"
+t0=$(now); zstd -1 -T2 -q -c "$work/sample" > /dev/null; t1=$(now)
+zstd_bw=$(mbps $((MIB << 20)) "$(secs "$t0" "$t1")")
+rm -f "$work/sample"
+limit=$(( disk_w < zstd_bw ? disk_w : zstd_bw ))
+
+# --- the job bare, under ckrun without checkpoints, with one checkpoint ----
+run_job() { # run_job MODE OUT: prints wall seconds of the work phase (ready -> checksum)
+	local mode=$1 out=$2 pid t0 t1
+	: > "$out"
+	case $mode in
+	bare) "$B/tests/bench/membench" "$MIB" "$PASSES" > "$out" & pid=$! ;;
+	*) "$B/ckrun" -v --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" "$PASSES" \
+		> "$out" 2> "$out.err" & pid=$! ;;
+	esac
+	wait_line "$out" '^ready' || return 1
+	t0=$(now)
+	if [ "$mode" = ckpt ]; then
+		wait_line "$out" '^pass 1$'
+		kill -USR2 $pid
+		wait_line "$out.err" 'checkpoint 1 committed'
+		wait_line "$out" '^pass 3$'
+		peak=$(awk '/VmHWM/ { print $2 }' /proc/$pid/status)
+		kill -USR2 $pid
+		wait_line "$out.err" 'checkpoint 2 committed'
+	fi
+	wait_line "$out" '^checksum' || return 1
+	t1=$(now)
+	wait $pid
+	secs "$t0" "$t1"
+}
+t_bare=$(run_job bare "$work/bare.out")
+rm -rf "$store"
+t_under=$(run_job under "$work/under.out")
+rm -rf "$store"
+peak=0
+t_ckpt=$(run_job ckpt "$work/ckpt.out")
+# the two checkpoint runs cost two rounds: progress lost per round
+lost=$(awk -v a="$t_ckpt" -v b="$t_under" 'BEGIN { printf "%.2f", (a - b) / 2 }')
+json=$("$B/ckpt" ls --json --store "$store" "$job")
+logical=$(jfield "$json" logical_bytes 1)
+stored1=$(jfield "$json" stored_bytes 1)
+stored2=$(jfield "$json" stored_bytes 2)
+dur1=$(awk -v n="$(jfield "$json" duration_ns 1)" 'BEGIN { printf "%.2f", n / 1e9 }')
+frozen1=$(awk -v n="$(jfield "$json" frozen_ns 1)" 'BEGIN { printf "%.0f", n / 1e6 }')
+frozen2=$(awk -v n="$(jfield "$json" frozen_ns 2)" 'BEGIN { printf "%.0f", n / 1e6 }')
+ck_bw=$(mbps "$logical" "$dur1")
+second_pct=$(awk -v a="$stored2" -v b="$stored1" 'BEGIN { printf "%.2f", 100 * a / b }')
+overhead=$(awk -v a="$t_under" -v b="$t_bare" 'BEGIN { printf "%.2f", 100 * (a - b) / b }')
+
+# --- restart --------------------------------------------------------------
+drop_caches
+t0=$(now)
+"$B/ckrun" -v --resume --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" "$PASSES" \
+	> "$work/restore.out" 2> "$work/restore.err" & pid=$!
+wait_line "$work/restore.err" 'restored from checkpoint' 900
+t1=$(now)
+kill -9 $pid; wait $pid 2>/dev/null
+t_restore=$(secs "$t0" "$t1")
+stored_total=$(du -sb "$store/$job/packs" | cut -f1)
+rs_bw=$(mbps "$stored_total" "$t_restore")
+
+cmp -s <(grep checksum "$work/bare.out") <(grep checksum "$work/ckpt.out") && same=yes || same=NO
+
+{
+echo "| measure | ckrun | this machine / target |"
+echo "|---|---|---|"
+echo "| job size | ${MIB} MiB (half random, half compressible) | |"
+echo "| time frozen per checkpoint | ${frozen1} ms (1st), ${frozen2} ms (2nd) | target < 100 ms |"
+echo "| progress lost per checkpoint | ${lost} s | target < 3 s |"
+echo "| checkpoint completion | ${dur1} s, ${ck_bw} MB/s of memory | disk write ${disk_w} MB/s, zstd -1 -T2 ${zstd_bw} MB/s (target >= 70% of ${limit}) |"
+echo "| bytes stored, 1st checkpoint | ${stored1} | |"
+echo "| bytes stored, 2nd (after ~1% changed) | ${stored2} (${second_pct}% of 1st) | target < 5% |"
+echo "| restart (to running) | ${t_restore} s, ${rs_bw} MB/s of stored data | disk read ${disk_r} MB/s (target >= 70%) |"
+echo "| overhead without checkpoints | ${overhead}% (${t_under} s vs ${t_bare} s bare) | target < 1% |"
+echo "| ckrun peak memory (VmHWM) | $(( peak / 1024 )) MiB | target < 256 MiB |"
+echo "| result with checkpoints equals bare | ${same} | |"
+} | tee "$B/bench.md"

@@ -1,0 +1,4 @@
+$(BUILD)/tests/bench/membench: tests/bench/membench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+ALL_TARGETS += $(BUILD)/tests/bench/membench

@@ -1,0 +1,51 @@
+/* membench: the benchmark job. Holds SIZE MiB, half random and half
+ * compressible, and does a fixed amount of CPU work over it in passes;
+ * each pass also rewrites 1% of the memory (a contiguous stretch, moving
+ * from pass to pass), as a training step rewrites its parameters.
+ *
+ *   membench SIZE_MIB PASSES
+ *
+ * Prints "ready" once the memory is filled, "pass N" after each pass and a
+ * checksum at the end, so a driver can time phases from outside. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+int main(int argc, char **argv)
+{
+	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 1024;
+	long passes = argc > 2 ? strtol(argv[2], NULL, 10) : 20;
+	size_t n = mib << 20, half = n / 2, words = n / 8, hot = n / 100 / 8;
+	uint64_t *m = malloc(n), sum = 0;
+
+	if (!m)
+		return 1;
+	for (size_t i = 0; i < half / 8; i++)
+		m[i] = next();
+	for (size_t i = half / 8; i < words; i++) /* compressible: text-like, repeats */
+		m[i] = 0x2064657461657065ull ^ ((i / 512) % 17);
+	printf("ready\n");
+	fflush(stdout);
+	for (long p = 0; p < passes; p++) {
+		size_t from = ((size_t)p * hot * 7) % (words - hot);
+		for (size_t i = 0; i < words; i += 8)
+			sum = (sum ^ m[i]) * 0x100000001b3ull;
+		for (size_t i = from; i < from + hot; i++)
+			m[i] = next();
+		printf("pass %ld\n", p);
+		fflush(stdout);
+	}
+	printf("checksum %016llx\n", (unsigned long long)sum);
+	return 0;
+}
