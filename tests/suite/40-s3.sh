@@ -199,4 +199,79 @@ run awscli-cross-check cross
 for k in ours.bin ours-small.bin theirs.bin; do "$S3CHECK" "$U" del "cross/$k" >/dev/null 2>&1; done
 rm -f "$W"/*.bin "$W"/*.aws "$W"/*.ours
 
+# ---- ckrun and ckpt with an S3 store ----
+CKRUN=$top/$B/ckrun
+CKPT=$top/$B/ckpt
+APPS=$top/$B/tests/apps
+APP=prodcons
+"$APPS/$APP" 0.5 >"$W/bare.out"
+
+# wait_commit STORE JOB: until ckpt ls shows a checkpoint (at most 60 s)
+wait_commit() {
+    local i
+    for i in $(seq 1 600); do
+        "$CKPT" ls --store "$1" "$2" 2>/dev/null | grep -Eq '^[0-9]+ ' && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# checkpoint to the gateway, kill -9 the whole group, resume from it
+s3_cycle() { # STORE JOB
+    local store=$1 job=$2 pid
+    setsid "$CKRUN" --store "$store" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>"$W/$job.err" &
+    pid=$!
+    sleep 0.5
+    kill -USR2 "$pid"
+    wait_commit "$store" "$job" || { echo "no commit"; cat "$W/$job.err"; return 1; }
+    kill -9 -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    "$CKRUN" -v --resume --store "$store" --job "$job" -- "$APPS/$APP" 0.5 1<>"$W/$job.out" 2>>"$W/$job.err" &&
+        grep -q "restored from checkpoint" "$W/$job.err" &&
+        cmp "$W/bare.out" "$W/$job.out" &&
+        "$CKPT" verify --store "$store" "$job" &&
+        echo "checkpointed to $store, killed, resumed from it: output identical"
+}
+run ckrun-checkpoint-kill-resume s3_cycle "$U/jobs" s3cycle
+
+# the job never sees the credentials ckrun uses
+no_creds() {
+    "$CKRUN" --store "$U/jobs" --job envcheck -- /usr/bin/env >"$W/env.txt" 2>"$W/env.err" || return 1
+    if grep -E '^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN)=' "$W/env.txt"; then return 1; fi
+    ! grep -rqF "$AWS_SECRET_ACCESS_KEY" "$W/env.txt" "$W/env.err" &&
+        echo "no AWS credential in the job's environment or ckrun's output"
+}
+run credentials-not-in-job no_creds
+
+# a job stored by awscli from a file store resumes from the gateway
+aws_upload_resume() {
+    local fs=$W/filestore job=awsjob pid
+    rm -rf "$fs"
+    setsid "$CKRUN" --store "$fs" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>"$W/$job.err" &
+    pid=$!
+    sleep 0.5
+    kill -USR2 "$pid"
+    wait_commit "$fs" "$job" || return 1
+    kill -9 -- "-$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    "$AWS" --endpoint-url "$ENDPOINT" s3 cp --recursive --only-show-errors "$fs/$job" \
+        "s3://$CKPT_S3_BUCKET/suite/awsjobs/$job" || return 1
+    "$CKRUN" -v --resume --store "$U/awsjobs" --job "$job" -- "$APPS/$APP" 0.5 1<>"$W/$job.out" 2>>"$W/$job.err" &&
+        grep -q "restored from checkpoint" "$W/$job.err" &&
+        cmp "$W/bare.out" "$W/$job.out" &&
+        echo "file store uploaded with aws s3 cp --recursive resumed from the gateway"
+}
+run awscli-upload-resume aws_upload_resume
+
+# ckpt cp between a file store and the gateway, both ways, verified
+cp_both_ways() {
+    local fs=$W/filestore2
+    rm -rf "$fs"
+    "$CKPT" cp "$U/jobs" "$fs" s3cycle && "$CKPT" verify --store "$fs" s3cycle &&
+        "$CKPT" cp "$fs" "$U/moved" s3cycle && "$CKPT" verify --store "$U/moved" s3cycle &&
+        "$CKPT" cp "$fs" "$U/moved" s3cycle &&
+        echo "ckpt cp s3 -> file -> s3 verified; a second copy skips what is there"
+}
+run ckpt-cp-between-stores cp_both_ways
+
 exit $fail

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The job API (include/ckpt.h): bare, under ckrun, and after a restore
+# from the checkpoint the job asked for.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+B=$top/${BUILD:-build}
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-api.XXXXXX")
+trap 'rm -rf "$W"' EXIT
+app=$B/tests/api/api_request
+
+check() { # NAME FILE EXPECTED-FILE
+	if cmp -s "$2" "$3"; then echo "PASS api/$1"; else echo "FAIL api/$1"; diff "$3" "$2" | sed 's/^/    /'; fi
+}
+
+"$app" 2 >"$W/bare.out"
+printf 'present 0 register -1000\nstep 0: request -1000 restarted -1000 callbacks 0\nstep 1: request -1000 restarted -1000 callbacks 0\n' >"$W/bare.exp"
+check bare "$W/bare.out" "$W/bare.exp"
+
+"$B/ckrun" --store "$W/store" --job api -- "$app" 2 >"$W/ck.out" 2>"$W/ck.err"
+printf 'present 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 0 callbacks 0\n' >"$W/ck.exp"
+check under-ckrun "$W/ck.out" "$W/ck.exp"
+
+# Resuming from the newest checkpoint (taken at step 1's request): the
+# restored process sees request 0, restarted 1, the callback run once.
+: >"$W/ck2.out"
+"$B/ckrun" --resume --store "$W/store" --job api -- "$app" 2 >"$W/ck2.out" 2>>"$W/ck.err"
+printf 'present 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 1 callbacks 1\n' >"$W/ck2.exp"
+check after-restore "$W/ck.out" "$W/ck2.exp"
