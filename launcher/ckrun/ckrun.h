@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "launcher/manifest.h"
+#include "launcher/procdesc.h"
 #include "launcher/store.h"
 #include "libckpt/procdesc.h"
 
@@ -68,9 +69,6 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq);
 /* restore.c */
 int ck_restore(struct ckrun *c, struct ck_manifest *m);
 
-/* desc.c: compact process descriptor <-> struct ck_procdesc */
-int ck_desc_pack(const struct ck_procdesc *pd, uint8_t **out, size_t *len);
-int ck_desc_unpack(const uint8_t *buf, size_t len, struct ck_procdesc **out);
 
 /* signals shared with the main loop */
 extern volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "launcher/ck_err.h"
-#include "launcher/ckrun/ckrun.h"
+#include "launcher/procdesc.h"
 
 int ck_desc_pack(const struct ck_procdesc *pd, uint8_t **out, size_t *len)
 {
@@ -42,6 +42,11 @@ int ck_desc_unpack(const uint8_t *buf, size_t len, struct ck_procdesc **out)
 	memcpy(pd, buf, CK_PD_HDR_SIZE);
 	if (pd->magic != CK_PD_MAGIC || pd->version != CK_PD_VERSION) {
 		ck_err_set("process descriptor: bad magic or unsupported version %u", pd->version);
+		goto bad;
+	}
+	if (pd->size != sizeof(*pd)) {
+		ck_err_set("process descriptor written by another libckpt layout (%u bytes, this one %zu)", pd->size,
+			   sizeof(*pd));
 		goto bad;
 	}
 	if (pd->nthreads > CK_PD_MAX_THREADS || pd->nfds > CK_PD_MAX_FDS || pd->nepitems > CK_PD_MAX_EPITEMS)

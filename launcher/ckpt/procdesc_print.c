@@ -1,0 +1,103 @@
+/* `ckpt inspect`: the threads, descriptors, timers and signals libckpt
+ * recorded for a process. */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "launcher/ck_err.h"
+#include "launcher/procdesc.h"
+#include "launcher/procdesc_print.h"
+
+static const char *ck__kind_name(uint32_t k)
+{
+	static const char *names[] = {"none",    "stdio",   "file",     "deleted", "memfd",  "device", "pipe",
+				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup"};
+	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
+}
+
+static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
+{
+	const char *acc = (d->flags & O_ACCMODE) == O_RDONLY ? "r" : (d->flags & O_ACCMODE) == O_WRONLY ? "w" : "rw";
+
+	fprintf(f, "    %4d  %-8s %-2s%s%s", d->fd, ck__kind_name(d->kind), acc, (d->flags & O_APPEND) ? " append" : "",
+		(d->fdflags & FD_CLOEXEC) ? " cloexec" : "");
+	switch (d->kind) {
+	case CK_FD_FILE:
+	case CK_FD_DEV:
+	case CK_FD_FIFO:
+	case CK_FD_DELETED:
+	case CK_FD_MEMFD:
+		fprintf(f, "  %s @%" PRIu64, d->path, d->offset);
+		if (d->kind == CK_FD_DELETED || d->kind == CK_FD_MEMFD)
+			fprintf(f, " (%" PRIu64 " bytes saved)", d->size);
+		break;
+	case CK_FD_PIPE:
+		fprintf(f, "  %s", d->path);
+		if (d->pipe_len)
+			fprintf(f, " (%u unread bytes saved)", d->pipe_len);
+		break;
+	case CK_FD_EVENTFD:
+		fprintf(f, "  count %" PRIu64 "%s", d->u64[0], d->u64[1] ? " semaphore" : "");
+		break;
+	case CK_FD_TIMERFD:
+		fprintf(f, "  clock %" PRIu64 ", %.3f s left, every %.3f s", d->u64[0], (double)d->u64[2] / 1e9,
+			(double)d->u64[3] / 1e9);
+		break;
+	case CK_FD_SIGNALFD:
+		fprintf(f, "  mask %016" PRIx64, d->u64[0]);
+		break;
+	case CK_FD_DUP:
+		fprintf(f, "  duplicate of %d", d->peer);
+		break;
+	case CK_FD_STDIO:
+		fprintf(f, "  %s (taken from the restoring ckrun)", d->path);
+		break;
+	case CK_FD_PLUGIN:
+		fprintf(f, "  %s (rebuilt by a plugin)", d->path);
+		break;
+	default:
+		break;
+	}
+	fputc('\n', f);
+}
+
+void ck_procdesc_print(FILE *f, const uint8_t *desc, size_t len)
+{
+	struct ck_procdesc *pd = NULL;
+	uint32_t handled = 0;
+
+	if (ck_desc_unpack(desc, len, &pd) < 0) {
+		fprintf(f, "  process state: unreadable (%s)\n", ck_err_msg());
+		return;
+	}
+	fprintf(f, "  threads    %u\n", pd->nthreads);
+	for (uint32_t i = 0; i < pd->nthreads; i++) {
+		const struct ck_pd_thread *t = &pd->threads[i];
+		char comm[17];
+		snprintf(comm, sizeof(comm), "%.16s", t->comm);
+		fprintf(f, "    tid %-7d %-16s%s%s fs 0x%" PRIx64 " rip 0x%" PRIx64 "%s\n", t->tid, comm,
+			(t->flags & CK_PDT_MAIN) ? " main" : "", (t->flags & CK_PDT_MANAGER) ? " (ckrun's manager)" : "",
+			t->fs_base, t->ctx.rip, t->rseq_addr ? " rseq" : "");
+	}
+	fprintf(f, "  descriptors %u\n", pd->nfds);
+	for (uint32_t i = 0; i < pd->nfds; i++)
+		ck__print_fd(f, &pd->fds[i]);
+	if (pd->nepitems)
+		fprintf(f, "  epoll registrations %u\n", pd->nepitems);
+	if (pd->ntimers) {
+		fprintf(f, "  POSIX timers %u\n", pd->ntimers);
+		for (uint32_t i = 0; i < pd->ntimers && i < CK_PD_MAX_TIMERS; i++)
+			fprintf(f, "    id %d clock %d signal %d, %.3f s left, every %.3f s\n", pd->timers[i].id,
+				pd->timers[i].clock, pd->timers[i].signo, (double)pd->timers[i].value_ns / 1e9,
+				(double)pd->timers[i].interval_ns / 1e9);
+	}
+	if (pd->nsiginfo)
+		fprintf(f, "  pending signals %u (re-queued at restart)\n", pd->nsiginfo);
+	for (int s = 1; s < CK_PD_NSIG; s++)
+		if (pd->sigact[s].handler > 1)
+			handled++;
+	fprintf(f, "  signals    %u with handlers\n", handled);
+	fprintf(f, "  cwd        %s\n  umask      %03o\n", pd->cwd, pd->umask);
+	free(pd);
+}
