@@ -2,6 +2,7 @@
  * snapshot's memory map, memory and descriptor contents, write them as
  * chunks, commit the manifest, let the job go on (or stop), apply
  * retention. The job's time frozen is only until the snapshot exists. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -274,6 +275,38 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 	return ck_manifest_commit(c->store, m);
 }
 
+/* A tracer outside the job's namespace shows as TracerPid 0 inside it:
+ * look from here. */
+static int ck__job_traced(pid_t pid, pid_t *tracer)
+{
+	char path[320], line[256];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return 0;
+	while ((d = readdir(dir))) {
+		FILE *f;
+		if (d->d_name[0] < '0' || d->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", pid, d->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "TracerPid:", 10) && (*tracer = atoi(line + 10)) > 0)
+				break;
+		fclose(f);
+		if (*tracer > 0) {
+			closedir(dir);
+			return 1;
+		}
+	}
+	closedir(dir);
+	return 0;
+}
+
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
@@ -291,6 +324,14 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	if (!c->job_ready) {
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
+	}
+	{
+		pid_t tracer = 0;
+		if (c->job_pid > 0 && ck__job_traced(c->job_pid, &tracer)) {
+			ck_err_set("the job is traced (ptrace) by process %d: not supported; the job keeps running",
+				   tracer);
+			return -ENOTSUP;
+		}
 	}
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_CHECKPOINT;

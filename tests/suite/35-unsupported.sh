@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# State this version cannot checkpoint: the round fails with one line
+# naming it, ckrun says the job keeps running, and the job's output is
+# what a bare run prints. (Sockets and child processes: see the apps with
+# "unsupported=" in their .desc, run by 20-conformance.sh.)
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+B=$top/${BUILD:-build}
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-unsup.XXXXXX")
+trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
+
+# refused NAME REGEX PROGRAM... [with a hook run after start: HOOK env var]
+refused() {
+	local name=$1 re=$2 pid job
+	shift 2
+	"$@" >"$W/$name.bare"
+	"$B/ckrun" --store "$W/store" --job "$name" -- "$@" >"$W/$name.out" 2>"$W/$name.err" &
+	pid=$!
+	sleep 0.5
+	[ -n "${HOOK:-}" ] && $HOOK "$pid"
+	kill -USR2 "$pid"
+	sleep 1
+	[ -n "${UNHOOK:-}" ] && $UNHOOK
+	wait "$pid"
+	local rc=$?
+	if [ $rc -eq 0 ] && grep -Eq "$re" "$W/$name.err" && grep -q "keeps running" "$W/$name.err" &&
+		cmp -s "$W/$name.bare" "$W/$name.out" && [ "$(grep -c . "$W/$name.err")" -ge 1 ]; then
+		echo "PASS unsupported/$name: $(head -1 "$W/$name.err")"
+	else
+		echo "FAIL unsupported/$name (rc $rc)"
+		sed 's/^/    /' "$W/$name.err"
+	fi
+}
+
+refused io_uring 'io_uring' "$B/tests/unsupported/uring"
+
+# A debugger attached from outside: the job is traced.
+attach() { # ckrun pid -> strace on the job's main process
+	local init job
+	init=$(pgrep -P "$1" | head -1)
+	job=$(pgrep -P "$init" | head -1)
+	strace -p "$job" -o /dev/null &
+	STRACE=$!
+	sleep 0.8
+}
+detach() { kill "$STRACE" 2>/dev/null; wait "$STRACE" 2>/dev/null; }
+if command -v strace >/dev/null; then
+	HOOK=attach UNHOOK=detach refused traced 'traced \(ptrace\)' "$B/tests/apps/sleeper" 0.6
+else
+	echo "SKIP unsupported/traced: strace is not installed"
+fi

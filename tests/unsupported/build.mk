@@ -1,0 +1,4 @@
+$(BUILD)/tests/unsupported/%: tests/unsupported/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+ALL_TARGETS += $(patsubst tests/unsupported/%.c,$(BUILD)/tests/unsupported/%,$(wildcard tests/unsupported/*.c))
