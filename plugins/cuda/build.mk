@@ -1,0 +1,19 @@
+# CUDA plugin. plugins/cuda/*.c go into libckpt.so (the core's fragment
+# compiles them); they include the real cuda.h. The simulated driver (a test
+# double for GPU-less machines) lives in sim/ and is built here into
+# $(BUILD)/sim/libcuda.so.1.
+CKSIM_SRCS := $(wildcard plugins/cuda/sim/*.c)
+CKSIM_OBJS := $(CKSIM_SRCS:%.c=$(BUILD)/pic/%.o)
+CKSIM_LIB  := $(BUILD)/sim/libcuda.so.1
+
+$(BUILD)/plugins/cuda/%.o: CFLAGS += -I$(CUDA_INC) -fPIC
+$(BUILD)/pic/plugins/cuda/sim/%.o: plugins/cuda/sim/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+$(CKSIM_LIB): $(CKSIM_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -o $@ $^ -lpthread
+	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
+
+ALL_TARGETS += $(CKSIM_LIB)

@@ -1,0 +1,211 @@
+/* cksim: modules and launches.
+ *
+ * A module image is NUL-terminated text in a format of this sim's own:
+ *
+ *     cksim-module 1
+ *     target ptx          (portable: loads on any device)
+ *     target sm_90        (binary for one architecture only)
+ *     kernel NAME         (one line per kernel; NAME must be in the sim's
+ *                          kernel table, sim_kernels.c)
+ *
+ * Real PTX or cubin images are refused with CUDA_ERROR_INVALID_IMAGE: the
+ * sim cannot run device code. */
+#include "sim.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MOD_MAGIC 0x444f4d53u
+#define FN_MAGIC 0x434e4653u
+#define MAX_KERNELS 32
+
+struct sim_fn {
+	uint32_t magic;
+	struct sim_mod *mod;
+	sim_kernel_fn fn;
+	char name[128];
+};
+
+struct sim_mod {
+	uint32_t magic;
+	int nfn;
+	struct sim_fn fns[MAX_KERNELS];
+	struct sim_mod *next;
+};
+
+static struct sim_mod *mods;
+
+static CUresult parse(const char *img, struct sim_mod *m)
+{
+	char line[128], target[128] = "";
+	const char *p = img, *nl;
+	int lineno = 0, is_ptx = 0, want;
+	size_t len;
+
+	for (; *p; p = *nl ? nl + 1 : nl, lineno++) {
+		nl = strchr(p, '\n');
+		if (!nl)
+			nl = p + strlen(p);
+		len = (size_t)(nl - p);
+		if (len >= sizeof(line))
+			return CUDA_ERROR_INVALID_IMAGE;
+		memcpy(line, p, len);
+		line[len] = 0;
+		if (lineno == 0) {
+			if (strcmp(line, "cksim-module 1"))
+				return CUDA_ERROR_INVALID_IMAGE;
+		} else if (!strncmp(line, "target ", 7)) {
+			snprintf(target, sizeof(target), "%s", line + 7);
+		} else if (!strncmp(line, "kernel ", 7)) {
+			struct sim_fn *f;
+
+			if (m->nfn == MAX_KERNELS)
+				return CUDA_ERROR_INVALID_IMAGE;
+			f = &m->fns[m->nfn++];
+			f->magic = FN_MAGIC;
+			f->mod = m;
+			snprintf(f->name, sizeof(f->name), "%s", line + 7);
+			f->fn = sim_kernel_find(f->name);
+		} else if (len) {
+			return CUDA_ERROR_INVALID_IMAGE;
+		}
+	}
+	if (lineno == 0)
+		return CUDA_ERROR_INVALID_IMAGE;
+	if (!strcmp(target, "ptx")) {
+		is_ptx = 1;
+	} else if (sscanf(target, "sm_%d", &want) == 1) {
+		if (want != sim.cc_major * 10 + sim.cc_minor)
+			return CUDA_ERROR_NO_BINARY_FOR_GPU;
+	} else {
+		return CUDA_ERROR_INVALID_IMAGE;
+	}
+	for (int i = 0; i < m->nfn; i++)
+		if (!m->fns[i].fn)
+			return is_ptx ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
+{
+	struct sim_mod *m;
+	CUresult r = sim_need_ctx();
+
+	if (r)
+		return r;
+	if (!module || !image)
+		return CUDA_ERROR_INVALID_VALUE;
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	m->magic = MOD_MAGIC;
+	if ((r = parse(image, m))) {
+		free(m);
+		return r;
+	}
+	pthread_mutex_lock(&sim_lock);
+	m->next = mods;
+	mods = m;
+	pthread_mutex_unlock(&sim_lock);
+	*module = (CUmodule)m;
+	return CUDA_SUCCESS;
+}
+
+static struct sim_mod *mod_find(CUmodule h)
+{
+	struct sim_mod *m;
+
+	for (m = mods; m; m = m->next)
+		if ((CUmodule)m == h)
+			return m;
+	return NULL;
+}
+
+SIM_API CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
+{
+	struct sim_mod **mp, *m;
+	CUresult r = sim_check();
+
+	if (r)
+		return r;
+	pthread_mutex_lock(&sim_lock);
+	for (mp = &mods; (m = *mp); mp = &m->next)
+		if ((CUmodule)m == hmod)
+			break;
+	if (m)
+		*mp = m->next;
+	pthread_mutex_unlock(&sim_lock);
+	if (!m)
+		return CUDA_ERROR_INVALID_HANDLE;
+	m->magic = 0;
+	free(m);
+	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+	struct sim_mod *m;
+	CUresult r = sim_need_ctx();
+	int i;
+
+	if (r)
+		return r;
+	if (!hfunc || !name)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_lock);
+	m = mod_find(hmod);
+	r = m ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+	for (i = 0; m && i < m->nfn; i++)
+		if (!strcmp(m->fns[i].name, name)) {
+			*hfunc = (CUfunction)&m->fns[i];
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&sim_lock);
+	return r;
+}
+
+static int fn_live(struct sim_fn *f)
+{
+	struct sim_mod *m;
+
+	for (m = mods; m; m = m->next)
+		if (f >= m->fns && f < m->fns + m->nfn)
+			return 1;
+	return 0;
+}
+
+SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+					unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+					unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+					void **kernelParams, void **extra)
+{
+	struct sim_fn *fn = (struct sim_fn *)f;
+	CUresult r = sim_stream_ok(hStream);
+	int live;
+
+	(void)sharedMemBytes;
+	if (r)
+		return r;
+	if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ ||
+	    (uint64_t)blockDimX * blockDimY * blockDimZ > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!kernelParams)
+		return extra ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_lock);
+	live = fn_live(fn);
+	pthread_mutex_unlock(&sim_lock);
+	if (!live)
+		return CUDA_ERROR_INVALID_HANDLE;
+	return fn->fn(kernelParams);
+}
+
+void sim_module_forget(void)
+{
+	while (mods) {
+		struct sim_mod *m = mods;
+		mods = m->next;
+		free(m);
+	}
+}
