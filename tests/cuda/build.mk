@@ -1,0 +1,21 @@
+# CUDA tests: workloads written against the real Driver API (tests/cuda/wl_*.c),
+# each built bare against the simulated driver as $(BUILD)/tests/cuda/cuda-NAME,
+# and the standalone plugin harness cuda-plugin-test (plugin sources + a fake
+# plugin registry + every workload). tests/suite/50-cuda.sh runs them.
+CUTEST_WLS   := $(patsubst tests/cuda/wl_%.c,%,$(wildcard tests/cuda/wl_*.c))
+CUTEST_BARE  := $(CUTEST_WLS:%=$(BUILD)/tests/cuda/cuda-%)
+CUTEST_CFLAGS = -I$(CUDA_INC)
+CUTEST_LINK   = -L$(BUILD)/sim -lcuda -Wl,-rpath,'$$ORIGIN/../../sim'
+
+$(BUILD)/tests/cuda/%.o: CFLAGS += $(CUTEST_CFLAGS)
+
+$(BUILD)/tests/cuda/bare_%.o: tests/cuda/bare_main.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DCUTEST_WL=wl_$* -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/cuda/cuda-%: $(BUILD)/tests/cuda/bare_%.o $(BUILD)/tests/cuda/wl_%.o $(BUILD)/tests/cuda/cutest.o $(CKSIM_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(CUTEST_LINK)
+
+ALL_TARGETS += $(CUTEST_BARE)
+# Keep the objects: they are shared with the plugin harness.
+.SECONDARY: $(CUTEST_WLS:%=$(BUILD)/tests/cuda/wl_%.o) $(CUTEST_WLS:%=$(BUILD)/tests/cuda/bare_%.o) $(BUILD)/tests/cuda/cutest.o
