@@ -19,3 +19,20 @@ $(BUILD)/tests/cuda/cuda-%: $(BUILD)/tests/cuda/bare_%.o $(BUILD)/tests/cuda/wl_
 ALL_TARGETS += $(CUTEST_BARE)
 # Keep the objects: they are shared with the plugin harness.
 .SECONDARY: $(CUTEST_WLS:%=$(BUILD)/tests/cuda/wl_%.o) $(CUTEST_WLS:%=$(BUILD)/tests/cuda/bare_%.o) $(BUILD)/tests/cuda/cutest.o
+
+# The plugin harness: the plugin's sources compiled here (not through
+# libckpt.so) and linked with the fake registry and all workloads. The
+# driver is found through the run path, as libcuda.so.1.
+CUPLUG_SRCS := $(wildcard plugins/cuda/*.c)
+CUPLUG_OBJS := $(CUPLUG_SRCS:plugins/cuda/%.c=$(BUILD)/tests/cuda/plugin/%.o)
+CUTEST_PLUGIN := $(BUILD)/tests/cuda/cuda-plugin-test
+
+$(BUILD)/tests/cuda/plugin/%.o: plugins/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_INC) -MMD -MP -c $< -o $@
+
+$(CUTEST_PLUGIN): $(BUILD)/tests/cuda/plugin_test.o $(BUILD)/tests/cuda/fake_ckpt.o $(CUPLUG_OBJS) \
+		$(CUTEST_WLS:%=$(BUILD)/tests/cuda/wl_%.o) $(BUILD)/tests/cuda/cutest.o $(CKSIM_LIB)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -ldl -lpthread -Wl,-rpath,'$$ORIGIN/../../sim'
+
+ALL_TARGETS += $(CUTEST_PLUGIN)
