@@ -76,14 +76,18 @@ int cutest_init(CUcontext *ctx)
 	return 0;
 }
 
+volatile long cutest_progress;
+
 int cutest_steps_run(const struct workload *w, long from, long to)
 {
 	long i;
 
-	for (i = from; i < to; i++)
+	for (i = from; i < to; i++) {
 		if (w->step(i) < 0) {
 			fprintf(stderr, "%s: step %ld failed\n", w->name, i);
 			return -1;
 		}
+		cutest_progress = i + 1;
+	}
 	return 0;
 }

@@ -38,6 +38,8 @@ long cutest_steps(const struct workload *w);
 
 /* Creates the context the workloads run in (cuInit, device 0). */
 int cutest_init(CUcontext *ctx);
+/* Steps completed so far by cutest_steps_run (read by other threads). */
+extern volatile long cutest_progress;
 /* Runs steps [from, to). */
 int cutest_steps_run(const struct workload *w, long from, long to);
 

@@ -154,16 +154,31 @@ static void *work(void *arg)
 	return NULL;
 }
 
+/* The round comes once a third of the steps are done, wherever the worker
+ * then is (inside a call, between calls, in host code); it must come
+ * before the last step, or it tested nothing. */
 static void run_async(const struct workload *w, CUcontext ctx, long steps)
 {
 	struct worker k = { w, ctx, steps, 0 };
-	struct timespec ts = { 0, 150 * 1000 * 1000 };
+	struct timespec ts = { 0, 100 * 1000 };
 	pthread_t t;
+	long at;
 
 	if (pthread_create(&t, NULL, work, &k))
 		DIE("pthread_create");
-	nanosleep(&ts, NULL);
-	round_restart(0);
+	while (cutest_progress < steps / 3)
+		nanosleep(&ts, NULL);
+	if (fake_fire(CK_EV_PRESUSPEND))
+		DIE("PRESUSPEND failed: %s", fake_fail_msg);
+	at = cutest_progress;
+	if (at >= steps)
+		DIE("the round came after the last step");
+	fprintf(stderr, "plugin-test: round at step %ld of %ld\n", at, steps);
+	if (fake_fire(CK_EV_PRECHECKPOINT))
+		DIE("PRECHECKPOINT failed: %s", fake_fail_msg);
+	reset_driver();
+	if (fake_fire(CK_EV_RESTART))
+		DIE("RESTART failed: %s", fake_fail_msg);
 	pthread_join(t, NULL);
 	if (k.rc < 0)
 		DIE("the workload failed across the round");

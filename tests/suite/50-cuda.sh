@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# CUDA, without a GPU: the Driver API workloads (tests/cuda/wl_*.c) run bare
+# against the simulated driver and are checked against expected checksums;
+# then the CUDA plugin, standalone (cuda-plugin-test: plugin sources + a fake
+# plugin registry), runs each workload through a round in every mode and
+# must print exactly what a bare run of the same length prints. Checkpoint,
+# kill and resume under ckrun are added by the core's suites.
+set -u
+cd "$(dirname "$0")/../.."
+bin=${BUILD:-build}/tests/cuda
+exp=tests/cuda/expected
+log=${BUILD:-build}/test-logs/cuda; mkdir -p "$log"
+workloads="alloc streams vmm pinned modules"
+steps=240
+fail=0
+
+ok() { echo "PASS cuda/$1"; }
+bad() { echo "FAIL cuda/$1${2:+: $2}"; sed 's/^/    /' "$log/$1.err" 2>/dev/null | tail -5; fail=1; }
+unset CKSIM_CC CKSIM_DEVICE_NAME CKSIM_MEM_MB CUTEST_STEPS
+
+if [ ! -x "$bin/cuda-plugin-test" ]; then
+    echo "FAIL cuda/build: $bin/cuda-plugin-test missing (run make)"; exit 1
+fi
+
+# Bare, default length (a few seconds each), against the expected output.
+for w in $workloads; do
+    name=bare-$w
+    if out=$(timeout 120 "$bin/cuda-$w" 2>"$log/$name.err") && [ "$out" = "$(cat "$exp/$w.out")" ]; then
+        ok "$name"
+    else
+        bad "$name" "output differs from $exp/$w.out"
+    fi
+done
+
+# A binary-only module on another GPU model fails, by name.
+name=bare-modules-other-gpu
+out=$(CKSIM_CC=8.0 timeout 60 "$bin/cuda-modules" 2>"$log/$name.err"); rc=$?
+if [ $rc -eq 2 ] && echo "$out" | grep -q CUDA_ERROR_NO_BINARY_FOR_GPU; then ok "$name"; else bad "$name" "rc=$rc"; fi
+
+# Through the plugin: every mode must print what a bare run prints.
+export CUTEST_STEPS=$steps
+for w in $workloads; do
+    ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
+    for m in plain resume restart async refuse; do
+        name=plugin-$w-$m
+        if out=$(timeout 60 "$bin/cuda-plugin-test" "$w" "$m" 2>"$log/$name.err") && [ -n "$ref" ] && [ "$out" = "$ref" ]; then
+            ok "$name"
+        else
+            bad "$name" "differs from the uninterrupted run"
+        fi
+    done
+    # Restart on another GPU model: PTX is loaded again; a cubin-only
+    # module fails the restart with the plugin's message.
+    name=plugin-$w-other-gpu
+    out=$(timeout 60 "$bin/cuda-plugin-test" "$w" other-gpu 2>"$log/$name.err"); rc=$?
+    if [ "$w" = modules ]; then
+        if [ $rc -eq 3 ] && grep -q "cannot be loaded on .*CUDA_ERROR_NO_BINARY_FOR_GPU" "$log/$name.err"; then
+            ok "$name"
+        else
+            bad "$name" "expected a clear NO_BINARY_FOR_GPU failure, rc=$rc"
+        fi
+    elif [ $rc -eq 0 ] && [ "$out" = "$ref" ]; then
+        ok "$name"
+    else
+        bad "$name" "rc=$rc"
+    fi
+done
+exit $fail
