@@ -7,7 +7,7 @@
 #include <stdio.h>
 
 #define MB (1ull << 20)
-#define WANT 0x100800000000ull /* inside the simulated device's range */
+#define WANT 0x500800000000ull /* inside the simulated device's range */
 
 static CUmodule mod;
 static CUfunction f_fill, f_lcg;

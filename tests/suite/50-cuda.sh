@@ -65,4 +65,23 @@ for w in $workloads; do
         bad "$name" "rc=$rc"
     fi
 done
+# The same harness built with ASan/UBSan (scripts/test.sh builds
+# build/asan for the unit tests): memory errors in the plugin or the sim.
+asan=build/asan/tests/cuda/cuda-plugin-test
+if [ -x "$asan" ]; then
+    export CUTEST_STEPS=60
+    for w in $workloads; do
+        ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
+        for m in restart async refuse; do
+            name=asan-plugin-$w-$m
+            if out=$(timeout 120 "$asan" "$w" "$m" 2>"$log/$name.err") && [ "$out" = "$ref" ]; then
+                ok "$name"
+            else
+                bad "$name" "sanitizer report or different output"
+            fi
+        done
+    done
+else
+    echo "SKIP cuda/asan-plugin: $asan not built (make ASAN=1 UBSAN=1 BUILD=build/asan)"
+fi
 exit $fail

@@ -27,7 +27,8 @@
 
 #define SIM_API __attribute__((visibility("default")))
 #define SIM_GRAN ((size_t)2 << 20)             /* allocation granularity */
-#define SIM_VA_BASE 0x100000000000ULL          /* device VA range start */
+#define SIM_VA_BASE 0x500000000000ULL          /* device VA range start: above the
+                                                * sanitizers' shadow, below PIE */
 #define SIM_VA_SIZE ((size_t)1 << 40)          /* 1 TiB of device VA */
 #define SIM_MAX_DEV 8
 
