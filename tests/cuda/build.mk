@@ -36,3 +36,22 @@ $(CUTEST_PLUGIN): $(BUILD)/tests/cuda/plugin_test.o $(BUILD)/tests/cuda/fake_ckp
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) -ldl -lpthread -Wl,-rpath,'$$ORIGIN/../../sim'
 
 ALL_TARGETS += $(CUTEST_PLUGIN)
+
+# The preload test: plugin + fake registry + timer rounds in one library,
+# preloaded into the unmodified bare workloads.
+CUPRELOAD := $(BUILD)/tests/cuda/libcuda-plugin-preload.so
+CUPRELOAD_OBJS := $(CUPLUG_SRCS:plugins/cuda/%.c=$(BUILD)/tests/cuda/pic/%.o) \
+	$(BUILD)/tests/cuda/pic/fake_ckpt.o $(BUILD)/tests/cuda/pic/fake_rounds.o
+
+$(BUILD)/tests/cuda/pic/%.o: plugins/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/cuda/pic/%.o: tests/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -MMD -MP -c $< -o $@
+
+$(CUPRELOAD): $(CUPRELOAD_OBJS)
+	$(CC) $(LDFLAGS) -shared -Wl,-z,defs -o $@ $^ -ldl -lpthread
+
+ALL_TARGETS += $(CUPRELOAD)

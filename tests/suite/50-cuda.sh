@@ -65,6 +65,24 @@ for w in $workloads; do
         bad "$name" "rc=$rc"
     fi
 done
+# Preloaded, as libckpt.so will be: the plugin (with a fake registry firing
+# rounds on a timer) interposes the unmodified workloads' calls to the
+# simulated libcuda.so.1; the simulated driver is reset in every round.
+pre=$PWD/$bin/libcuda-plugin-preload.so
+for w in $workloads; do
+    ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
+    for k in restart resume; do
+        name=preload-$w-$k
+        if out=$(LD_PRELOAD=$pre FAKE_CKPT_ROUNDS=4 FAKE_CKPT_EVERY_MS=30 FAKE_CKPT_KIND=$k \
+                 timeout 60 "$bin/cuda-$w" 2>"$log/$name.err") && [ "$out" = "$ref" ] &&
+           grep -q "round 1 done" "$log/$name.err"; then
+            ok "$name"
+        else
+            bad "$name" "differs from the uninterrupted run, or no round happened"
+        fi
+    done
+done
+
 # The same harness built with ASan/UBSan (scripts/test.sh builds
 # build/asan for the unit tests): memory errors in the plugin or the sim.
 asan=build/asan/tests/cuda/cuda-plugin-test

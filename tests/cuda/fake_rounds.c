@@ -1,0 +1,69 @@
+/* Rounds on a timer, for the preload test: the plugin and the fake
+ * registry are built into a library that is preloaded into an unmodified
+ * workload (which links the simulated libcuda.so.1), as libckpt.so will
+ * be. A thread fires a round every FAKE_CKPT_EVERY_MS milliseconds (default
+ * 40), at most FAKE_CKPT_ROUNDS times (default 5); FAKE_CKPT_KIND=resume
+ * resumes the same process, otherwise (restart) the simulated driver is
+ * reset between PRECHECKPOINT and RESTART. A failed round ends the process
+ * with status 99. */
+#include "fake_ckpt.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long env_long(const char *name, long dflt)
+{
+	const char *e = getenv(name);
+
+	return e && *e ? atol(e) : dflt;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "fake-ckpt: %s failed: %s\n", what, fake_fail_msg);
+	_exit(99);
+}
+
+static void *rounds(void *arg)
+{
+	long n = env_long("FAKE_CKPT_ROUNDS", 5), ms = env_long("FAKE_CKPT_EVERY_MS", 40), i;
+	const char *kind = getenv("FAKE_CKPT_KIND");
+	int restart = !kind || strcmp(kind, "resume");
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	(void)arg;
+	for (i = 0; i < n; i++) {
+		nanosleep(&ts, NULL);
+		if (fake_fire(CK_EV_PRESUSPEND))
+			die("PRESUSPEND");
+		if (fake_fire(CK_EV_PRECHECKPOINT))
+			die("PRECHECKPOINT");
+		if (restart) {
+			void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+			void (*reset)(void) = h ? (void (*)(void))dlsym(h, "cksimReset") : NULL;
+
+			if (reset)
+				reset();
+			fake_restarted = 1;
+			if (fake_fire(CK_EV_RESTART))
+				die("RESTART");
+		} else if (fake_fire(CK_EV_RESUME)) {
+			die("RESUME");
+		}
+		fprintf(stderr, "fake-ckpt: round %ld done\n", i + 1);
+	}
+	return NULL;
+}
+
+__attribute__((constructor)) static void start(void)
+{
+	pthread_t t;
+
+	if (getenv("FAKE_CKPT_ROUNDS") && !pthread_create(&t, NULL, rounds, NULL))
+		pthread_detach(t);
+}
