@@ -23,6 +23,14 @@ static long env_long(const char *name, long dflt)
 	return e && *e ? atol(e) : dflt;
 }
 
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void die(const char *what)
 {
 	fprintf(stderr, "fake-ckpt: %s failed: %s\n", what, fake_fail_msg);
@@ -38,9 +46,13 @@ static void *rounds(void *arg)
 
 	(void)arg;
 	for (i = 0; i < n; i++) {
+		double t0, t1, t2;
+
 		nanosleep(&ts, NULL);
+		t0 = now();
 		if (fake_fire(CK_EV_PRESUSPEND))
 			die("PRESUSPEND");
+		t1 = now();
 		if (fake_fire(CK_EV_PRECHECKPOINT))
 			die("PRECHECKPOINT");
 		if (restart) {
@@ -55,7 +67,10 @@ static void *rounds(void *arg)
 		} else if (fake_fire(CK_EV_RESUME)) {
 			die("RESUME");
 		}
-		fprintf(stderr, "fake-ckpt: round %ld done\n", i + 1);
+		t2 = now();
+		/* presuspend_s: quiesce + device-to-host copy; end_s: RESTART
+		 * (rebuild + host-to-device copy) or RESUME (freeing the copy). */
+		fprintf(stderr, "fake-ckpt: round %ld done presuspend_s=%.3f end_s=%.3f\n", i + 1, t1 - t0, t2 - t1);
 	}
 	return NULL;
 }

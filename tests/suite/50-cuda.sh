@@ -83,6 +83,15 @@ for w in $workloads; do
     done
 done
 
+# The GPU check's program builds against the real cuda.h and its embedded
+# PTX assembles for sm_90 (the full check needs a GPU: scripts/gpu-check.sh).
+name=gpu-check-compile
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then
+    if bash scripts/gpu-check.sh --compile-only >"$log/$name.err" 2>&1; then ok "$name"; else bad "$name"; fi
+else
+    echo "SKIP cuda/$name: no ptxas"
+fi
+
 # The same harness built with ASan/UBSan (scripts/test.sh builds
 # build/asan for the unit tests): memory errors in the plugin or the sim.
 asan=build/asan/tests/cuda/cuda-plugin-test

@@ -123,6 +123,11 @@ CUresult sim_stream_ok(CUstream s);
 
 /* Kernels (sim_kernels.c). */
 typedef CUresult (*sim_kernel_fn)(void **params);
-sim_kernel_fn sim_kernel_find(const char *name);
+struct sim_kernel {
+	const char *name;
+	sim_kernel_fn fn;
+	int nargs;
+};
+const struct sim_kernel *sim_kernel_find(const char *name);
 
 #endif

@@ -9,7 +9,10 @@
  *   vadd_f32  (float *a, float *b, float *c, size_t n)  c = a + b
  *   reduce_u32(u32 *in, u64 *out, size_t n)  *out = sum(in)
  *   train_step(float *w, float *x, float *t, float lr, size_t n)
- *              one gradient step of w*x ~ t per element */
+ *              one gradient step of w*x ~ t per element
+ *   verify_u32(u32 *p, u32 seed, size_t n, u32 a, u32 c, u64 *errors)
+ *              *errors += count of p[i] != a * fill_u32's value + c
+ *   noop      ()                              nothing (launch-rate loops) */
 #include "sim.h"
 
 #include <string.h>
@@ -113,20 +116,40 @@ static CUresult k_train_step(void **params)
 	return CUDA_SUCCESS;
 }
 
-static const struct {
-	const char *name;
-	sim_kernel_fn fn;
-} kernels[] = {
-	{ "fill_u32", k_fill_u32 },   { "lcg_u32", k_lcg_u32 },       { "saxpy", k_saxpy },
-	{ "vadd_f32", k_vadd_f32 },   { "reduce_u32", k_reduce_u32 }, { "train_step", k_train_step },
+static CUresult k_verify_u32(void **params)
+{
+	CUdeviceptr d = ARG(0, CUdeviceptr), de = ARG(5, CUdeviceptr);
+	uint32_t seed = ARG(1, uint32_t), a = ARG(3, uint32_t), c = ARG(4, uint32_t);
+	size_t n = ARG(2, size_t), i;
+	const uint32_t *p = (const uint32_t *)d;
+	uint64_t bad = 0, *errors = (uint64_t *)de;
+
+	if (!dev(d, n * 4) || !dev(de, 8))
+		return CUDA_ERROR_ILLEGAL_ADDRESS;
+	for (i = 0; i < n; i++)
+		bad += p[i] != a * (((uint32_t)i * 2654435761u) ^ seed) + c;
+	__atomic_fetch_add(errors, bad, __ATOMIC_SEQ_CST);
+	return CUDA_SUCCESS;
+}
+
+static CUresult k_noop(void **params)
+{
+	(void)params;
+	return CUDA_SUCCESS;
+}
+
+static const struct sim_kernel kernels[] = {
+	{ "fill_u32", k_fill_u32, 3 },     { "lcg_u32", k_lcg_u32, 2 },       { "saxpy", k_saxpy, 4 },
+	{ "vadd_f32", k_vadd_f32, 4 },     { "reduce_u32", k_reduce_u32, 3 }, { "train_step", k_train_step, 5 },
+	{ "verify_u32", k_verify_u32, 6 }, { "noop", k_noop, 0 },
 };
 
-sim_kernel_fn sim_kernel_find(const char *name)
+const struct sim_kernel *sim_kernel_find(const char *name)
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(kernels) / sizeof(kernels[0]); i++)
 		if (!strcmp(kernels[i].name, name))
-			return kernels[i].fn;
+			return &kernels[i];
 	return NULL;
 }

@@ -8,8 +8,10 @@
  *     kernel NAME         (one line per kernel; NAME must be in the sim's
  *                          kernel table, sim_kernels.c)
  *
- * Real PTX or cubin images are refused with CUDA_ERROR_INVALID_IMAGE: the
- * sim cannot run device code. */
+ * Real PTX text is accepted as far as its entry points (".entry NAME(")
+ * are kernels the sim has: it is portable, and the sim runs its own CPU
+ * version of each by name. A cubin or fatbin is refused with
+ * CUDA_ERROR_INVALID_IMAGE: the sim cannot run device code. */
 #include "sim.h"
 
 #include <stdio.h>
@@ -23,7 +25,7 @@
 struct sim_fn {
 	uint32_t magic;
 	struct sim_mod *mod;
-	sim_kernel_fn fn;
+	const struct sim_kernel *k;
 	char name[128];
 };
 
@@ -35,6 +37,32 @@ struct sim_mod {
 };
 
 static struct sim_mod *mods;
+
+/* Real PTX: every ".entry NAME(" must be a kernel of the sim's table. */
+static CUresult parse_ptx(const char *img, struct sim_mod *m)
+{
+	const char *p = img, *e;
+	size_t len;
+
+	while ((p = strstr(p, ".entry "))) {
+		struct sim_fn *f;
+
+		p += 7;
+		for (e = p; *e && *e != '(' && *e != ' ' && *e != '\n'; e++)
+			;
+		len = (size_t)(e - p);
+		if (m->nfn == MAX_KERNELS || len >= sizeof(m->fns[0].name))
+			return CUDA_ERROR_INVALID_PTX;
+		f = &m->fns[m->nfn++];
+		f->magic = FN_MAGIC;
+		f->mod = m;
+		memcpy(f->name, p, len);
+		f->name[len] = 0;
+		if (!(f->k = sim_kernel_find(f->name)))
+			return CUDA_ERROR_INVALID_PTX;
+	}
+	return m->nfn ? CUDA_SUCCESS : CUDA_ERROR_INVALID_PTX;
+}
 
 static CUresult parse(const char *img, struct sim_mod *m)
 {
@@ -66,7 +94,7 @@ static CUresult parse(const char *img, struct sim_mod *m)
 			f->magic = FN_MAGIC;
 			f->mod = m;
 			snprintf(f->name, sizeof(f->name), "%s", line + 7);
-			f->fn = sim_kernel_find(f->name);
+			f->k = sim_kernel_find(f->name);
 		} else if (len) {
 			return CUDA_ERROR_INVALID_IMAGE;
 		}
@@ -82,7 +110,7 @@ static CUresult parse(const char *img, struct sim_mod *m)
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
 	for (int i = 0; i < m->nfn; i++)
-		if (!m->fns[i].fn)
+		if (!m->fns[i].k)
 			return is_ptx ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
 	return CUDA_SUCCESS;
 }
@@ -100,7 +128,13 @@ SIM_API CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
 	if (!m)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	m->magic = MOD_MAGIC;
-	if ((r = parse(image, m))) {
+	if (!memcmp(image, "\177ELF", 4))
+		r = CUDA_ERROR_INVALID_IMAGE;
+	else if (strstr(image, ".target") && strstr(image, ".entry"))
+		r = parse_ptx(image, m);
+	else
+		r = parse(image, m);
+	if (r) {
 		free(m);
 		return r;
 	}
@@ -191,14 +225,16 @@ SIM_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, uns
 	if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ ||
 	    (uint64_t)blockDimX * blockDimY * blockDimZ > 1024)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!kernelParams)
-		return extra ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+	if (extra)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	pthread_mutex_lock(&sim_lock);
 	live = fn_live(fn);
 	pthread_mutex_unlock(&sim_lock);
 	if (!live)
 		return CUDA_ERROR_INVALID_HANDLE;
-	return fn->fn(kernelParams);
+	if (fn->k->nargs && !kernelParams)
+		return CUDA_ERROR_INVALID_VALUE;
+	return fn->k->fn(kernelParams);
 }
 
 void sim_module_forget(void)
