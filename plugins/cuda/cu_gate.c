@@ -6,6 +6,7 @@
  * may not share with the one that closed it. */
 #include "cu_internal.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -64,13 +65,29 @@ void ck_cu_leave(void)
 	atomic_fetch_sub(&inside, 1);
 }
 
-void ck_cu_gate_close(void)
+/* A call can stay inside for long (a synchronize behind a long kernel);
+ * one that never leaves (a stream waiting on a value the host never
+ * writes) must fail the round, not hang it. */
+static long ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+int ck_cu_gate_close(long timeout_ms)
 {
 	struct timespec ts = { 0, 50000 };
+	long until = ms_now() + timeout_ms;
 
 	atomic_store(&closed, 1);
-	while (atomic_load(&inside) > 0)
+	while (atomic_load(&inside) > 0) {
+		if (ms_now() >= until)
+			return -ETIMEDOUT;
 		nanosleep(&ts, NULL);
+	}
+	return 0;
 }
 
 void ck_cu_gate_open(void)

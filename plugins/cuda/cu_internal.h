@@ -53,7 +53,9 @@ void ck_cu_drv_probe_ckpt(void);
  * it, waiting for calls in flight, and new calls wait until it reopens. */
 CUresult ck_cu_enter(void);
 void ck_cu_leave(void);
-void ck_cu_gate_close(void);
+/* 0, or -ETIMEDOUT if calls were still inside after timeout_ms (the gate
+ * stays closed: the round's RESUME opens it). */
+int ck_cu_gate_close(long timeout_ms);
 void ck_cu_gate_open(void);
 
 #define CK_ENTER                          \

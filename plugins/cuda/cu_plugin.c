@@ -2,6 +2,8 @@
  * mappings it keeps out of the image. */
 #include "cu_internal.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cu_ckpt.h"
@@ -11,13 +13,27 @@ enum round_kind { ROUND_NONE, ROUND_CAPTURE, ROUND_DRIVER };
 /* Part of the image: a restored process knows how its last round saved. */
 static enum round_kind kind;
 
+/* How long a round waits for CUDA calls in flight: CKRUN_CUDA_QUIESCE_S
+ * seconds, default 120. */
+static long quiesce_ms(void)
+{
+	const char *e = getenv("CKRUN_CUDA_QUIESCE_S");
+	long s = e && *e ? atol(e) : 120;
+
+	return (s > 0 ? s : 120) * 1000;
+}
+
 static int presuspend(void)
 {
+	long ms = quiesce_ms();
 	int ret;
 
-	/* Closed even when CUDA is unused, so no first call starts mid-round. */
-	ck_cu_gate_close();
 	kind = ROUND_NONE;
+	/* Closed even when CUDA is unused, so no first call starts mid-round. */
+	if (ck_cu_gate_close(ms) < 0) {
+		ck_plugin_fail("a CUDA call was still running after %ld s (CKRUN_CUDA_QUIESCE_S)", ms / 1000);
+		return -ETIMEDOUT;
+	}
 	if (!ck_cu.inited)
 		return 0;
 	if ((ret = ck_cu_unsupported_check()))

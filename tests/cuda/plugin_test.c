@@ -15,7 +15,9 @@
  *     other-gpu  like restart, but the device is another model (CKSIM_CC
  *                8.0): exit 3 with the plugin's message if RESTART fails
  *     refuse     rounds refused while managed memory, an IPC handle or a
- *                graph is live (the job runs on), then a restart */
+ *                graph is live (the job runs on), then a restart
+ *     quiesce    a round refused because a call (a 3 s kernel) is still
+ *                running after CKRUN_CUDA_QUIESCE_S=1; the job runs on */
 #include "cutest.h"
 #include "fake_ckpt.h"
 
@@ -137,6 +139,37 @@ static int refuse_checks(void)
 	return 0;
 }
 
+static void *spin(void *arg)
+{
+	static const char *const k[] = { "spin_ms", NULL };
+	CUmodule m;
+	CUfunction f;
+	uint32_t ms = 3000;
+	void *args[] = { &ms };
+
+	if (cuCtxSetCurrent(*(CUcontext *)arg) || cutest_load(&m, "ptx", k, NULL) < 0 ||
+	    cuModuleGetFunction(&f, m, "spin_ms") || cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL) ||
+	    cuModuleUnload(m))
+		DIE("the long kernel failed");
+	return NULL;
+}
+
+/* The long kernel's thread is inside cuLaunchKernel (the sim runs kernels
+ * there) when the round starts. */
+static void quiesce_check(CUcontext ctx)
+{
+	struct timespec ts = { 0, 300 * 1000 * 1000 };
+	pthread_t t;
+
+	setenv("CKRUN_CUDA_QUIESCE_S", "1", 1);
+	if (pthread_create(&t, NULL, spin, &ctx))
+		DIE("pthread_create");
+	nanosleep(&ts, NULL);
+	round_refused("still running");
+	pthread_join(t, NULL);
+	unsetenv("CKRUN_CUDA_QUIESCE_S");
+}
+
 struct worker {
 	const struct workload *w;
 	CUcontext ctx;
@@ -242,6 +275,8 @@ int main(int argc, char **argv)
 			if (refuse_checks() < 0)
 				return 1;
 			round_restart(0);
+		} else if (!strcmp(mode, "quiesce")) {
+			quiesce_check(ctx);
 		} else if (strcmp(mode, "plain"))
 			DIE("unknown mode %s", mode);
 		if (cutest_steps_run(w, half, steps) < 0)

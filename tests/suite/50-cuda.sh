@@ -41,7 +41,7 @@ if [ $rc -eq 2 ] && echo "$out" | grep -q CUDA_ERROR_NO_BINARY_FOR_GPU; then ok 
 export CUTEST_STEPS=$steps
 for w in $workloads; do
     ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
-    for m in plain resume restart async refuse; do
+    for m in plain resume restart async refuse quiesce; do
         name=plugin-$w-$m
         if out=$(timeout 60 "$bin/cuda-plugin-test" "$w" "$m" 2>"$log/$name.err") && [ -n "$ref" ] && [ "$out" = "$ref" ]; then
             ok "$name"

@@ -12,10 +12,13 @@
  *              one gradient step of w*x ~ t per element
  *   verify_u32(u32 *p, u32 seed, size_t n, u32 a, u32 c, u64 *errors)
  *              *errors += count of p[i] != a * fill_u32's value + c
- *   noop      ()                              nothing (launch-rate loops) */
+ *   noop      ()                              nothing (launch-rate loops)
+ *   spin_ms   (u32 ms)                        busy for ms milliseconds (a long
+ *                                             kernel, for quiesce timeouts) */
 #include "sim.h"
 
 #include <string.h>
+#include <time.h>
 
 #define ARG(i, T) (*(T *)params[i])
 
@@ -132,6 +135,15 @@ static CUresult k_verify_u32(void **params)
 	return CUDA_SUCCESS;
 }
 
+static CUresult k_spin_ms(void **params)
+{
+	uint32_t ms = ARG(0, uint32_t);
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+	return CUDA_SUCCESS;
+}
+
 static CUresult k_noop(void **params)
 {
 	(void)params;
@@ -141,7 +153,7 @@ static CUresult k_noop(void **params)
 static const struct sim_kernel kernels[] = {
 	{ "fill_u32", k_fill_u32, 3 },     { "lcg_u32", k_lcg_u32, 2 },       { "saxpy", k_saxpy, 4 },
 	{ "vadd_f32", k_vadd_f32, 4 },     { "reduce_u32", k_reduce_u32, 3 }, { "train_step", k_train_step, 5 },
-	{ "verify_u32", k_verify_u32, 6 }, { "noop", k_noop, 0 },
+	{ "verify_u32", k_verify_u32, 6 }, { "noop", k_noop, 0 },         { "spin_ms", k_spin_ms, 1 },
 };
 
 const struct sim_kernel *sim_kernel_find(const char *name)
