@@ -59,7 +59,7 @@ build() {
     else
         say "no ptxas at $ptxas: PTX not checked"
     fi
-    # Linked against the driver's link stub; at run time the loader finds
+    # Linked against the toolkit's link-time libcuda; at run time the loader finds
     # the installed driver (or, with --sim, the simulated one).
     cc -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -D_GNU_SOURCE -I"$CUDA/include" \
         tests/cuda/gpu/gpu_check.c -o "$out/gpu_check" -L"$CUDA/lib64/stubs" -L"$top/build/sim" -lcuda
