@@ -93,13 +93,16 @@ static int event(enum ck_event ev)
 
 /* Device memory (the NVIDIA device files, and the simulated driver's
  * memory file) is never in the image: its contents travel as the host
- * copies made at PRESUSPEND, and the mappings are made again on restart. */
+ * copies made at PRESUSPEND, and the mappings are made again on restart.
+ * The core asks the same for descriptors (start = end = 0, why = NULL):
+ * the driver's descriptors are not saved either. */
 static int skip_region(uint64_t start, uint64_t end, const char *path, const char **why)
 {
 	(void)start;
 	(void)end;
 	if (path && (strstr(path, "/dev/nvidia") || strstr(path, "cksim-device"))) {
-		*why = "CUDA device memory (rebuilt by the cuda plugin)";
+		if (why)
+			*why = "CUDA device memory (rebuilt by the cuda plugin)";
 		return 1;
 	}
 	return 0;
