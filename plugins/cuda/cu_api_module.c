@@ -144,6 +144,24 @@ CK_CU_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod,
 	CK_LEAVE(CUDA_SUCCESS);
 }
 
+/* A module global lives in memory the driver places when the module is
+ * loaded; after a restart it may be elsewhere, while the program holds the
+ * old address. Allowed, and marked: a round with such a module loaded is
+ * refused rather than restored wrong (cu_api_unsup.c). */
+CK_CU_API CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+	struct ck_cu_mod *m;
+
+	CK_ENTER;
+	if (!ck_cu_d.cuModuleGetGlobal)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	if (!(m = ck_cu_mod_of(hmod)))
+		CK_LEAVE(CUDA_ERROR_INVALID_HANDLE);
+	if ((r = ck_cu_d.cuModuleGetGlobal(dptr, bytes, m->real, name)) == CUDA_SUCCESS)
+		m->globals = 1;
+	CK_LEAVE(r);
+}
+
 CK_CU_API CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
 					  unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
 					  unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,

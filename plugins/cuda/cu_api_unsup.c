@@ -1,7 +1,8 @@
 /* Uses of the driver that a checkpoint cannot carry: memory shared with
  * other processes (IPC handles), managed memory (migrated by the driver
- * behind the program's back, with no device address the plugin owns), and
- * graphs (their nodes hold handles the plugin does not virtualise). They
+ * behind the program's back, with no device address the plugin owns),
+ * graphs (their nodes hold handles the plugin does not virtualise), and
+ * module globals (placed by the driver at load; cu_api_module.c). They
  * are allowed and counted; a round started while one is live fails with a
  * message naming it, and the job runs on. */
 #include "cu_internal.h"
@@ -123,6 +124,12 @@ int ck_cu_unsupported_check(void)
 			       ck_cu.managed > 1 ? "s" : "");
 		return -ENOTSUP;
 	}
+	for (struct ck_cu_mod *m = ck_cu.mods; m; m = m->next)
+		if (m->globals) {
+			ck_plugin_fail("CUDA module global in use (cuModuleGetGlobal): its device address "
+				       "cannot be kept across a restart");
+			return -ENOTSUP;
+		}
 	if (ck_cu.graphs > 0) {
 		ck_plugin_fail("CUDA graph in use (cuGraphCreate: %d graph%s)", ck_cu.graphs,
 			       ck_cu.graphs > 1 ? "s" : "");

@@ -28,7 +28,7 @@
 	X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
 	X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
 	X(cuEventSynchronize) X(cuEventQuery) X(cuEventElapsedTime) X(cuModuleLoadData)               \
-	X(cuModuleUnload) X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAllocManaged)               \
+	X(cuModuleUnload) X(cuModuleGetFunction) X(cuModuleGetGlobal) X(cuLaunchKernel) X(cuMemAllocManaged)               \
 	X(cuMemFree) X(cuIpcGetMemHandle) X(cuGraphCreate) X(cuGraphDestroy)
 
 struct ck_cu_drv {
@@ -105,6 +105,7 @@ struct ck_cu_mod {
 	void *image; /* our copy of what was passed to cuModuleLoadData */
 	size_t image_len;
 	struct ck_cu_fn *fns;
+	int globals; /* cuModuleGetGlobal was used on it */
 	struct ck_cu_mod *next;
 };
 

@@ -28,7 +28,7 @@ static const struct {
 	P(cuMemGetAllocationGranularity), P(cuStreamCreate), P(cuStreamDestroy), P(cuStreamSynchronize),
 	P(cuStreamQuery), P(cuStreamWaitEvent), P(cuEventCreate), P(cuEventDestroy), P(cuEventRecord),
 	P(cuEventSynchronize), P(cuEventQuery), P(cuEventElapsedTime), P(cuModuleLoadData), P(cuModuleLoad),
-	P(cuModuleUnload), P(cuModuleGetFunction), P(cuLaunchKernel), P(cuMemAllocManaged), P(cuIpcGetMemHandle),
+	P(cuModuleUnload), P(cuModuleGetFunction), P(cuModuleGetGlobal), P(cuLaunchKernel), P(cuMemAllocManaged), P(cuIpcGetMemHandle),
 	P(cuGraphCreate), P(cuGraphDestroy),
 };
 #undef P

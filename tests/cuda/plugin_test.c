@@ -14,8 +14,8 @@
  *                an arbitrary moment and the gate holds the thread's calls
  *     other-gpu  like restart, but the device is another model (CKSIM_CC
  *                8.0): exit 3 with the plugin's message if RESTART fails
- *     refuse     rounds refused while managed memory, an IPC handle or a
- *                graph is live (the job runs on), then a restart
+ *     refuse     rounds refused while managed memory, an IPC handle, a graph
+ *                or a module global is live (the job runs on), then a restart
  *     quiesce    a round refused because a call (a 3 s kernel) is still
  *                running after CKRUN_CUDA_QUIESCE_S=1; the job runs on */
 #include "cutest.h"
@@ -139,6 +139,20 @@ static int refuse_checks(void)
 	CK(cuGraphCreate(&g, 0));
 	round_refused("graph");
 	CK(cuGraphDestroy(g));
+	{
+		static const char img[] = "cksim-module 1\ntarget ptx\nkernel noop\nglobal counter 64\n";
+		CUmodule mg;
+		CUdeviceptr gp;
+		size_t gs;
+
+		CK(cuModuleLoadData(&mg, img));
+		CK(cuModuleGetGlobal(&gp, &gs, mg, "counter"));
+		if (gs != 64)
+			DIE("module global size %zu", gs);
+		CK(cuMemsetD32(gp, 7, 16));
+		round_refused("module global");
+		CK(cuModuleUnload(mg));
+	}
 	return 0;
 }
 

@@ -106,6 +106,9 @@ CUresult sim_va_release(uint64_t base, uint64_t size);
 CUresult sim_map(uint64_t va, uint64_t size, struct sim_phys *p, uint64_t off);
 CUresult sim_unmap(uint64_t va, uint64_t size);
 CUresult sim_set_access(uint64_t va, uint64_t size, int rw);
+/* cuMemAlloc's work, for the sim's own device memory (module globals). */
+CUresult sim_alloc_dev(uint64_t bytes, uint64_t *out);
+CUresult sim_free_dev(uint64_t ptr);
 /* Non-zero if [p, p+n) is device memory mapped for access. */
 int sim_dev_ok(uint64_t p, uint64_t n);
 /* Whether [p, p+n) is accessible as a source/destination: device memory, or

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 /* cuMemAlloc is reserve + create + map + access, one reservation each. */
-static CUresult alloc_dev(uint64_t bytes, uint64_t *out)
+CUresult sim_alloc_dev(uint64_t bytes, uint64_t *out)
 {
 	struct sim_phys *p = NULL;
 	struct sim_resv *rv;
@@ -43,7 +43,7 @@ out_phys:
 	return r;
 }
 
-static CUresult free_dev(uint64_t ptr)
+CUresult sim_free_dev(uint64_t ptr)
 {
 	struct sim_resv *rv;
 	CUresult r;
@@ -68,7 +68,7 @@ SIM_API CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	if (!dptr)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
-	r = alloc_dev(bytesize, &va);
+	r = sim_alloc_dev(bytesize, &va);
 	pthread_mutex_unlock(&sim_lock);
 	if (!r)
 		*dptr = va;
@@ -82,7 +82,7 @@ SIM_API CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 	if (r)
 		return r;
 	pthread_mutex_lock(&sim_lock);
-	r = free_dev(dptr);
+	r = sim_free_dev(dptr);
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }

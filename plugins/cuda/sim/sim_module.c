@@ -7,6 +7,8 @@
  *     target sm_90        (binary for one architecture only)
  *     kernel NAME         (one line per kernel; NAME must be in the sim's
  *                          kernel table, sim_kernels.c)
+ *     global NAME SIZE    (a zeroed module global of SIZE bytes, in device
+ *                          memory allocated at load, for cuModuleGetGlobal)
  *
  * Real PTX text is accepted as far as its entry points (".entry NAME(")
  * are kernels the sim has: it is portable, and the sim runs its own CPU
@@ -29,10 +31,18 @@ struct sim_fn {
 	char name[128];
 };
 
+#define MAX_GLOBALS 8
+
+struct sim_global {
+	char name[64];
+	uint64_t va, size;
+};
+
 struct sim_mod {
 	uint32_t magic;
-	int nfn;
+	int nfn, nglob;
 	struct sim_fn fns[MAX_KERNELS];
+	struct sim_global globs[MAX_GLOBALS];
 	struct sim_mod *next;
 };
 
@@ -95,6 +105,17 @@ static CUresult parse(const char *img, struct sim_mod *m)
 			f->mod = m;
 			snprintf(f->name, sizeof(f->name), "%s", line + 7);
 			f->k = sim_kernel_find(f->name);
+		} else if (!strncmp(line, "global ", 7)) {
+			struct sim_global *g;
+			unsigned long long size;
+
+			if (m->nglob == MAX_GLOBALS)
+				return CUDA_ERROR_INVALID_IMAGE;
+			g = &m->globs[m->nglob];
+			if (sscanf(line + 7, "%63s %llu", g->name, &size) != 2 || !size)
+				return CUDA_ERROR_INVALID_IMAGE;
+			g->size = size;
+			m->nglob++;
 		} else if (len) {
 			return CUDA_ERROR_INVALID_IMAGE;
 		}
@@ -113,6 +134,13 @@ static CUresult parse(const char *img, struct sim_mod *m)
 		if (!m->fns[i].k)
 			return is_ptx ? CUDA_ERROR_INVALID_PTX : CUDA_ERROR_INVALID_IMAGE;
 	return CUDA_SUCCESS;
+}
+
+static void free_globals(struct sim_mod *m)
+{
+	for (int i = 0; i < m->nglob; i++)
+		if (m->globs[i].va)
+			sim_free_dev(m->globs[i].va);
 }
 
 SIM_API CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
@@ -134,11 +162,16 @@ SIM_API CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image)
 		r = parse_ptx(image, m);
 	else
 		r = parse(image, m);
+	pthread_mutex_lock(&sim_lock);
+	for (int i = 0; !r && i < m->nglob; i++)
+		if ((r = sim_alloc_dev(m->globs[i].size, &m->globs[i].va)) == CUDA_SUCCESS)
+			memset((void *)m->globs[i].va, 0, m->globs[i].size);
 	if (r) {
+		free_globals(m);
+		pthread_mutex_unlock(&sim_lock);
 		free(m);
 		return r;
 	}
-	pthread_mutex_lock(&sim_lock);
 	m->next = mods;
 	mods = m;
 	pthread_mutex_unlock(&sim_lock);
@@ -167,14 +200,42 @@ SIM_API CUresult CUDAAPI cuModuleUnload(CUmodule hmod)
 	for (mp = &mods; (m = *mp); mp = &m->next)
 		if ((CUmodule)m == hmod)
 			break;
-	if (m)
+	if (m) {
 		*mp = m->next;
+		free_globals(m);
+	}
 	pthread_mutex_unlock(&sim_lock);
 	if (!m)
 		return CUDA_ERROR_INVALID_HANDLE;
 	m->magic = 0;
 	free(m);
 	return CUDA_SUCCESS;
+}
+
+SIM_API CUresult CUDAAPI cuModuleGetGlobal(CUdeviceptr *dptr, size_t *bytes, CUmodule hmod, const char *name)
+{
+	struct sim_mod *m;
+	CUresult r = sim_need_ctx();
+	int i;
+
+	if (r)
+		return r;
+	if (!name)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_lock);
+	m = mod_find(hmod);
+	r = m ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_INVALID_HANDLE;
+	for (i = 0; m && i < m->nglob; i++)
+		if (!strcmp(m->globs[i].name, name)) {
+			if (dptr)
+				*dptr = m->globs[i].va;
+			if (bytes)
+				*bytes = m->globs[i].size;
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&sim_lock);
+	return r;
 }
 
 SIM_API CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)

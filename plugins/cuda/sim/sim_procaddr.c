@@ -27,7 +27,7 @@ static const struct {
 	P(cuMemsetD8Async), P(cuMemsetD32Async), P(cuStreamCreate), P(cuStreamDestroy), P(cuStreamSynchronize),
 	P(cuStreamQuery), P(cuStreamWaitEvent), P(cuEventCreate), P(cuEventDestroy), P(cuEventRecord),
 	P(cuEventSynchronize), P(cuEventQuery), P(cuEventElapsedTime), P(cuModuleLoadData), P(cuModuleUnload),
-	P(cuModuleGetFunction), P(cuLaunchKernel), P(cuGetErrorName), P(cuGetErrorString),
+	P(cuModuleGetFunction), P(cuModuleGetGlobal), P(cuLaunchKernel), P(cuGetErrorName), P(cuGetErrorString),
 	P(cuMemAddressReserve), P(cuMemAddressFree), P(cuMemCreate), P(cuMemRelease), P(cuMemMap),
 	P(cuMemUnmap), P(cuMemSetAccess), P(cuMemGetAllocationGranularity), P(cuGetProcAddress),
 };
