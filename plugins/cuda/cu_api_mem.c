@@ -18,9 +18,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-int ck_cu_unsup_free(CUdeviceptr p, CUresult *r);
-void ck_cu_unsup_forget(CUdeviceptr p);
-
 static size_t round_up(size_t v, size_t a)
 {
 	return (v + a - 1) / a * a;

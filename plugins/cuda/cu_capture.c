@@ -56,7 +56,7 @@ out_free:
 	return r;
 }
 
-void ck_cu_scratch_unmap(struct ck_cu_phys *p, CUdeviceptr va)
+static void scratch_unmap(struct ck_cu_phys *p, CUdeviceptr va)
 {
 	ck_cu_d.cuMemUnmap(va, p->size);
 	ck_cu_d.cuMemAddressFree(va, p->size);
@@ -83,7 +83,7 @@ int ck_cu_phys_copy(struct ck_cu_phys *p, int to_dev)
 			return -EIO;
 		r = to_dev ? ck_cu_d.cuMemcpyHtoD(va, p->saved, p->size) : ck_cu_d.cuMemcpyDtoH(p->saved, va, p->size);
 		if (!m)
-			ck_cu_scratch_unmap(p, va);
+			scratch_unmap(p, va);
 		return r ? -EIO : 0;
 	}
 	for (m = ck_cu.maps; m && !r; m = m->next)

@@ -9,8 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Interposed entry points must stay visible from libckpt.so. */
+/* Interposed entry points must stay visible from libckpt.so; everything
+ * declared below (after cuda.h has declared the entry points) is internal. */
 #define CK_CU_API __attribute__((visibility("default")))
+
+#pragma GCC visibility push(hidden)
 
 /* Every driver function the plugin forwards to. The member of struct
  * ck_cu_drv and the symbol looked up are the versioned names cuda.h maps
@@ -221,10 +224,16 @@ int ck_cu_drvckpt_wanted(void);
 int ck_cu_drvckpt_suspend(void);
 int ck_cu_drvckpt_resume(void);
 int ck_cu_unsupported_check(void);
+/* cuMemFree of managed memory (1 and *r set if p was that), and the end of
+ * an exported allocation (cu_api_unsup.c). */
+int ck_cu_unsup_free(CUdeviceptr p, CUresult *r);
+void ck_cu_unsup_forget(CUdeviceptr p);
 
 /* A context to run the plugin's own copies in, made current on the
  * calling thread; the previous real context is given back by restore. */
 int ck_cu_borrow_ctx(CUdevice dev, CUcontext *prev);
 void ck_cu_restore_ctx(CUcontext prev);
+
+#pragma GCC visibility pop
 
 #endif
