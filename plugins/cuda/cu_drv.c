@@ -17,12 +17,22 @@ static int load_ret = -ENOENT;
 
 static void load(void)
 {
-	/* CKRUN_CUDA_DRIVER names another driver library (tests use it). */
+	/* CKRUN_CUDA_DRIVER names the driver library by path: tests use it,
+	 * and so must a launcher that puts a directory first on the library
+	 * path where "libcuda.so.1" is libckpt.so itself (so that a runtime
+	 * opening libcuda.so.1 and looking symbols up on that handle gets the
+	 * interposed ones). */
 	const char *path = getenv("CKRUN_CUDA_DRIVER");
 	void *h = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 
 	if (!h) {
 		load_ret = -ENOENT;
+		return;
+	}
+	/* That directory without CKRUN_CUDA_DRIVER: the name led back here. */
+	if (dlsym(h, "cuInit") == (void *)cuInit) {
+		dlclose(h);
+		load_ret = -ELOOP;
 		return;
 	}
 	/* A driver without one of these returns CUDA_ERROR_NOT_SUPPORTED from

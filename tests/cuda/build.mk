@@ -55,3 +55,17 @@ $(CUPRELOAD): $(CUPRELOAD_OBJS)
 	$(CC) $(LDFLAGS) -shared -Wl,-z,defs -o $@ $^ -ldl -lpthread
 
 ALL_TARGETS += $(CUPRELOAD)
+
+# The runtime-style program (not linked with the driver), and the directory
+# whose libcuda.so.1 is the preload library, for runtime-style lookups.
+CUTEST_RT := $(BUILD)/tests/cuda/cuda-rt-style
+CUTEST_SHIM := $(BUILD)/tests/cuda/shim/libcuda.so.1
+
+$(CUTEST_RT): $(BUILD)/tests/cuda/rt_style.o
+	$(CC) $(LDFLAGS) -o $@ $^ -ldl
+
+$(CUTEST_SHIM): $(CUPRELOAD)
+	@mkdir -p $(dir $@)
+	ln -sf ../libcuda-plugin-preload.so $@
+
+ALL_TARGETS += $(CUTEST_RT) $(CUTEST_SHIM)

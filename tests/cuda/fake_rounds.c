@@ -56,7 +56,10 @@ static void *rounds(void *arg)
 		if (fake_fire(CK_EV_PRECHECKPOINT))
 			die("PRECHECKPOINT");
 		if (restart) {
-			void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+			/* The driver the plugin opened: by its path when one is given
+			 * (the name may lead to the preload library, see rt_style.c). */
+			const char *drv = getenv("CKRUN_CUDA_DRIVER");
+			void *h = dlopen(drv && *drv ? drv : "libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
 			void (*reset)(void) = h ? (void (*)(void))dlsym(h, "cksimReset") : NULL;
 
 			if (reset)

@@ -83,6 +83,19 @@ for w in $workloads; do
     done
 done
 
+# Runtime-style lookups (dlopen libcuda.so.1, dlsym cuGetProcAddress on
+# that handle) reach the plugin through a directory whose libcuda.so.1 is
+# the preloaded library; the plugin opens the real driver by path.
+name=preload-rt-style
+ref=$(LD_LIBRARY_PATH=${BUILD:-build}/sim CUTEST_STEPS=1500 timeout 60 "$bin/cuda-rt-style" 2>/dev/null)
+if out=$(LD_PRELOAD=$pre LD_LIBRARY_PATH=$PWD/$bin/shim CKRUN_CUDA_DRIVER=$PWD/${BUILD:-build}/sim/libcuda.so.1 \
+         FAKE_CKPT_ROUNDS=4 FAKE_CKPT_EVERY_MS=30 CUTEST_STEPS=1500 timeout 60 "$bin/cuda-rt-style" \
+         2>"$log/$name.err") && [ -n "$ref" ] && [ "$out" = "$ref" ] && grep -q "round 1 done" "$log/$name.err"; then
+    ok "$name"
+else
+    bad "$name" "differs from the bare run, or no round happened"
+fi
+
 # The GPU check's program builds against the real cuda.h and its embedded
 # PTX assembles for sm_90 (the full check needs a GPU: scripts/gpu-check.sh).
 name=gpu-check-compile
