@@ -298,6 +298,46 @@ CK_CU_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr 
 	CK_LEAVE(ck_cu_d.cuMemcpyDtoDAsync(dstDevice, srcDevice, ByteCount, s));
 }
 
+CK_CU_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+	CK_ENTER;
+	if (!ck_cu_d.cuMemcpy)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	CK_LEAVE(ck_cu_d.cuMemcpy(dst, src, ByteCount));
+}
+
+CK_CU_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	CUstream s;
+
+	CK_ENTER;
+	if (!ck_cu_d.cuMemcpyAsync)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	if ((r = ck_cu_stream_real(hStream, &s)) != CUDA_SUCCESS)
+		CK_LEAVE(r);
+	CK_LEAVE(ck_cu_d.cuMemcpyAsync(dst, src, ByteCount, s));
+}
+
+CK_CU_API CUresult CUDAAPI cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+	CK_ENTER;
+	if (!ck_cu_d.cuMemsetD16)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	CK_LEAVE(ck_cu_d.cuMemsetD16(dstDevice, us, N));
+}
+
+CK_CU_API CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+	CUstream s;
+
+	CK_ENTER;
+	if (!ck_cu_d.cuMemsetD16Async)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	if ((r = ck_cu_stream_real(hStream, &s)) != CUDA_SUCCESS)
+		CK_LEAVE(r);
+	CK_LEAVE(ck_cu_d.cuMemsetD16Async(dstDevice, us, N, s));
+}
+
 CK_CU_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, size_t N)
 {
 	CK_ENTER;

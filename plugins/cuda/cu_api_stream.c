@@ -4,28 +4,58 @@
 
 #include <stdlib.h>
 
-CK_CU_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+static CUresult stream_new(CUstream *phStream, unsigned int flags, int priority, int has_priority)
 {
 	struct ck_cu_stream *s;
+	CUresult r;
 
-	CK_ENTER;
 	if (!phStream)
-		CK_LEAVE(CUDA_ERROR_INVALID_VALUE);
+		return CUDA_ERROR_INVALID_VALUE;
+	if (has_priority && !ck_cu_d.cuStreamCreateWithPriority)
+		return CUDA_ERROR_NOT_SUPPORTED;
 	if (!(s = calloc(1, sizeof(*s))))
-		CK_LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
-	if ((r = ck_cu_d.cuStreamCreate(&s->real, Flags)) != CUDA_SUCCESS) {
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	r = has_priority ? ck_cu_d.cuStreamCreateWithPriority(&s->real, flags, priority)
+			 : ck_cu_d.cuStreamCreate(&s->real, flags);
+	if (r != CUDA_SUCCESS) {
 		free(s);
-		CK_LEAVE(r);
+		return r;
 	}
 	s->magic = CK_CU_STREAM_MAGIC;
 	s->ctx = ck_cu_current();
-	s->flags = Flags;
+	s->flags = flags;
+	s->priority = priority;
+	s->has_priority = has_priority;
 	pthread_mutex_lock(&ck_cu_lock);
 	s->next = ck_cu.streams;
 	ck_cu.streams = s;
 	pthread_mutex_unlock(&ck_cu_lock);
 	*phStream = (CUstream)s;
-	CK_LEAVE(CUDA_SUCCESS);
+	return CUDA_SUCCESS;
+}
+
+CK_CU_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+	CK_ENTER;
+	CK_LEAVE(stream_new(phStream, Flags, 0, 0));
+}
+
+CK_CU_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	CK_ENTER;
+	CK_LEAVE(stream_new(phStream, flags, priority, 1));
+}
+
+CK_CU_API CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	CUstream s;
+
+	CK_ENTER;
+	if (!ck_cu_d.cuStreamGetPriority)
+		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
+	if ((r = ck_cu_stream_real(hStream, &s)) != CUDA_SUCCESS)
+		CK_LEAVE(r);
+	CK_LEAVE(ck_cu_d.cuStreamGetPriority(s, priority));
 }
 
 CK_CU_API CUresult CUDAAPI cuStreamDestroy(CUstream hStream)

@@ -26,7 +26,8 @@
 	X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuMemGetInfo) X(cuMemHostRegister) \
 	X(cuMemHostUnregister) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemcpyHtoDAsync)   \
 	X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD32) X(cuMemsetD8Async)     \
-	X(cuMemsetD32Async) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) \
+	X(cuMemsetD32Async) X(cuMemcpy) X(cuMemcpyAsync) X(cuMemsetD16) X(cuMemsetD16Async)               \
+	X(cuStreamCreateWithPriority) X(cuStreamGetPriority) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate) X(cuMemRelease) \
 	X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)                  \
 	X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuStreamQuery)                  \
 	X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                      \
@@ -117,6 +118,7 @@ struct ck_cu_stream {
 	CUstream real;
 	struct ck_cu_ctx *ctx;
 	unsigned flags;
+	int priority, has_priority;
 	struct ck_cu_stream *next;
 };
 

@@ -164,7 +164,9 @@ static int streams_events(void)
 
 	for (s = ck_cu.streams; s; s = s->next) {
 		set_ctx(s->ctx);
-		if ((r = ck_cu_d.cuStreamCreate(&s->real, s->flags)))
+		r = s->has_priority ? ck_cu_d.cuStreamCreateWithPriority(&s->real, s->flags, s->priority)
+				    : ck_cu_d.cuStreamCreate(&s->real, s->flags);
+		if (r)
 			FAIL(-EIO, "CUDA restart: creating a stream failed: %s", err_name(r));
 	}
 	for (e = ck_cu.events; e; e = e->next) {

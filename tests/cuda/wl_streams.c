@@ -1,5 +1,6 @@
-/* Workload "streams": two streams ordered by events, asynchronous copies in
- * and out, event timing. */
+/* Workload "streams": two streams ordered by events (one with a priority),
+ * asynchronous copies in and out (one through unified addressing), event
+ * timing. */
 #include "cutest.h"
 
 #include <stdio.h>
@@ -25,7 +26,7 @@ static int setup(void)
 	CK(cuModuleGetFunction(&f_saxpy, mod, "saxpy"));
 	CK(cuModuleGetFunction(&f_vadd, mod, "vadd_f32"));
 	CK(cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
-	CK(cuStreamCreate(&s2, CU_STREAM_DEFAULT));
+	CK(cuStreamCreateWithPriority(&s2, CU_STREAM_DEFAULT, -1));
 	CK(cuEventCreate(&e_start, CU_EVENT_DEFAULT));
 	CK(cuEventCreate(&e_mid, CU_EVENT_DISABLE_TIMING));
 	CK(cuEventCreate(&e_end, CU_EVENT_DEFAULT));
@@ -56,7 +57,7 @@ static int step(long i)
 	CK(cuEventRecord(e_mid, s1));
 	CK(cuStreamWaitEvent(s2, e_mid, 0));
 	CK(cuLaunchKernel(f_vadd, N / 256, 1, 1, 256, 1, 1, 0, s2, va, NULL));
-	CK(cuMemcpyDtoHAsync(hz, z, N * 4, s2));
+	CK(cuMemcpyAsync((CUdeviceptr)hz, z, N * 4, s2));
 	CK(cuEventRecord(e_end, s2));
 	CK(cuStreamSynchronize(s2));
 	CK(cuEventSynchronize(e_end));
@@ -68,7 +69,7 @@ static int step(long i)
 	acc = cutest_fnv(hz, 64, acc);
 	/* Keep y bounded so the floats stay exact-ish and well defined. */
 	if (i % 8 == 7)
-		CK(cuMemsetD32Async(y, 0, N, s1));
+		CK(cuMemsetD16Async(y, 0, 2 * N, s1));
 	CK(cuStreamSynchronize(s1));
 	return 0;
 }
@@ -76,11 +77,13 @@ static int step(long i)
 static int report(void)
 {
 	uint64_t hy, hzs;
+	int prio = 0;
 
 	if (cutest_dev_sum(y, N * 4, &hy) < 0 || cutest_dev_sum(z, N * 4, &hzs) < 0)
 		return -1;
-	printf("streams: y=%016llx z=%016llx acc=%016llx\n", (unsigned long long)hy, (unsigned long long)hzs,
-	       (unsigned long long)acc);
+	CK(cuStreamGetPriority(s2, &prio));
+	printf("streams: y=%016llx z=%016llx acc=%016llx prio=%d\n", (unsigned long long)hy,
+	       (unsigned long long)hzs, (unsigned long long)acc, prio);
 	return 0;
 }
 

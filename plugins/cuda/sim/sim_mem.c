@@ -348,6 +348,19 @@ SIM_API CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr sr
 	return r ? r : cuMemcpyDtoD(dstDevice, srcDevice, ByteCount);
 }
 
+/* Unified addressing: either side may be device or host memory. */
+SIM_API CUresult CUDAAPI cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount)
+{
+	return copy(dst, sim_is_dev(dst), src, sim_is_dev(src), ByteCount);
+}
+
+SIM_API CUresult CUDAAPI cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount, CUstream hStream)
+{
+	CUresult r = sim_stream_ok(hStream);
+
+	return r ? r : cuMemcpy(dst, src, ByteCount);
+}
+
 static CUresult memset_n(uint64_t dst, const void *val, size_t w, size_t n)
 {
 	CUresult r = sim_need_ctx();
@@ -378,6 +391,18 @@ SIM_API CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned char uc, siz
 SIM_API CUresult CUDAAPI cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N)
 {
 	return memset_n(dstDevice, &ui, 4, N);
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD16(CUdeviceptr dstDevice, unsigned short us, size_t N)
+{
+	return memset_n(dstDevice, &us, 2, N);
+}
+
+SIM_API CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N, CUstream hStream)
+{
+	CUresult r = sim_stream_ok(hStream);
+
+	return r ? r : memset_n(dstDevice, &us, 2, N);
 }
 
 SIM_API CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N, CUstream hStream)

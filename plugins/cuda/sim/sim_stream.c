@@ -16,6 +16,7 @@ struct sim_event {
 
 struct sim_stream_node {
 	struct sim_stream s;
+	int priority;
 	struct sim_stream_node *next;
 };
 
@@ -59,6 +60,30 @@ SIM_API CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags)
 	streams = n;
 	pthread_mutex_unlock(&sim_lock);
 	*phStream = (CUstream)&n->s;
+	return CUDA_SUCCESS;
+}
+
+/* Priorities are kept and reported; the sim schedules nothing by them. */
+SIM_API CUresult CUDAAPI cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+	CUresult r = cuStreamCreate(phStream, flags);
+
+	if (!r)
+		((struct sim_stream_node *)*phStream)->priority = priority;
+	return r;
+}
+
+SIM_API CUresult CUDAAPI cuStreamGetPriority(CUstream hStream, int *priority)
+{
+	CUresult r = sim_stream_ok(hStream);
+
+	if (r)
+		return r;
+	if (!priority)
+		return CUDA_ERROR_INVALID_VALUE;
+	*priority = (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
+			    ? 0
+			    : ((struct sim_stream_node *)hStream)->priority;
 	return CUDA_SUCCESS;
 }
 
