@@ -48,8 +48,8 @@ field() { sed -n "s/^$1: //p" "$2" | head -1; }
 build() {
     local ptxas=$CUDA/bin/ptxas
     say "building"
-    make -s >/dev/null
-    # The embedded PTX must assemble for the H200's architecture (sm_90).
+    make -s >/dev/null || { say "make failed"; exit 1; }
+    # The embedded PTX must assemble for Hopper GPUs (sm_90).
     printf '#include <stdio.h>\n#include "kernels_ptx.h"\nint main(void) { fputs(kernels_ptx, stdout); return 0; }\n' |
         cc -x c - -Itests/cuda/gpu -o "$out/print-ptx"
     "$out/print-ptx" >"$out/kernels.ptx"
