@@ -120,10 +120,6 @@ CK_CU_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	CK_ENTER;
 	if (!phEvent)
 		CK_LEAVE(CUDA_ERROR_INVALID_VALUE);
-	/* An interprocess event is shared with another process, which a
-	 * restart cannot reconnect. */
-	if (Flags & CU_EVENT_INTERPROCESS)
-		CK_LEAVE(CUDA_ERROR_NOT_SUPPORTED);
 	if (!(e = calloc(1, sizeof(*e))))
 		CK_LEAVE(CUDA_ERROR_OUT_OF_MEMORY);
 	if ((r = ck_cu_d.cuEventCreate(&e->real, Flags)) != CUDA_SUCCESS) {
@@ -133,6 +129,10 @@ CK_CU_API CUresult CUDAAPI cuEventCreate(CUevent *phEvent, unsigned int Flags)
 	e->magic = CK_CU_EVENT_MAGIC;
 	e->ctx = ck_cu_current();
 	e->flags = Flags;
+	/* Shared with another process, which a restart cannot reconnect:
+	 * allowed, and rounds are refused while it lives (cu_api_unsup.c). */
+	if (Flags & CU_EVENT_INTERPROCESS)
+		__atomic_fetch_add(&ck_cu.ipc_events, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&ck_cu_lock);
 	e->next = ck_cu.events;
 	ck_cu.events = e;
@@ -157,6 +157,8 @@ CK_CU_API CUresult CUDAAPI cuEventDestroy(CUevent hEvent)
 			break;
 		}
 	pthread_mutex_unlock(&ck_cu_lock);
+	if (e->flags & CU_EVENT_INTERPROCESS)
+		__atomic_fetch_sub(&ck_cu.ipc_events, 1, __ATOMIC_SEQ_CST);
 	e->magic = 0;
 	free(e);
 	CK_LEAVE(CUDA_SUCCESS);

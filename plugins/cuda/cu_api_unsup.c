@@ -119,6 +119,11 @@ int ck_cu_unsupported_check(void)
 			       ck_cu.ipc_exports, ck_cu.ipc_exports > 1 ? "s" : "");
 		return -ENOTSUP;
 	}
+	if (ck_cu.ipc_events > 0) {
+		ck_plugin_fail("CUDA IPC event in use (cuEventCreate with CU_EVENT_INTERPROCESS: %d event%s)",
+			       ck_cu.ipc_events, ck_cu.ipc_events > 1 ? "s" : "");
+		return -ENOTSUP;
+	}
 	if (ck_cu.managed > 0) {
 		ck_plugin_fail("CUDA managed memory in use (cuMemAllocManaged: %d allocation%s)", ck_cu.managed,
 			       ck_cu.managed > 1 ? "s" : "");

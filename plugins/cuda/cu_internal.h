@@ -185,7 +185,7 @@ struct ck_cu_state {
 	struct ck_cu_host *hosts;
 	int inited;          /* the program called cuInit successfully */
 	/* Uses a checkpoint cannot carry (cu_api_unsup.c). */
-	int managed, ipc_exports, graphs;
+	int managed, ipc_exports, ipc_events, graphs;
 };
 
 extern struct ck_cu_state ck_cu;

@@ -14,8 +14,8 @@
  *                an arbitrary moment and the gate holds the thread's calls
  *     other-gpu  like restart, but the device is another model (CKSIM_CC
  *                8.0): exit 3 with the plugin's message if RESTART fails
- *     refuse     rounds refused while managed memory, an IPC handle, a graph
- *                or a module global is live (the job runs on), then a restart
+ *     refuse     rounds refused while managed memory, an IPC handle or event,
+ *                a graph or a module global is live (the job runs on), then a restart
  *     quiesce    a round refused because a call (a 3 s kernel) is still
  *                running after CKRUN_CUDA_QUIESCE_S=1; the job runs on */
 #include "cutest.h"
@@ -136,6 +136,13 @@ static int refuse_checks(void)
 	CK(cuIpcGetMemHandle(&ih, d));
 	round_refused("IPC");
 	CK(cuMemFree(d));
+	{
+		CUevent ev;
+
+		CK(cuEventCreate(&ev, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+		round_refused("IPC event");
+		CK(cuEventDestroy(ev));
+	}
 	CK(cuGraphCreate(&g, 0));
 	round_refused("graph");
 	CK(cuGraphDestroy(g));
