@@ -26,8 +26,8 @@ static int sync_all(void)
 	}
 	return 0;
 fail:
-	ck_plugin_fail("CUDA synchronisation before checkpoint failed: error %d (the job's device work faulted?)",
-		       (int)r);
+	ck_plugin_fail("CUDA synchronisation before checkpoint failed: %s (the job's device work faulted?)",
+		       ck_cu_err_name(r));
 	return -EIO;
 }
 

@@ -68,3 +68,12 @@ void ck_cu_drv_probe_ckpt(void)
 	ck_cu_d.ckRestore = (__typeof__(ck_cu_d.ckRestore))proc("cuCheckpointProcessRestore");
 	ck_cu_d.ckUnlock = (__typeof__(ck_cu_d.ckUnlock))proc("cuCheckpointProcessUnlock");
 }
+
+const char *ck_cu_err_name(CUresult r)
+{
+	const char *n = NULL;
+
+	if (!ck_cu_d.cuGetErrorName || ck_cu_d.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n)
+		return "unknown CUDA error";
+	return n;
+}

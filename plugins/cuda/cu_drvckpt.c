@@ -5,8 +5,8 @@
  * only. Chosen with CKRUN_CUDA_CHECKPOINT=driver when the driver offers it;
  * otherwise the plugin's own capture (portable across GPU models) is used.
  * The plugin calls the API on its own process; the design's agent would
- * call it from outside on the job's pid. This path needs a real GPU and
- * has not run on one yet. */
+ * call it from outside on the job's pid. This path has run only against
+ * the simulated driver's model of the API, never on a GPU. */
 #include "cu_internal.h"
 
 #include <errno.h>
@@ -40,13 +40,13 @@ int ck_cu_drvckpt_suspend(void)
 	memset(&ua, 0, sizeof(ua));
 	la.timeoutMs = LOCK_TIMEOUT_MS;
 	if ((r = ck_cu_d.ckLock(getpid(), &la))) {
-		ck_plugin_fail("CUDA driver checkpoint: lock failed (error %d)", (int)r);
+		ck_plugin_fail("CUDA driver checkpoint: lock failed: %s", ck_cu_err_name(r));
 		return -EIO;
 	}
 	if ((r = ck_cu_d.ckCheckpoint(getpid(), &ca))) {
 		/* Give the GPU back to the job, as a failed round must. */
 		ck_cu_d.ckUnlock(getpid(), &ua);
-		ck_plugin_fail("CUDA driver checkpoint: checkpoint failed (error %d)", (int)r);
+		ck_plugin_fail("CUDA driver checkpoint: checkpoint failed: %s", ck_cu_err_name(r));
 		return -EIO;
 	}
 	return 0;
@@ -63,13 +63,13 @@ int ck_cu_drvckpt_resume(void)
 	memset(&ra, 0, sizeof(ra));
 	memset(&ua, 0, sizeof(ua));
 	if ((r = ck_cu_d.ckRestore(getpid(), &ra))) {
-		ck_plugin_fail("CUDA driver restore failed (error %d): another GPU model needs "
-			       "CKRUN_CUDA_CHECKPOINT=capture",
-			       (int)r);
+		ck_plugin_fail("CUDA driver restore failed: %s (another GPU model needs "
+			       "CKRUN_CUDA_CHECKPOINT=capture)",
+			       ck_cu_err_name(r));
 		return -EIO;
 	}
 	if ((r = ck_cu_d.ckUnlock(getpid(), &ua))) {
-		ck_plugin_fail("CUDA driver unlock failed (error %d)", (int)r);
+		ck_plugin_fail("CUDA driver unlock failed: %s", ck_cu_err_name(r));
 		return -EIO;
 	}
 	return 0;

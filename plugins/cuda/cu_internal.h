@@ -52,6 +52,8 @@ extern struct ck_cu_drv ck_cu_d;
 int ck_cu_drv_load(void);
 /* Looks the checkpoint API up through the driver's cuGetProcAddress. */
 void ck_cu_drv_probe_ckpt(void);
+/* The driver's name for an error, for messages. */
+const char *ck_cu_err_name(CUresult r);
 
 /* The gate (cu_gate.c). Every interposed call is inside it; a round closes
  * it, waiting for calls in flight, and new calls wait until it reopens. */

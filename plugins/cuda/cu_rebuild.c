@@ -12,15 +12,6 @@
 
 #include "cu_ckpt.h"
 
-static const char *err_name(CUresult r)
-{
-	const char *n = NULL;
-
-	if (!ck_cu_d.cuGetErrorName || ck_cu_d.cuGetErrorName(r, &n) != CUDA_SUCCESS || !n)
-		return "unknown CUDA error";
-	return n;
-}
-
 #define FAIL(ret_, ...)                             \
 	do {                                        \
 		ck_plugin_fail(__VA_ARGS__);        \
@@ -38,7 +29,7 @@ static int reserve_all(void)
 		r = ck_cu_d.cuMemAddressReserve(&got, v->size, v->align, v->base, 0);
 		if (r)
 			FAIL(-ENOMEM, "CUDA restart: reserving device addresses 0x%llx+%zu failed: %s",
-			     (unsigned long long)v->base, v->size, err_name(r));
+			     (unsigned long long)v->base, v->size, ck_cu_err_name(r));
 		if (got != v->base) {
 			ck_cu_d.cuMemAddressFree(got, v->size);
 			FAIL(-EADDRINUSE, "CUDA restart: device addresses 0x%llx+%zu are not free on this GPU",
@@ -55,14 +46,14 @@ static int contexts(void)
 	CUresult r;
 
 	if ((r = ck_cu_d.cuDeviceGetCount(&count)))
-		FAIL(-ENODEV, "CUDA restart: no usable GPU: %s", err_name(r));
+		FAIL(-ENODEV, "CUDA restart: no usable GPU: %s", ck_cu_err_name(r));
 	for (c = ck_cu.ctxs; c; c = c->next) {
 		if (c->dev >= count)
 			FAIL(-ENODEV, "CUDA restart: the job used GPU %d, this host has %d", c->dev, count);
 		r = c->primary ? ck_cu_d.cuDevicePrimaryCtxRetain(&c->real, c->dev)
 			       : ck_cu_d.cuCtxCreate(&c->real, NULL, c->flags, c->dev);
 		if (r)
-			FAIL(-EIO, "CUDA restart: creating a context on GPU %d failed: %s", c->dev, err_name(r));
+			FAIL(-EIO, "CUDA restart: creating a context on GPU %d failed: %s", c->dev, ck_cu_err_name(r));
 	}
 	return 0;
 }
@@ -77,14 +68,14 @@ static int memory(void)
 	for (p = ck_cu.phys; p; p = p->next)
 		if ((r = ck_cu_d.cuMemCreate(&p->real, p->size, &p->prop, 0)))
 			FAIL(-ENOMEM, "CUDA restart: allocating %zu MiB of device memory failed: %s", p->size >> 20,
-			     err_name(r));
+			     ck_cu_err_name(r));
 	for (m = ck_cu.maps; m; m = m->next) {
 		if ((r = ck_cu_d.cuMemMap(m->va, m->size, m->off, m->phys->real, 0)))
 			FAIL(-EIO, "CUDA restart: mapping device memory at 0x%llx failed: %s",
-			     (unsigned long long)m->va, err_name(r));
+			     (unsigned long long)m->va, ck_cu_err_name(r));
 		if (m->naccess && (r = ck_cu_d.cuMemSetAccess(m->va, m->size, m->access, m->naccess)))
 			FAIL(-EIO, "CUDA restart: setting access at 0x%llx failed: %s", (unsigned long long)m->va,
-			     err_name(r));
+			     ck_cu_err_name(r));
 	}
 	for (p = ck_cu.phys; p; p = p->next) {
 		if (!p->saved)
@@ -110,7 +101,7 @@ static int host_memory(void)
 	for (h = ck_cu.hosts; h; h = h->next)
 		if ((r = ck_cu_d.cuMemHostRegister(h->p, h->size, h->flags)))
 			FAIL(-EIO, "CUDA restart: page-locking %zu bytes of host memory failed: %s", h->size,
-			     err_name(r));
+			     ck_cu_err_name(r));
 	return 0;
 }
 
@@ -143,7 +134,7 @@ static int modules(void)
 			FAIL(-ENOEXEC,
 			     "CUDA restart: a module (%zu bytes) cannot be loaded on %s (compute capability %d.%d): "
 			     "%s%s",
-			     m->image_len, name, maj, min, err_name(r),
+			     m->image_len, name, maj, min, ck_cu_err_name(r),
 			     r == CUDA_ERROR_NO_BINARY_FOR_GPU
 				     ? " (it has code for other GPUs only and no PTX; rebuild the job with PTX "
 				       "or restart on the original GPU model)"
@@ -151,7 +142,7 @@ static int modules(void)
 		}
 		for (f = m->fns; f; f = f->next)
 			if ((r = ck_cu_d.cuModuleGetFunction(&f->real, m->real, f->name)))
-				FAIL(-ENOEXEC, "CUDA restart: function %s not found again: %s", f->name, err_name(r));
+				FAIL(-ENOEXEC, "CUDA restart: function %s not found again: %s", f->name, ck_cu_err_name(r));
 	}
 	return 0;
 }
@@ -167,12 +158,12 @@ static int streams_events(void)
 		r = s->has_priority ? ck_cu_d.cuStreamCreateWithPriority(&s->real, s->flags, s->priority)
 				    : ck_cu_d.cuStreamCreate(&s->real, s->flags);
 		if (r)
-			FAIL(-EIO, "CUDA restart: creating a stream failed: %s", err_name(r));
+			FAIL(-EIO, "CUDA restart: creating a stream failed: %s", ck_cu_err_name(r));
 	}
 	for (e = ck_cu.events; e; e = e->next) {
 		set_ctx(e->ctx);
 		if ((r = ck_cu_d.cuEventCreate(&e->real, e->flags)))
-			FAIL(-EIO, "CUDA restart: creating an event failed: %s", err_name(r));
+			FAIL(-EIO, "CUDA restart: creating an event failed: %s", ck_cu_err_name(r));
 		/* A recorded event had completed (the round synchronised): record
 		 * it again so waits on it return at once, as they would have. */
 		if (e->recorded)
@@ -187,7 +178,7 @@ int ck_cu_rebuild(void)
 	int ret;
 
 	if ((r = ck_cu_d.cuInit(0)))
-		FAIL(-ENODEV, "CUDA restart: cuInit failed: %s", err_name(r));
+		FAIL(-ENODEV, "CUDA restart: cuInit failed: %s", ck_cu_err_name(r));
 	if ((ret = reserve_all()) || (ret = contexts()) || (ret = memory()) || (ret = host_memory()) ||
 	    (ret = modules()) || (ret = streams_events()))
 		return ret;

@@ -17,7 +17,13 @@
  *     refuse     rounds refused while managed memory, an IPC handle or event,
  *                a graph or a module global is live (the job runs on), then a restart
  *     quiesce    a round refused because a call (a 3 s kernel) is still
- *                running after CKRUN_CUDA_QUIESCE_S=1; the job runs on */
+ *                running after CKRUN_CUDA_QUIESCE_S=1; the job runs on
+ *     driver-resume, driver-restart, driver-other-gpu
+ *                rounds through the driver's checkpoint API
+ *                (CKRUN_CUDA_CHECKPOINT=driver; the simulated driver has a
+ *                model of it): the device is given back during the round;
+ *                RESTART on another GPU model fails (exit 3), naming the
+ *                capture mode as the way there */
 #include "cutest.h"
 #include "fake_ckpt.h"
 
@@ -194,6 +200,30 @@ static void quiesce_check(CUcontext ctx)
 	unsetenv("CKRUN_CUDA_QUIESCE_S");
 }
 
+/* The driver keeps its own state through the image here, so there is no
+ * reset: RESTART in the same process stands for the restored one. */
+static void round_driver(const char *how)
+{
+	setenv("CKRUN_CUDA_CHECKPOINT", "driver", 1);
+	if (fake_fire(CK_EV_PRESUSPEND) || fake_fire(CK_EV_PRECHECKPOINT))
+		DIE("driver round failed: %s", fake_fail_msg);
+	if (check_skips())
+		DIE("device memory still mapped after the driver's checkpoint");
+	if (!strcmp(how, "resume")) {
+		if (fake_fire(CK_EV_RESUME))
+			DIE("RESUME failed: %s", fake_fail_msg);
+	} else {
+		if (!strcmp(how, "other-gpu"))
+			setenv("CKSIM_CC", "8.0", 1);
+		fake_restarted = 1;
+		if (fake_fire(CK_EV_RESTART)) {
+			fprintf(stderr, "plugin-test: RESTART failed: %s\n", fake_fail_msg);
+			exit(3);
+		}
+	}
+	unsetenv("CKRUN_CUDA_CHECKPOINT");
+}
+
 struct worker {
 	const struct workload *w;
 	CUcontext ctx;
@@ -299,6 +329,8 @@ int main(int argc, char **argv)
 			if (refuse_checks() < 0)
 				return 1;
 			round_restart(0);
+		} else if (!strncmp(mode, "driver-", 7)) {
+			round_driver(mode + 7);
 		} else if (!strcmp(mode, "quiesce")) {
 			quiesce_check(ctx);
 		} else if (strcmp(mode, "plain"))

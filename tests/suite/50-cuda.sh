@@ -41,7 +41,7 @@ if [ $rc -eq 2 ] && echo "$out" | grep -q CUDA_ERROR_NO_BINARY_FOR_GPU; then ok 
 export CUTEST_STEPS=$steps
 for w in $workloads; do
     ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
-    for m in plain resume restart async refuse quiesce; do
+    for m in plain resume restart async refuse quiesce driver-resume driver-restart; do
         name=plugin-$w-$m
         if out=$(timeout 60 "$bin/cuda-plugin-test" "$w" "$m" 2>"$log/$name.err") && [ -n "$ref" ] && [ "$out" = "$ref" ]; then
             ok "$name"
@@ -64,6 +64,11 @@ for w in $workloads; do
     else
         bad "$name" "rc=$rc"
     fi
+    # Through the driver's checkpoint API (the sim's model of it): same
+    # chip type only, and the failure says which mode moves between models.
+    name=plugin-$w-driver-other-gpu
+    timeout 60 "$bin/cuda-plugin-test" "$w" driver-other-gpu >/dev/null 2>"$log/$name.err"; rc=$?
+    if [ $rc -eq 3 ] && grep -q "CKRUN_CUDA_CHECKPOINT=capture" "$log/$name.err"; then ok "$name"; else bad "$name" "rc=$rc"; fi
 done
 # Preloaded, as libckpt.so will be: the plugin (with a fake registry firing
 # rounds on a timer) interposes the unmodified workloads' calls to the
@@ -112,7 +117,7 @@ if [ -x "$asan" ]; then
     export CUTEST_STEPS=60
     for w in $workloads; do
         ref=$(timeout 60 "$bin/cuda-$w" 2>/dev/null)
-        for m in restart async refuse; do
+        for m in restart async refuse driver-restart; do
             name=asan-plugin-$w-$m
             if out=$(timeout 120 "$asan" "$w" "$m" 2>"$log/$name.err") && [ "$out" = "$ref" ]; then
                 ok "$name"

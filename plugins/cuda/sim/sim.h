@@ -53,6 +53,7 @@ struct sim_phys {
 	uint64_t off, size;
 	int refs; /* 1 for the handle + 1 per mapping */
 	int released;
+	void *ckpt_copy; /* contents while checkpointed (sim_ckpt.c) */
 	struct sim_phys *next;
 };
 
@@ -79,6 +80,8 @@ struct sim_state {
 	struct sim_map *maps;
 	struct sim_free { uint64_t off, size; struct sim_free *next; } *free_list;
 	int managed_live;
+	CUprocessState ckstate; /* the checkpoint API model (sim_ckpt.c) */
+	int ck_cc;              /* 10 * major + minor at checkpoint */
 };
 
 extern struct sim_state sim;
@@ -92,12 +95,20 @@ extern __thread struct sim_ctx *sim_cur;
 CUresult sim_check(void);
 CUresult sim_need_ctx(void);
 void sim_drop_state(void);
+/* CKSIM_CC, default 9.0. */
+void sim_read_cc(int *major, int *minor);
 void sim_host_forget(int unmap);
 void sim_stream_forget(void);
 void sim_module_forget(void);
 
 /* Device memory (sim_devmem.c); callers hold sim_lock. */
 int sim_devmem_open(void);
+/* A new device file and range for existing records (checkpoint API). */
+int sim_devmem_reopen(void);
+void sim_devmem_release(void);
+/* Page-locked blocks: unmapped at checkpoint, mapped again at restore. */
+void sim_host_unmap_all(void);
+int sim_host_remap_all(void);
 void sim_devmem_close(void);
 CUresult sim_phys_alloc(uint64_t size, struct sim_phys **out);
 void sim_phys_put(struct sim_phys *p);

@@ -61,6 +61,28 @@ out_close:
 	return ret;
 }
 
+int sim_devmem_reopen(void)
+{
+	int ret;
+
+	sim.memfd = memfd_create("cksim-device", MFD_CLOEXEC);
+	if (sim.memfd < 0)
+		return -errno;
+	if (ftruncate(sim.memfd, (off_t)sim.mem_size) < 0 || (ret = park(SIM_VA_BASE, SIM_VA_SIZE, 0))) {
+		close(sim.memfd);
+		sim.memfd = -1;
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Gives the device back (checkpoint API): every device mapping and the
+ * file go; the records stay. */
+void sim_devmem_release(void)
+{
+	sim_devmem_close();
+}
+
 void sim_devmem_close(void)
 {
 	munmap((void *)SIM_VA_BASE, SIM_VA_SIZE);

@@ -34,6 +34,7 @@ static void free_lists(void)
 		struct sim_phys *p = sim.phys;
 		sim.phys = p->next;
 		p->magic = 0;
+		free(p->ckpt_copy);
 		free(p);
 	}
 	while (sim.free_list) {
@@ -80,16 +81,23 @@ static int range_mapped(void)
 	return mincore((void *)SIM_VA_BASE, (size_t)sysconf(_SC_PAGESIZE), &v) == 0 || errno != ENOMEM;
 }
 
+void sim_read_cc(int *major, int *minor)
+{
+	const char *e = getenv("CKSIM_CC");
+
+	*major = 9;
+	*minor = 0;
+	if (e && *e)
+		sscanf(e, "%d.%d", major, minor);
+}
+
 static void read_env(void)
 {
 	const char *e;
 
 	snprintf(sim.name, sizeof(sim.name), "%s",
 		 (e = getenv("CKSIM_DEVICE_NAME")) && *e ? e : "cksim Simulated GPU");
-	sim.cc_major = 9;
-	sim.cc_minor = 0;
-	if ((e = getenv("CKSIM_CC")) && *e)
-		sscanf(e, "%d.%d", &sim.cc_major, &sim.cc_minor);
+	sim_read_cc(&sim.cc_major, &sim.cc_minor);
 	sim.mem_size = (uint64_t)1024 << 20;
 	if ((e = getenv("CKSIM_MEM_MB")) && *e)
 		sim.mem_size = strtoull(e, NULL, 10) << 20;
@@ -125,7 +133,10 @@ out:
 
 CUresult sim_check(void)
 {
-	return sim.inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+	if (!sim.inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* Checkpointed: the process holds no device until it is restored. */
+	return sim.ckstate == CU_PROCESS_STATE_CHECKPOINTED ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
 }
 
 SIM_API CUresult CUDAAPI cuDriverGetVersion(int *driverVersion)

@@ -273,6 +273,26 @@ SIM_API CUresult CUDAAPI cuMemHostUnregister(void *p)
 	return r;
 }
 
+void sim_host_unmap_all(void)
+{
+	struct host_blk *b;
+
+	for (b = host_blks; b; b = b->next)
+		if (!b->registered)
+			munmap(b->p, b->size);
+}
+
+int sim_host_remap_all(void)
+{
+	struct host_blk *b;
+
+	for (b = host_blks; b; b = b->next)
+		if (!b->registered && mmap(b->p, b->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, sim.memfd,
+					   (off_t)b->phys->off) == MAP_FAILED)
+			return -1;
+	return 0;
+}
+
 /* Called by the reset hook: pinned blocks die with the driver. */
 void sim_host_forget(int unmap)
 {

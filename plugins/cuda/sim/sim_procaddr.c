@@ -30,7 +30,9 @@ static const struct {
 	P(cuEventSynchronize), P(cuEventQuery), P(cuEventElapsedTime), P(cuModuleLoadData), P(cuModuleUnload),
 	P(cuModuleGetFunction), P(cuModuleGetGlobal), P(cuLaunchKernel), P(cuGetErrorName), P(cuGetErrorString),
 	P(cuMemAddressReserve), P(cuMemAddressFree), P(cuMemCreate), P(cuMemRelease), P(cuMemMap),
-	P(cuMemUnmap), P(cuMemSetAccess), P(cuMemGetAllocationGranularity), P(cuGetProcAddress),
+	P(cuMemUnmap), P(cuMemSetAccess), P(cuMemGetAllocationGranularity), P(cuGetProcAddress), P(cuCheckpointProcessGetState),
+	P(cuCheckpointProcessLock), P(cuCheckpointProcessCheckpoint), P(cuCheckpointProcessRestore),
+	P(cuCheckpointProcessUnlock),
 };
 #undef P
 
