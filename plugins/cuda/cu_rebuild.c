@@ -115,36 +115,45 @@ static void set_ctx(struct ck_cu_ctx *c)
 		ck_cu_borrow_ctx(ck_cu.ctxs->dev, &ignored);
 }
 
-static int modules(void)
+/* Oldest first, as the program loaded them (the list is newest first):
+ * a driver placing module memory deterministically then places it as
+ * before. */
+static int module_load(struct ck_cu_mod *m)
 {
-	struct ck_cu_mod *m;
 	struct ck_cu_fn *f;
 	char name[128] = "?";
-	int maj = 0, min = 0;
+	int maj = 0, min = 0, ret;
 	CUresult r;
 
-	for (m = ck_cu.mods; m; m = m->next) {
-		set_ctx(m->ctx);
-		if ((r = ck_cu_d.cuModuleLoadData(&m->real, m->image))) {
-			CUdevice dev = m->ctx ? m->ctx->dev : 0;
+	if (!m)
+		return 0;
+	if ((ret = module_load(m->next)))
+		return ret;
+	set_ctx(m->ctx);
+	if ((r = ck_cu_d.cuModuleLoadData(&m->real, m->image))) {
+		CUdevice dev = m->ctx ? m->ctx->dev : 0;
 
-			ck_cu_d.cuDeviceGetName(name, sizeof(name), dev);
-			ck_cu_d.cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
-			ck_cu_d.cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
-			FAIL(-ENOEXEC,
-			     "CUDA restart: a module (%zu bytes) cannot be loaded on %s (compute capability %d.%d): "
-			     "%s%s",
-			     m->image_len, name, maj, min, ck_cu_err_name(r),
-			     r == CUDA_ERROR_NO_BINARY_FOR_GPU
-				     ? " (it has code for other GPUs only and no PTX; rebuild the job with PTX "
-				       "or restart on the original GPU model)"
-				     : "");
-		}
-		for (f = m->fns; f; f = f->next)
-			if ((r = ck_cu_d.cuModuleGetFunction(&f->real, m->real, f->name)))
-				FAIL(-ENOEXEC, "CUDA restart: function %s not found again: %s", f->name, ck_cu_err_name(r));
+		ck_cu_d.cuDeviceGetName(name, sizeof(name), dev);
+		ck_cu_d.cuDeviceGetAttribute(&maj, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		ck_cu_d.cuDeviceGetAttribute(&min, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+		FAIL(-ENOEXEC,
+		     "CUDA restart: a module (%zu bytes) cannot be loaded on %s (compute capability %d.%d): "
+		     "%s%s",
+		     m->image_len, name, maj, min, ck_cu_err_name(r),
+		     r == CUDA_ERROR_NO_BINARY_FOR_GPU
+			     ? " (it has code for other GPUs only and no PTX; rebuild the job with PTX "
+			       "or restart on the original GPU model)"
+			     : "");
 	}
+	for (f = m->fns; f; f = f->next)
+		if ((r = ck_cu_d.cuModuleGetFunction(&f->real, m->real, f->name)))
+			FAIL(-ENOEXEC, "CUDA restart: function %s not found again: %s", f->name, ck_cu_err_name(r));
 	return 0;
+}
+
+static int modules(void)
+{
+	return module_load(ck_cu.mods);
 }
 
 static int streams_events(void)
