@@ -45,6 +45,7 @@ struct ck_chunk {
 #define CK_REG_NODATA 0x080  /* no content saved (special, or skipped) */
 #define CK_REG_DELETED 0x100 /* backing file was deleted: content saved */
 #define CK_REG_GROWSDOWN 0x200
+#define CK_REG_PLUGIN 0x400 /* left out for a plugin (device memory): not saved, not mapped */
 
 struct ck_region {
 	uint64_t start, end; /* [start, end) */

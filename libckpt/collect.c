@@ -167,6 +167,58 @@ static int ck__collect_timers(void)
 	return 0;
 }
 
+/* Mappings plugins rebuild themselves (device memory) stay out. */
+static int ck__collect_plugin_skips(void)
+{
+	static char maps[1 << 20];
+	const char *p = maps;
+	long n = ck__read_file("/proc/self/maps", maps, sizeof(maps));
+
+	ck__pd.nskips = 0;
+	if (n < 0)
+		return 0;
+	while (*p) {
+		const char *eol = strchr(p, '\n'), *path;
+		uint64_t start = 0, end = 0;
+		const char *why = NULL;
+		char name[256];
+		size_t len;
+
+		if (!eol)
+			eol = p + ck_strlen(p);
+		for (; *p != '-' && p < eol; p++)
+			start = (start << 4) | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+		for (p++; *p != ' ' && p < eol; p++)
+			end = (end << 4) | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+		/* the path is the sixth field */
+		path = p;
+		for (int f = 0; f < 4 && path < eol; f++) {
+			while (path < eol && *path == ' ')
+				path++;
+			while (path < eol && *path != ' ')
+				path++;
+		}
+		while (path < eol && *path == ' ')
+			path++;
+		len = (size_t)(eol - path) < sizeof(name) - 1 ? (size_t)(eol - path) : sizeof(name) - 1;
+		memcpy(name, path, len);
+		name[len] = 0;
+		if (ck__plugins_skip(start, end, name, &why)) {
+			struct ck_pd_skip *k;
+			if (ck__pd.nskips >= CK_PD_MAX_SKIPS) {
+				ck__failf("plugins leave out more than %d mappings", CK_PD_MAX_SKIPS);
+				return -E2BIG;
+			}
+			k = &ck__pd.skips[ck__pd.nskips++];
+			k->start = start;
+			k->end = end;
+			snprintf(k->why, sizeof(k->why), "%s", why ? why : "left out by a plugin");
+		}
+		p = *eol ? eol + 1 : eol;
+	}
+	return 0;
+}
+
 int ck__collect_process(void)
 {
 	long n;
@@ -214,6 +266,8 @@ int ck__collect_process(void)
 		ck__pd.rlimit[l][1] = rl.rlim_max;
 	}
 	r = ck__collect_timers();
+	if (r == 0)
+		r = ck__collect_plugin_skips();
 	if (r < 0)
 		return r;
 	ck__pd.dumpable = (int32_t)ck_sys1(SYS_prctl, PR_GET_DUMPABLE);

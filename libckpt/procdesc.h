@@ -107,6 +107,13 @@ struct ck_pd_timer {
 };
 #define CK_PD_MAX_TIMERS 64
 
+/* A mapping a plugin leaves out of the image (device memory it rebuilds). */
+struct ck_pd_skip {
+	uint64_t start, end;
+	char why[64];
+};
+#define CK_PD_MAX_SKIPS 64
+
 struct ck_pd_sigaction { /* the kernel's struct sigaction layout */
 	uint64_t handler;
 	uint64_t flags;
@@ -121,6 +128,8 @@ struct ck_procdesc {
 	uint32_t nthreads, nfds, nepitems;
 	uint32_t umask;
 	uint32_t nsiginfo, ntimers;
+	uint32_t nskips, pad3;
+	struct ck_pd_skip skips[CK_PD_MAX_SKIPS];
 	int32_t dumpable, pad2; /* PR_GET_DUMPABLE */
 	int32_t child_subreaper, pdeathsig;
 	struct ck_pd_timer timers[CK_PD_MAX_TIMERS];

@@ -124,8 +124,10 @@ static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const 
 
 /* Memory regions of the snapshot into the writer. Pass 0 takes what a
  * forked snapshot does not freeze (shared mappings), pass 1 the rest. */
+static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const char *why);
+
 static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, struct ck_proc *p,
-			    struct ck_manifest *m, unsigned flags, int pass)
+			    struct ck_manifest *m, unsigned flags, int pass, struct ck_procdesc *pd)
 {
 	struct ck_map *maps = NULL;
 	size_t n = 0;
@@ -159,6 +161,17 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 			rg->flags |= CK_REG_NODATA;
 		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED))
 			rg->flags |= CK_REG_NODATA; /* the file itself holds the data */
+		for (uint32_t k = 0; k < pd->nskips && k < CK_PD_MAX_SKIPS; k++) {
+			if (pd->skips[k].start < rg->end && rg->start < pd->skips[k].end) {
+				char what[320];
+				rg->flags |= CK_REG_NODATA | CK_REG_PLUGIN;
+				snprintf(what, sizeof(what), "mapping %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end,
+					 rg->path ? rg->path : "");
+				pd->skips[k].why[sizeof(pd->skips[k].why) - 1] = 0;
+				ck__skip_add(m, pd->pid, what, pd->skips[k].why);
+				break;
+			}
+		}
 	}
 data:
 	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
@@ -243,7 +256,7 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 	p->restart_entry = pd->restart_entry;
 	p->restart_arg = pd->restart_arg;
 	p->restart_stack = pd->restart_stack;
-	r = ck__save_regions(c, *wp, snap, p, m, flags, 0);
+	r = ck__save_regions(c, *wp, snap, p, m, flags, 0, pd);
 	if (r == 0)
 		r = ck__save_fd_contents(*wp, snap, pd, flags);
 	if (r == 0 && !c->nofork) {
@@ -254,7 +267,7 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 		*t_released = ck_now_ns();
 	}
 	if (r == 0)
-		r = ck__save_regions(c, *wp, snap, p, m, flags, 1);
+		r = ck__save_regions(c, *wp, snap, p, m, flags, 1, pd);
 	if (r == 0)
 		r = ck_desc_pack(pd, &p->desc, &p->desc_len);
 	if (r < 0)

@@ -399,7 +399,7 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	ck__place_fds(l->nfds);
 	ck__place_specials(l);
 	for (uint32_t i = 0; i < l->nregions; i++)
-		if (!(rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL)))
+		if (!(rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN)))
 			ck__map_region(&rg[i], strings);
 
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
@@ -408,7 +408,7 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 		ck__die("restorer: expected the memory to be filled", -22);
 
 	for (uint32_t i = 0; i < l->nregions; i++) {
-		if (rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL))
+		if (rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN))
 			continue;
 		r = ck_mprotect(rg[i].start, rg[i].end - rg[i].start, (int)rg[i].prot);
 		if (r < 0)

@@ -129,4 +129,16 @@ if [ -x "$asan" ]; then
 else
     echo "SKIP cuda/asan-plugin: $asan not built (make ASAN=1 UBSAN=1 BUILD=build/asan)"
 fi
+
+# Under ckrun: checkpoint, kill -9 of ckrun and the job, resume in a new
+# process whose driver state is gone; device memory comes back at the same
+# addresses and the output equals an uninterrupted run's.
+for w in $workloads; do
+    if out=$(bash tests/cuda/ckrun-cycle.sh "$w" 2>&1); then
+        echo "$out" | grep -E '^(PASS|SKIP)'
+    else
+        echo "$out" | sed -n '/^FAIL/,$p'
+        fail=1
+    fi
+done
 exit $fail
