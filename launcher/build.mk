@@ -2,7 +2,7 @@
 # manifest, chunk I/O, S3 client), and the two programs.
 LAUNCHER_SRCS := $(wildcard launcher/*.c launcher/s3/*.c)
 LAUNCHER_OBJS := $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o)
-LAUNCHER_LIBS := -lzstd -lcrypto -lcurl -lpthread
+LAUNCHER_LIBS := -lzstd -lcrypto -lcurl -lelf -lpthread
 # Weak references do not pull objects out of a static library: name the
 # optional backends so the linker takes them when they are built.
 ifneq ($(wildcard launcher/s3/*.c),)

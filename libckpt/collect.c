@@ -119,11 +119,17 @@ static int ck__collect_timers(void)
 	ck__pd.ntimers = 0;
 	if (ck__read_file("/proc/self/timers", buf, sizeof(buf)) < 0)
 		return 0;
-	while ((p = strstr(p, "ID:")) != NULL) {
+	/* A timer's block starts with a line "ID: n" (not "ClockID:"). */
+	while (p && *p) {
 		struct ck_pd_timer *t;
 		const char *q;
 		struct itimerspec its;
 
+		if (ck_strncmp(p, "ID:", 3)) {
+			p = strchr(p, '\n');
+			p = p ? p + 1 : NULL;
+			continue;
+		}
 		if (ck__pd.ntimers >= CK_PD_MAX_TIMERS) {
 			ck__failf("more than %d POSIX timers", CK_PD_MAX_TIMERS);
 			return -E2BIG;
@@ -154,8 +160,10 @@ static int ck__collect_timers(void)
 			}
 		}
 		if ((q = strstr(p, "ClockID:"))) {
-			q += 8;
-			t->clock = (int32_t)ck__next_u64(&q);
+			/* CPU-time clocks are negative (they encode a pid) */
+			for (q += 8; *q == ' '; q++)
+				;
+			t->clock = *q == '-' ? -(int32_t)(q++, ck__next_u64(&q)) : (int32_t)ck__next_u64(&q);
 		}
 		memset(&its, 0, sizeof(its));
 		if (ck_sys2(SYS_timer_gettime, t->id, &its) == 0) {

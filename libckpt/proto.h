@@ -46,6 +46,8 @@ struct ck_msg {
 	char text[CK_MSG_TEXT];
 };
 
+#define CK_RST_MAX_TRAMP 48
+
 /* Layout handed to the restorer: a header, then regions, then the strings. */
 struct ck_rst_region {
 	uint64_t start, end;
@@ -70,6 +72,15 @@ struct ck_rst_layout {
 	uint32_t auxv_size;
 	uint32_t nfds; /* descriptors ckrun sends with CK_MSG_RST_FDS */
 	uint64_t vdso_start, vdso_end, vvar_start, vvar_end, vclock_start, vclock_end; /* saved layout; 0 if none */
+	/* vdso_mode 0: move the kernel's specials to the saved addresses.
+	 * 1: another vDSO: place the kernel's specials at new_special_base
+	 * (keeping their relative layout), restore the old vDSO's bytes as a
+	 * region and write a jump at each tramp[].old_addr to new_addr. */
+	uint32_t vdso_mode, ntramp;
+	uint64_t new_special_base;
+	struct {
+		uint64_t old_addr, new_addr;
+	} tramp[CK_RST_MAX_TRAMP];
 	/* then: struct ck_rst_region[nregions], then strings */
 };
 #define CK_RST_MAGIC 0x54535243u /* "CRST" */

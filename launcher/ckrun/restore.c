@@ -22,6 +22,7 @@
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/vdso.h"
 #include "libckpt/proto.h"
 
 struct ck__fdplan {
@@ -35,6 +36,13 @@ struct ck__sink {
 	uint64_t base;
 	int fd; /* >= 0: write to a file instead */
 };
+
+/* Into a buffer of ckrun's (the old vDSO). */
+static int ck__buf_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	memcpy((char *)arg + off, buf, len);
+	return 0;
+}
 
 static int ck__write_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -398,6 +406,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	size_t layout_len = 0;
 	pid_t rst = 0;
 	struct ck_proc *p;
+	uint32_t vdso_mode = 0;
 	int r;
 
 	if (m->nprocs != 1) {
@@ -420,6 +429,27 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	r = ck__build_layout(p, pd, plan.n, &layout, &layout_len);
 	if (r < 0)
 		goto out;
+	{
+		void *old = NULL;
+		size_t old_len = 0;
+		for (size_t i = 0; i < p->nregions; i++) {
+			const struct ck_region *rg = &p->regions[i];
+			if (!(rg->flags & CK_REG_VDSO) || !rg->nchunks)
+				continue;
+			old_len = rg->end - rg->start;
+			old = calloc(1, old_len);
+			if (!old || (r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__buf_sink, old)) < 0) {
+				free(old);
+				r = r < 0 ? r : -ENOMEM;
+				goto out;
+			}
+		}
+		r = ck_vdso_plan(p, old, old_len, layout);
+		free(old);
+		if (r < 0)
+			goto out;
+		vdso_mode = ((struct ck_rst_layout *)layout)->vdso_mode;
+	}
 	r = ck_spawn(c, CK_SPAWN_RESTORE, p->pid);
 	if (r < 0)
 		goto out;
@@ -454,8 +484,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	for (size_t i = 0; i < p->nregions; i++) {
 		const struct ck_region *rg = &p->regions[i];
 		struct ck__sink s = {rst, rg->start, -1};
-		if (!rg->nchunks)
-			continue;
+		if (!rg->nchunks || ((rg->flags & CK_REG_VDSO) && vdso_mode == 0))
+			continue; /* the kernel's own vDSO sits there */
 		r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s);
 		if (r < 0)
 			goto out;

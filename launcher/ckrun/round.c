@@ -94,8 +94,8 @@ static uint32_t ck__region_flags(const struct ck_map *mp)
 		return f | CK_REG_HEAP;
 	if (!strcmp(p, "[stack]"))
 		return f | CK_REG_STACK | CK_REG_GROWSDOWN;
-	if (!strcmp(p, "[vdso]"))
-		return f | CK_REG_VDSO | CK_REG_NODATA;
+	if (!strcmp(p, "[vdso]")) /* saved: a restore on another kernel needs its symbols */
+		return f | CK_REG_VDSO;
 	if (!strcmp(p, "[vvar]") || !strcmp(p, "[vvar_vclock]"))
 		return f | CK_REG_VVAR | CK_REG_NODATA;
 	if (!strcmp(p, "[vsyscall]"))
@@ -182,7 +182,10 @@ data:
 
 		if ((rg->flags & CK_REG_NODATA) || !!(rg->flags & CK_REG_SHARED) != (pass == 0))
 			continue;
-		if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED)))
+		/* Only anonymous private memory: fork copies its page table, so a
+		 * page absent there was never touched. (The vDSO's pages are not
+		 * copied by fork, file pages fault in lazily.) */
+		if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
 			src.pagemap_fd = pagemap;
 		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
 		if (r < 0) {

@@ -226,7 +226,7 @@ static void ck__place_specials(const struct ck_rst_layout *l)
 			       {l->vclock_start, l->vclock_end},
 			       {l->vdso_start, l->vdso_end}};
 	uint64_t cur[3][2] = {{0, 0}, {0, 0}, {0, 0}};
-	uint64_t tmp = CK_RST_TEMP;
+	uint64_t tmp = CK_RST_TEMP, lo_tmp = CK_RST_TEMP, cur_off[3] = {0, 0, 0};
 
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < 3; k++)
@@ -237,23 +237,37 @@ static void ck__place_specials(const struct ck_rst_layout *l)
 	for (int k = 0; k < 3; k++) {
 		if (!cur[k][0])
 			continue;
+		if (l->vdso_mode == 1)
+			continue;
 		if (want[k][0] && want[k][1] - want[k][0] != cur[k][1] - cur[k][0])
 			ck__die("restorer: the vDSO layout of this kernel differs from the checkpointing kernel's", -95);
 		if (!want[k][0] && l->vdso_start)
 			ck__die("restorer: this kernel has a special mapping the checkpointing kernel had not", -95);
 	}
+	/* Keep the kernel's relative layout of the specials through the
+	 * temporary move: each goes to CK_RST_TEMP + its offset from the
+	 * lowest one. */
+	{
+		uint64_t lo = ~0ull;
+		for (int k = 0; k < 3; k++)
+			if (cur[k][0] && cur[k][0] < lo)
+				lo = cur[k][0];
+		for (int k = 0; k < 3; k++)
+			if (cur[k][0])
+				cur_off[k] = cur[k][0] - lo;
+	}
 	/* Out of the way first, so no move lands on another special. */
+	(void)tmp;
 	for (int k = 0; k < 3; k++) {
 		uint64_t len = cur[k][1] - cur[k][0];
 		long r;
 		if (!cur[k][0])
 			continue;
-		r = ck_mremap(cur[k][0], len, len, MREMAP_MAYMOVE | MREMAP_FIXED, tmp);
+		r = ck_mremap(cur[k][0], len, len, MREMAP_MAYMOVE | MREMAP_FIXED, CK_RST_TEMP + cur_off[k]);
 		if (r < 0)
 			ck__die("restorer: cannot move the vDSO", r);
-		cur[k][0] = tmp;
-		cur[k][1] = tmp + len;
-		tmp += len + 0x100000;
+		cur[k][0] = CK_RST_TEMP + cur_off[k];
+		cur[k][1] = cur[k][0] + len;
 	}
 	/* Drop every mapping that is not ours: the kernel's stack and
 	 * anything else the exec left. */
@@ -267,12 +281,31 @@ static void ck__place_specials(const struct ck_rst_layout *l)
 	}
 	for (int k = 0; k < 3; k++) {
 		long r;
-		if (!cur[k][0] || !want[k][0])
+		uint64_t to = want[k][0];
+		if (!cur[k][0])
 			continue;
-		r = ck_mremap(cur[k][0], cur[k][1] - cur[k][0], cur[k][1] - cur[k][0], MREMAP_MAYMOVE | MREMAP_FIXED,
-			      want[k][0]);
+		if (l->vdso_mode == 1) /* another vDSO: to a free gap, same relative layout */
+			to = l->new_special_base + (cur[k][0] - lo_tmp);
+		if (!to)
+			continue;
+		r = ck_mremap(cur[k][0], cur[k][1] - cur[k][0], cur[k][1] - cur[k][0], MREMAP_MAYMOVE | MREMAP_FIXED, to);
 		if (r < 0)
-			ck__die("restorer: cannot place the vDSO at its saved address", r);
+			ck__die("restorer: cannot place the vDSO", r);
+	}
+}
+
+/* Another kernel's vDSO: the old one's bytes are restored as memory; each
+ * of its functions now starts with movabs $new, %rax; jmp *%rax. */
+static void ck__write_trampolines(const struct ck_rst_layout *l)
+{
+	for (uint32_t i = 0; i < l->ntramp && i < CK_RST_MAX_TRAMP; i++) {
+		unsigned char *p = (unsigned char *)(uintptr_t)l->tramp[i].old_addr;
+		uint64_t to = l->tramp[i].new_addr;
+		p[0] = 0x48;
+		p[1] = 0xb8;
+		ck_memcpy(p + 2, &to, 8);
+		p[10] = 0xff;
+		p[11] = 0xe0;
 	}
 }
 
@@ -399,7 +432,8 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	ck__place_fds(l->nfds);
 	ck__place_specials(l);
 	for (uint32_t i = 0; i < l->nregions; i++)
-		if (!(rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN)))
+		if (!(rg[i].flags & (CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN)) &&
+		    (!(rg[i].flags & CK_REG_VDSO) || l->vdso_mode == 1))
 			ck__map_region(&rg[i], strings);
 
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
@@ -407,8 +441,12 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	if (ck__msg.type != CK_MSG_RST_FILLED)
 		ck__die("restorer: expected the memory to be filled", -22);
 
+	if (l->vdso_mode == 1)
+		ck__write_trampolines(l);
 	for (uint32_t i = 0; i < l->nregions; i++) {
-		if (rg[i].flags & (CK_REG_VDSO | CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN))
+		if (rg[i].flags & (CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN))
+			continue;
+		if ((rg[i].flags & CK_REG_VDSO) && l->vdso_mode != 1)
 			continue;
 		r = ck_mprotect(rg[i].start, rg[i].end - rg[i].start, (int)rg[i].prot);
 		if (r < 0)

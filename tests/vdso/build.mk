@@ -1,0 +1,4 @@
+$(BUILD)/tests/vdso/clockcheck: tests/vdso/clockcheck.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+ALL_TARGETS += $(BUILD)/tests/vdso/clockcheck
