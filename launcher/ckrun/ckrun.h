@@ -20,6 +20,7 @@ struct ckrun {
 	unsigned keep;
 	int nofork;
 	int verbose;
+	int writer_nice; /* nice value of the writer threads (default 10) */
 	struct ck_store_opts sopts;
 	char **argv;
 	/* paths of our helpers */

@@ -121,6 +121,9 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 	int o;
 
 	c->keep = 3;
+	c->writer_nice = 10;
+	if (getenv("CKPT_WRITER_NICE"))
+		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));
 	c->store_uri = getenv("CKPT_STORE");
 	if (!c->store_uri || !*c->store_uri)
 		c->store_uri = "./ckpt-store";

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -396,7 +397,15 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	m->argv = calloc(m->argc + 1, sizeof(char *));
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
-	r = ck_writer_open(c->store, c->job, m->seq, c->prev, &wo, &w);
+	/* The writer's threads inherit this thread's nice value: running them
+	 * at a lower priority than the job means a forked checkpoint takes the
+	 * CPU the job leaves idle rather than the job's own progress. */
+	{
+		int old = getpriority(PRIO_PROCESS, (id_t)gettid());
+		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
+		r = ck_writer_open(c->store, c->job, m->seq, c->prev, &wo, &w);
+		setpriority(PRIO_PROCESS, (id_t)gettid(), old);
+	}
 	if (r < 0)
 		goto fail;
 	r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, &t_snap);

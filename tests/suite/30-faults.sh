@@ -23,7 +23,7 @@ TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
 PER_RUN=5
 JOB=faultjob
 # memgrow: SCALE, MiB held from the start, MiB added half-way.
-KILL_ARGS=(1.2 320 16)     # big, incompressible: checkpoints take a while
+KILL_ARGS=(1.2 192 16)     # big, incompressible: checkpoints take a while
 CORRUPT_ARGS=(1 8 8)
 DISKFULL_ARGS=(1.5 16 96)  # first checkpoint fits in 64 MiB, the second not
 
