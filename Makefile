@@ -50,6 +50,7 @@ test: all
 
 bench: all
 	@scripts/bench.sh
+	@if [ "$${CKPT_BENCH_S3:-1}" != 0 ]; then CKPT_DEPS_EXTRA="ceph awscli" scripts/deps.sh && scripts/bench-s3.sh; fi
 
 demo: all
 	@scripts/demo.sh

@@ -68,6 +68,10 @@ int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **o
 int ck_store_key_valid(const char *key);
 int ck_store_s3_open(const char *uri, const struct ck_store_opts *opts, struct ck_store **out) __attribute__((weak));
 
+/* HTTP requests the S3 backend has sent in this process (retries
+ * included); weak: absent without the backend. */
+uint64_t ck_s3_request_count(void) __attribute__((weak));
+
 /* Convenience wrappers over ops. */
 static inline int ck_store_put(struct ck_store *s, const char *key, const void *buf, size_t len, unsigned flags)
 {

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 top=$PWD
 B=$top/build
 MIB=${CKPT_BENCH_MIB:-4096}
-PASSES=${CKPT_BENCH_PASSES:-30}
+PASSES=${CKPT_BENCH_PASSES:-500}
 work=$(mktemp -d "${CKPT_BENCH_DIR:-$top/build}/bench.XXXXXX")
 store=$work/store
 job=bench
@@ -60,7 +60,7 @@ run_job() { # run_job MODE OUT: prints wall seconds of the work phase (ready -> 
 		wait_line "$out" '^pass 1$'
 		kill -USR2 $pid
 		wait_line "$out.err" 'checkpoint 1 committed'
-		peak=$(awk '/VmHWM/ { print $2 }' /proc/$pid/status)
+		awk '/VmHWM/ { print $2 }' /proc/$pid/status > "$work/peak" # ckrun's high-water mark
 	fi
 	wait_line "$out" '^checksum' || return 1
 	t1=$(now)
@@ -71,8 +71,9 @@ t_bare=$(run_job bare "$work/bare.out")
 rm -rf "$store"
 t_under=$(run_job under "$work/under.out")
 rm -rf "$store"
-peak=0
 t_ckpt=$(run_job ckpt "$work/ckpt.out")
+peak=$(cat "$work/peak" 2>/dev/null || echo 0)
+[ -n "$(grep committed "$work/ckpt.out.err")" ] || { echo "bench: the checkpoint did not commit while the job ran:" >&2; cat "$work/ckpt.out.err" >&2; exit 1; }
 lost=$(awk -v a="$t_ckpt" -v b="$t_under" 'BEGIN { printf "%.2f", a - b }')
 json=$("$B/ckpt" ls --json --store "$store" "$job")
 logical=$(jfield "$json" logical_bytes 1)

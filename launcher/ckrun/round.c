@@ -331,7 +331,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
 	struct ck_procdesc *pd = NULL;
-	uint64_t t0 = ck_now_ns(), t_snap;
+	uint64_t t0 = ck_now_ns(), t_snap, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	struct ck_msg msg;
 	pid_t snap = 0;
 	int r;
@@ -415,11 +415,15 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		ck__send_done(c, 0);
 	if (!c->nofork)
 		kill(snap, SIGKILL); /* the snapshot child, never the job */
-	if (c->verbose)
+	if (c->verbose) {
+		char req[64] = "";
+		if (ck_s3_request_count && ck_s3_request_count() > req0)
+			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %" PRIu64 " bytes of memory, %" PRIu64
-				" stored, %.3f s (frozen %.3f s)\n",
+				" stored, %.3f s (frozen %.3f s)%s\n",
 			m->seq, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9);
+			(double)m->frozen_ns / 1e9, req);
+	}
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);
 	c->prev = m;

@@ -44,6 +44,14 @@ static void global_init(void)
 	global_rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
 }
 
+/* HTTP requests sent (retries included), for ckrun's per-round report. */
+static uint64_t ck__s3_requests;
+
+uint64_t ck_s3_request_count(void)
+{
+	return __atomic_load_n(&ck__s3_requests, __ATOMIC_RELAXED);
+}
+
 int ck_s3_global_init(void)
 {
 	pthread_once(&global_once, global_init);
@@ -404,6 +412,7 @@ static int start(struct ck_s3 *s, CURLM *multi, struct slot *sl, struct ck_s3_re
 	}
 	if (curl_multi_add_handle(multi, e) != CURLM_OK)
 		goto out;
+	__atomic_add_fetch(&ck__s3_requests, 1, __ATOMIC_RELAXED);
 	sl->r = r;
 	ret = 0;
 out:

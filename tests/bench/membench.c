@@ -1,7 +1,8 @@
 /* membench: the benchmark job. Holds SIZE MiB, half random and half
- * compressible, and does a fixed amount of CPU work over it in passes;
- * each pass also rewrites 1% of the memory (a contiguous stretch, moving
- * from pass to pass), as a training step rewrites its parameters.
+ * compressible, and does a fixed amount of CPU work in passes (arithmetic
+ * over a cache-sized window, like a compute-bound training step); each pass
+ * also rewrites 1% of the memory (a contiguous stretch, moving from pass to
+ * pass), as a training step rewrites its parameters.
  *
  *   membench SIZE_MIB PASSES
  *
@@ -39,8 +40,9 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (long p = 0; p < passes; p++) {
 		size_t from = ((size_t)p * hot * 7) % (words - hot);
-		for (size_t i = 0; i < words; i += 8)
-			sum = (sum ^ m[i]) * 0x100000001b3ull;
+		const uint64_t *win = m + (from % (words - 32768));
+		for (long k = 0; k < 60 * 1000 * 1000; k++)
+			sum = (sum ^ win[k & 32767]) * 0x100000001b3ull + (uint64_t)k;
 		for (size_t i = from; i < from + hot; i++)
 			m[i] = next();
 		printf("pass %ld\n", p);

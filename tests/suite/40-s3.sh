@@ -129,6 +129,65 @@ if uploads=$("$AWS" --endpoint-url "$ENDPOINT" s3api list-multipart-uploads --bu
 else
     say_fail fault-upload-aborted; echo "$uploads" "$(cat "$W/uploads.err")" | head -5 | sed 's/^/    /'
 fi
+# ckrun through the faults: a checkpoint either commits and verifies, or
+# fails cleanly with the job running on; the newest committed checkpoint
+# always restores (after a kill -9) to an identical result.
+"$top/$B/tests/apps/sgd" 0.6 >"$W/sgd.bare"
+ck_fault() { # name, control line
+    local name=$1 ctl=$2 store=$U/faultjobs job pid rc
+    job=f-$name
+    echo pass >"$W/fault.ctl"
+    setsid env CKPT_S3_ENDPOINT="$PURL" CKPT_S3_STALL_TIMEOUT=2 CKPT_S3_TRIES=3 \
+        "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        >"$W/$job.out" 2>"$W/$job.err" &
+    pid=$!
+    sleep 0.4
+    kill -USR2 "$pid"                         # a clean first checkpoint
+    for _ in $(seq 1 200); do grep -q "checkpoint 1 committed" "$W/$job.err" && break; sleep 0.05; done
+    echo "$ctl" >"$W/fault.ctl"
+    kill -USR2 "$pid"                         # the second one meets the fault
+    for _ in $(seq 1 400); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
+    echo pass >"$W/fault.ctl"
+    kill -0 "$pid" 2>/dev/null || { echo "    the job or ckrun died"; return 1; }
+    kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        1<>"$W/$job.out" 2>>"$W/$job.err"
+    rc=$?
+    echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
+    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
+}
+run ckrun-fault-reset ck_fault reset "reset 3 500000"
+run ckrun-fault-slowdown ck_fault slowdown "slowdown 4"
+run ckrun-fault-stall ck_fault stall "stall 1 0"
+run ckrun-fault-dead ck_fault dead "reset 0 100000"
+# The gateway killed during a checkpoint and started again: the round
+# commits (if the gateway is back within the retries) or fails cleanly;
+# either way the newest committed checkpoint restores identically.
+gw_restart() {
+    local store=$U/gwjobs job=gw pid rgw rc
+    setsid env CKPT_S3_TRIES=8 "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        >"$W/$job.out" 2>"$W/$job.err" &
+    pid=$!
+    sleep 0.4
+    kill -USR2 "$pid"
+    for _ in $(seq 1 200); do grep -q "checkpoint 1 committed" "$W/$job.err" && break; sleep 0.05; done
+    rgw=$(cat "$CEPH/run/client.rgw.a.pid")
+    kill -USR2 "$pid"
+    sleep 0.05
+    kill -9 "$rgw"
+    sleep 1
+    radosgw -c "$CEPH_CONF" -n client.rgw.a 2>>"$W/$job.rgw.log"
+    for _ in $(seq 1 100); do curl -s -o /dev/null --max-time 2 "$ENDPOINT/" && break; sleep 0.3; done
+    for _ in $(seq 1 600); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
+    kill -0 "$pid" 2>/dev/null || { echo "    the job or ckrun died"; return 1; }
+    kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        1<>"$W/$job.out" 2>>"$W/$job.err"
+    rc=$?
+    echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
+    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
+}
+run ckrun-gateway-restart gw_restart
 kill "$proxy_pid" 2>/dev/null; proxy_pid=
 
 # ---- credentials ----

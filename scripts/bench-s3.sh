@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# make bench, S3 part: a 2 GiB job checkpointed to and restored from a local
+# single-host Ceph gateway, next to awscli moving the same bytes to and
+# from the same gateway in the same run; requests per checkpoint.
+set -u
+cd "$(dirname "$0")/.."
+top=$PWD
+B=$top/build
+MIB=${CKPT_BENCH_S3_MIB:-2048}
+W=$(mktemp -d "$B/bench-s3.XXXXXX")
+CEPH=$W/ceph
+AWS=/usr/bin/aws
+trap 'pkill -9 -f "$W/" 2>/dev/null; "$top/scripts/ceph-stop.sh" "$CEPH" >/dev/null 2>&1; rm -rf "$W"' EXIT
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+mbps() { awk -v bytes="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", bytes / 1e6 / s; else print "-" }'; }
+wait_line() { local i=0; until grep -Eq "$2" "$1" 2>/dev/null; do sleep 0.05; i=$((i+1)); ((i > 12000)) && return 1; done; }
+
+"$top/scripts/ceph-start.sh" "$CEPH" > "$W/ceph.log" 2>&1 || { echo "bench-s3: Ceph did not start"; tail "$W/ceph.log"; exit 1; }
+# shellcheck disable=SC1091
+. "$CEPH/s3.env"
+U=s3://$CKPT_S3_BUCKET/bench
+
+"$B/ckrun" -v --store "$U" --job big -- "$B/tests/bench/membench" "$MIB" 100000 > "$W/job.out" 2> "$W/job.err" &
+pid=$!
+wait_line "$W/job.out" '^pass 0$'
+kill -USR2 $pid
+wait_line "$W/job.err" 'checkpoint 1 committed'
+kill -9 $pid; wait $pid 2>/dev/null
+line=$(grep 'checkpoint 1 committed' "$W/job.err")
+up_s=$(sed -E 's/.* stored, ([0-9.]+) s .*/\1/' <<<"$line")
+stored=$(sed -E 's/.*memory, ([0-9]+) stored.*/\1/' <<<"$line")
+reqs=$(sed -nE 's/.*, ([0-9]+) S3 requests.*/\1/p' <<<"$line")
+npacks=$("$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 ls "$U/big/packs/" | grep -c pack)
+
+t0=$(now)
+"$B/ckrun" -v --resume --store "$U" --job big -- "$B/tests/bench/membench" "$MIB" 100000 > "$W/r.out" 2> "$W/r.err" &
+pid=$!
+wait_line "$W/r.err" 'restored from checkpoint'
+t1=$(now)
+kill -9 $pid; wait $pid 2>/dev/null
+down_s=$(secs "$t0" "$t1")
+
+# the same bytes with awscli: the packs, up and down
+"$B/ckpt" cp "$U" "$W/local" big > /dev/null 2>&1
+t0=$(now); "$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 cp --recursive --only-show-errors "$W/local/big/packs" "s3://$CKPT_S3_BUCKET/awsbench/"; t1=$(now)
+aws_up=$(secs "$t0" "$t1")
+t0=$(now); "$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 cp --recursive --only-show-errors "s3://$CKPT_S3_BUCKET/awsbench/" "$W/awsdown"; t1=$(now)
+aws_down=$(secs "$t0" "$t1")
+bytes=$(du -sb "$W/local/big/packs" | cut -f1)
+
+{
+echo
+echo "| S3 (local Ceph gateway) | ckrun | awscli, same bytes |"
+echo "|---|---|---|"
+echo "| upload: checkpoint of a ${MIB} MiB job (${stored} bytes stored) | ${up_s} s, $(mbps "$stored" "$up_s") MB/s | ${aws_up} s, $(mbps "$bytes" "$aws_up") MB/s |"
+echo "| download: restore to running | ${down_s} s, $(mbps "$stored" "$down_s") MB/s | ${aws_down} s, $(mbps "$bytes" "$aws_down") MB/s |"
+echo "| requests for the checkpoint | ${reqs:-?} HTTP requests, ${npacks} packs | |"
+} | tee -a "$B/bench.md"
