@@ -25,6 +25,7 @@ wait_line() { # wait_line FILE REGEX [TIMEOUT_S]
 	until grep -Eq "$2" "$1" 2>/dev/null; do
 		sleep 0.05; i=$((i + 1)); (( i > lim )) && return 1
 	done
+	return 0
 }
 
 echo "bench: ${MIB} MiB job, ${PASSES} passes; work directory $work" >&2
