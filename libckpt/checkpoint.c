@@ -34,34 +34,7 @@ void ck__failf(const char *fmt, ...)
  * namespace numbers it. System calls only: runs in the snapshot child. */
 int ck__send(struct ck_msg *m)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = {m, __builtin_offsetof(struct ck_msg, text) + m->len};
-	struct msghdr mh;
-	struct cmsghdr *c;
-	struct ucred cred;
-	long r;
-
-	memset(&mh, 0, sizeof(mh));
-	memset(&u, 0, sizeof(u));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_CREDENTIALS;
-	c->cmsg_len = CMSG_LEN(sizeof(cred));
-	cred.pid = (pid_t)ck_getpid();
-	cred.uid = (uid_t)ck_sys0(SYS_getuid);
-	cred.gid = (gid_t)ck_sys0(SYS_getgid);
-	memcpy(CMSG_DATA(c), &cred, sizeof(cred));
-	do
-		r = ck_sys3(SYS_sendmsg, ck__core.ctl_fd, &mh, MSG_NOSIGNAL);
-	while (r == -EINTR);
-	return r < 0 ? (int)r : 0;
+	return (int)ck_send_with_creds(ck__core.ctl_fd, m, __builtin_offsetof(struct ck_msg, text) + m->len);
 }
 
 int ck__recv(struct ck_msg *m)

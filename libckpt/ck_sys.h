@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 static inline long ck_sys6(long n, long a, long b, long c, long d, long e, long f)
@@ -117,6 +118,41 @@ static inline int ck_strncmp(const char *a, const char *b, size_t n)
 			return 0;
 	}
 	return 0;
+}
+
+/* sendmsg of len bytes with our credentials attached (SCM_CREDENTIALS),
+ * so the receiver learns our pid as its own pid namespace numbers it.
+ * Restarted on EINTR; returns 0 or -errno. */
+static inline long ck_send_with_creds(int fd, const void *buf, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {(void *)buf, len};
+	struct msghdr mh;
+	struct cmsghdr *c;
+	struct ucred cred;
+	long r;
+
+	ck_memset(&mh, 0, sizeof(mh));
+	ck_memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_CREDENTIALS;
+	c->cmsg_len = CMSG_LEN(sizeof(cred));
+	cred.pid = (pid_t)ck_getpid();
+	cred.uid = (uid_t)ck_sys0(SYS_getuid);
+	cred.gid = (gid_t)ck_sys0(SYS_getgid);
+	ck_memcpy(CMSG_DATA(c), &cred, sizeof(cred));
+	do
+		r = ck_sys3(SYS_sendmsg, fd, &mh, MSG_NOSIGNAL);
+	while (r == -4 /* EINTR */);
+	return r < 0 ? r : 0;
 }
 
 #endif

@@ -52,15 +52,6 @@ void *memcpy(void *d, const void *s, size_t n)
 
 static int ck__send(uint32_t type, uint64_t a0, const char *text)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov;
-	struct msghdr mh;
-	struct cmsghdr *c;
-	struct ucred cred;
-
 	ck_memset(&ck__msg, 0, __builtin_offsetof(struct ck_msg, text));
 	ck__msg.type = type;
 	ck__msg.arg[0] = a0;
@@ -70,23 +61,9 @@ static int ck__send(uint32_t type, uint64_t a0, const char *text)
 			ck__msg.len = 1000;
 		ck_memcpy(ck__msg.text, text, ck__msg.len);
 	}
-	iov.iov_base = &ck__msg;
-	iov.iov_len = __builtin_offsetof(struct ck_msg, text) + ck__msg.len;
-	ck_memset(&mh, 0, sizeof(mh));
-	ck_memset(&u, 0, sizeof(u));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
-	c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_CREDENTIALS;
-	c->cmsg_len = CMSG_LEN(sizeof(cred));
-	cred.pid = (pid_t)ck_getpid();
-	cred.uid = (uid_t)ck_sys0(SYS_getuid);
-	cred.gid = (gid_t)ck_sys0(SYS_getgid);
-	ck_memcpy(CMSG_DATA(c), &cred, sizeof(cred));
-	return ck_sys3(SYS_sendmsg, CK_CTL_FD, &mh, MSG_NOSIGNAL) < 0 ? -1 : 0;
+	return ck_send_with_creds(CK_CTL_FD, &ck__msg, __builtin_offsetof(struct ck_msg, text) + ck__msg.len) < 0
+		       ? -1
+		       : 0;
 }
 
 static __attribute__((noreturn)) void ck__die(const char *what, long err)
