@@ -75,6 +75,7 @@ static void ck__send_snapshot(void)
 	m.type = CK_MSG_SNAPSHOT;
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__pd;
 	m.arg[1] = sizeof(ck__pd);
+	m.arg[2] = (uint64_t)ck__core.hold; /* 0: the job runs on from the fork */
 	ck__send(&m);
 }
 
@@ -115,6 +116,7 @@ void ck__round(uint32_t flags)
 	int r;
 
 	ck__core.fail[0] = 0;
+	ck__core.hold = 0;
 	r = ck__plugins_event(CK_EV_PRESUSPEND);
 	if (r < 0)
 		goto fail_resume;
@@ -145,9 +147,13 @@ void ck__round(uint32_t flags)
 				goto fail_release;
 			}
 			/* Shared memory and file contents are not copy-on-write:
-			 * threads stay parked until ckrun has read them. */
+			 * with any of them, threads stay parked until ckrun has
+			 * read them; without, they go on right after the fork. */
+			if (!ck__core.hold)
+				ck__release_all();
 			r = ck__wait_msg(1);
-			ck__release_all();
+			if (ck__core.hold)
+				ck__release_all();
 			if (r == CK_MSG_RELEASE)
 				ck__wait_msg(0);
 		} else {

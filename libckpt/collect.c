@@ -183,8 +183,10 @@ static int ck__collect_plugin_skips(void)
 	long n = ck__read_file("/proc/self/maps", maps, sizeof(maps));
 
 	ck__pd.nskips = 0;
-	if (n < 0)
+	if (n < 0) {
+		ck__core.hold = 1;
 		return 0;
+	}
 	while (*p) {
 		const char *eol = strchr(p, '\n'), *path;
 		uint64_t start = 0, end = 0;
@@ -198,6 +200,10 @@ static int ck__collect_plugin_skips(void)
 			start = (start << 4) | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
 		for (p++; *p != ' ' && p < eol; p++)
 			end = (end << 4) | (uint64_t)(*p <= '9' ? *p - '0' : *p - 'a' + 10);
+		/* A shared writable mapping is not frozen by the snapshot's
+		 * copy-on-write: the round must hold the threads until it is read. */
+		if (p + 4 < eol && p[2] == 'w' && p[4] == 's')
+			ck__core.hold = 1;
 		/* the path is the sixth field */
 		path = p;
 		for (int f = 0; f < 4 && path < eol; f++) {

@@ -27,6 +27,7 @@ struct ck_core {
 	volatile int suspending;
 	volatile int restarted; /* 1 in a restored process */
 	int restart_count;
+	int hold; /* this round must keep threads parked until ckrun says RELEASE */
 	uint64_t stdio_dev[3], stdio_ino[3]; /* identity of inherited stdio */
 	char fail[512]; /* why the current round failed */
 };

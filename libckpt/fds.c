@@ -265,6 +265,8 @@ static int ck__collect_one(int fd, int dirfd)
 	}
 	switch (st.st_mode & S_IFMT) {
 	case S_IFREG:
+		if (ck__startswith(f->path, "/memfd:") || ck__endswith(f->path, " (deleted)"))
+			ck__core.hold = 1; /* contents read through /proc: not copy-on-write */
 		if (ck__startswith(f->path, "/memfd:")) {
 			f->kind = CK_FD_MEMFD;
 			f->u64[0] = (uint64_t)ck_sys2(SYS_fcntl, fd, F_GET_SEALS);

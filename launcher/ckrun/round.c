@@ -268,7 +268,8 @@ static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct c
 		memset(&rel, 0, sizeof(rel));
 		rel.type = CK_MSG_RELEASE;
 		ck_chan_send(c->agent_fd, &rel, NULL, 0);
-		*t_released = ck_now_ns();
+		if (!*t_released)
+			*t_released = ck_now_ns();
 	}
 	if (r == 0)
 		r = ck__save_regions(c, *wp, snap, p, m, flags, 1, pd);
@@ -331,6 +332,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
 	struct ck_procdesc *pd = NULL;
+	int held = 1;
 	uint64_t t0 = ck_now_ns(), t_snap, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	struct ck_msg msg;
 	pid_t snap = 0;
@@ -372,7 +374,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (msg.type == CK_MSG_SNAPSHOT)
 			break;
 	}
-	t_snap = ck_now_ns(); /* until RELEASE, the job stays frozen */
+	t_snap = ck_now_ns(); /* the job runs on from here, or from RELEASE if it holds */
+	held = msg.arg[2] != 0;
 	pd = malloc(sizeof(*pd));
 	m = calloc(1, sizeof(*m));
 	if (!pd || !m) {
@@ -408,7 +411,12 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if (r < 0)
 		goto fail;
-	r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, &t_snap);
+	{
+		/* Held rounds release the job at RELEASE (the value comes back
+		 * in t_rel); others released it right after the fork. */
+		uint64_t t_rel = held ? 0 : t_snap;
+		r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, &t_rel);
+	}
 	if (r < 0)
 		goto fail;
 	if (!(flags & CK_ROUND_STOP))
