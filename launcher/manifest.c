@@ -80,9 +80,17 @@ struct ck__mf_region {
 static_assert(sizeof(struct ck__mf_region) == 64, "manifest region record layout");
 
 #define CK__STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK__NSECT 5
-static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP"};
-enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP };
+#define CK__NSECT 6
+#define CK__NSECT_REQUIRED 5 /* TREE is written only by multi-process aware ckrun */
+static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE"};
+enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP, S_TREE };
+
+struct ck__mf_task {
+	int32_t pid, ppid, pgid, sid;
+	uint32_t flags;
+	int32_t status;
+};
+static_assert(sizeof(struct ck__mf_task) == 24, "manifest task record layout");
 
 #define CK__CHUNK_FLAGS (CK_CHUNK_ZERO | CK_CHUNK_RAW)
 
@@ -276,6 +284,19 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	}
 	sect_end(&b, at);
 
+	if (m->ntasks) {
+		at = sect_begin(&b, S_TREE);
+		put_u32(&b, (uint32_t)m->ntasks);
+		for (i = 0; i < m->ntasks; i++) {
+			const struct ck_task *t = &m->tasks[i];
+			struct ck__mf_task w = {(int32_t)htole32((uint32_t)t->pid), (int32_t)htole32((uint32_t)t->ppid),
+						(int32_t)htole32((uint32_t)t->pgid), (int32_t)htole32((uint32_t)t->sid),
+						htole32(t->flags), (int32_t)htole32((uint32_t)t->status)};
+			put_bytes(&b, &w, sizeof(w));
+		}
+		sect_end(&b, at);
+	}
+
 	buf_grow(&b, 0);
 	if (b.err) {
 		free(b.p);
@@ -292,7 +313,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.frozen_ns = htole64(m->frozen_ns);
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
-	h.nsections = htole32(CK__NSECT);
+	h.nsections = htole32(m->ntasks ? CK__NSECT : CK__NSECT_REQUIRED);
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (!EVP_Digest(b.p, b.len, md, NULL, EVP_sha256(), NULL)) {
@@ -549,6 +570,34 @@ static int decode_skip(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+static int decode_tree(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_task), "tasks")) < 0)
+		return rc;
+	m->tasks = calloc((size_t)n + 1, sizeof(*m->tasks));
+	if (!m->tasks)
+		return -ENOMEM;
+	m->ntasks = n;
+	for (i = 0; i < n; i++) {
+		struct ck__mf_task w;
+		struct ck_task *t = &m->tasks[i];
+		if ((rc = take(r, &w, sizeof(w))) < 0)
+			return rc;
+		t->pid = (int32_t)le32toh((uint32_t)w.pid);
+		t->ppid = (int32_t)le32toh((uint32_t)w.ppid);
+		t->pgid = (int32_t)le32toh((uint32_t)w.pgid);
+		t->sid = (int32_t)le32toh((uint32_t)w.sid);
+		t->flags = le32toh(w.flags);
+		t->status = (int32_t)le32toh((uint32_t)w.status);
+		if (t->pid <= 1 || (t->flags & ~(uint32_t)CK_TASK_ZOMBIE))
+			return bad("task %u: bad pid %d or flags %#x", i, t->pid, t->flags);
+	}
+	return 0;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -724,6 +773,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case S_PACK: rc = decode_pack(&sr, m); break;
 		case S_CHNK: rc = decode_chnk(&sr, m); break;
 		case S_PROC: rc = decode_proc(&sr, m); break;
+		case S_TREE: rc = decode_tree(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)
@@ -740,7 +790,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		rc = bad("%zu bytes after the last section", (size_t)(r.end - r.p));
 		goto fail;
 	}
-	for (i = 0; i < CK__NSECT; i++) {
+	for (i = 0; i < CK__NSECT_REQUIRED; i++) {
 		if (!(seen & (1u << i))) {
 			rc = bad("section %s missing", ck__sect_names[i]);
 			goto fail;
@@ -788,6 +838,7 @@ void ck_manifest_free(struct ck_manifest *m)
 		free(p->regions);
 	}
 	free(m->procs);
+	free(m->tasks);
 	for (i = 0; m->skips && i < m->nskips; i++) {
 		free(m->skips[i].what);
 		free(m->skips[i].why);

@@ -75,6 +75,16 @@ struct ck_proc {
 	size_t desc_len;
 };
 
+/* The job's process tree: every process (those in procs[] and zombies),
+ * with pids as the job's pid namespace numbers them. pgid/sid 0: the group
+ * or session of ckrun, outside the job. */
+struct ck_task {
+	int32_t pid, ppid, pgid, sid;
+	uint32_t flags;
+	int32_t status; /* zombies: the wait status their parent will collect */
+};
+#define CK_TASK_ZOMBIE 0x1
+
 /* Something left out of the checkpoint, and why (shown by ckpt inspect). */
 struct ck_skip {
 	int32_t pid;
@@ -102,6 +112,8 @@ struct ck_manifest {
 	size_t nprocs;
 	struct ck_skip *skips;
 	size_t nskips;
+	struct ck_task *tasks; /* optional section TREE; none in older images */
+	size_t ntasks;
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

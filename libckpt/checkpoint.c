@@ -75,15 +75,16 @@ static void ck__send_snapshot(void)
 	m.type = CK_MSG_SNAPSHOT;
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__pd;
 	m.arg[1] = sizeof(ck__pd);
-	m.arg[2] = (uint64_t)ck__core.hold; /* 0: the job runs on from the fork */
+	m.arg[2] = (uint64_t)ck__core.hold; /* the job has memory a fork does not freeze */
 	ck__send(&m);
 }
 
-/* Waits for ckrun's verdict on the round (DONE), or with release_ok for
- * RELEASE too; returns the message type, or -errno. */
+/* Waits for one of ckrun's messages: DONE (the round's verdict: resume),
+ * or also `other` (COLLECT, RELEASE) when non-zero. Returns the message
+ * type, or -errno when ckrun is gone. */
 static int ck__round_result;
 
-static int ck__wait_msg(int release_ok)
+static int ck__wait_msg(uint32_t other)
 {
 	static struct ck_msg m;
 	int r;
@@ -96,7 +97,7 @@ static int ck__wait_msg(int release_ok)
 		}
 		if (m.type == CK_MSG_DONE)
 			ck__round_result = (int)(int64_t)m.arg[0];
-		if (m.type == CK_MSG_DONE || (release_ok && m.type == CK_MSG_RELEASE))
+		if (m.type == CK_MSG_DONE || (other && m.type == other))
 			return (int)m.type;
 	}
 }
@@ -108,6 +109,17 @@ static void __attribute__((noinline)) ck__snapshot_child(void)
 	ck__send_snapshot();
 	for (;;)
 		ck_sys0(SYS_pause);
+}
+
+/* The snapshot is our child with no exit signal: the job's wait() and
+ * SIGCHLD never see it (only __WALL does). ckrun kills it before DONE; if
+ * ckrun is gone, we do. */
+static void ck__reap_snapshot(long child, int r)
+{
+	if (r < 0)
+		ck_sys2(SYS_kill, child, SIGKILL);
+	while (ck_sys4(SYS_wait4, child, 0, 0x40000000 /* __WALL */, 0) == -EINTR)
+		;
 }
 
 void ck__round(uint32_t flags)
@@ -123,6 +135,12 @@ void ck__round(uint32_t flags)
 	r = ck__suspend_all();
 	if (r < 0)
 		goto fail_resume;
+	/* Barrier: state is recorded only once every process of the job is
+	 * parked, so nothing moves between them (pipes, shared memory). */
+	ck__send_simple(CK_MSG_SUSPENDED, NULL);
+	r = ck__wait_msg(CK_MSG_COLLECT);
+	if (r != CK_MSG_COLLECT)
+		goto aborted;
 	r = ck__collect_process();
 	if (r == 0)
 		r = ck__collect_fds();
@@ -138,7 +156,7 @@ void ck__round(uint32_t flags)
 
 	if (ck_ctx_save(&mgr->ctx) == 0) {
 		if (!(flags & CK_CKPT_NOFORK)) {
-			long child = ck_sys5(SYS_clone, CLONE_PARENT | SIGCHLD, 0, 0, 0, 0);
+			long child = ck_sys5(SYS_clone, 0 /* no exit signal */, 0, 0, 0, 0);
 			if (child == 0)
 				ck__snapshot_child();
 			if (child < 0) {
@@ -146,16 +164,14 @@ void ck__round(uint32_t flags)
 				r = (int)child;
 				goto fail_release;
 			}
-			/* Shared memory and file contents are not copy-on-write:
-			 * with any of them, threads stay parked until ckrun has
-			 * read them; without, they go on right after the fork. */
-			if (!ck__core.hold)
-				ck__release_all();
-			r = ck__wait_msg(1);
-			if (ck__core.hold)
-				ck__release_all();
+			/* Threads stay parked until ckrun has every process's
+			 * snapshot and has read what a copy-on-write child cannot
+			 * hold (shared memory, file and pipe contents). */
+			r = ck__wait_msg(CK_MSG_RELEASE);
+			ck__release_all();
 			if (r == CK_MSG_RELEASE)
-				ck__wait_msg(0);
+				r = ck__wait_msg(0);
+			ck__reap_snapshot(child, r);
 		} else {
 			ck__send_snapshot();
 			ck__wait_msg(0);
@@ -172,10 +188,18 @@ void ck__round(uint32_t flags)
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
 	ck__send_simple(CK_MSG_RESTARTED, NULL);
+	/* Every process of the job runs again at once, when ckrun says so. */
+	ck__wait_msg(0);
 	ck__release_all();
 	ck__round_finished(0); /* the saved round succeeded, by definition */
 	return;
 
+aborted:
+	/* Another process of the job failed the round (DONE), or ckrun left. */
+	ck__release_all();
+	ck__plugins_event(CK_EV_RESUME);
+	ck__round_finished(r < 0 ? r : (ck__round_result < 0 ? ck__round_result : -ECANCELED));
+	return;
 fail_release:
 	ck__release_all();
 fail_resume:
@@ -193,10 +217,6 @@ void *ck__manager(void *arg)
 
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
-	m.type = CK_MSG_HELLO;
-	m.arg[0] = (uint64_t)ck__core.pid;
-	m.len = 0;
-	ck__send(&m);
 	for (;;) {
 		if (ck__recv(&m) < 0)
 			return NULL; /* ckrun is gone: the job runs on, uncheckpointed */

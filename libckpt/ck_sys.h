@@ -123,10 +123,10 @@ static inline int ck_strncmp(const char *a, const char *b, size_t n)
 /* sendmsg of len bytes with our credentials attached (SCM_CREDENTIALS),
  * so the receiver learns our pid as its own pid namespace numbers it.
  * Restarted on EINTR; returns 0 or -errno. */
-static inline long ck_send_with_creds(int fd, const void *buf, size_t len)
+static inline long ck_send_with_creds_fd(int fd, const void *buf, size_t len, int passfd)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {(void *)buf, len};
@@ -140,7 +140,7 @@ static inline long ck_send_with_creds(int fd, const void *buf, size_t len)
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
 	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
+	mh.msg_controllen = CMSG_SPACE(sizeof(struct ucred)) + (passfd >= 0 ? CMSG_SPACE(sizeof(int)) : 0);
 	c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_CREDENTIALS;
@@ -149,10 +149,22 @@ static inline long ck_send_with_creds(int fd, const void *buf, size_t len)
 	cred.uid = (uid_t)ck_sys0(SYS_getuid);
 	cred.gid = (gid_t)ck_sys0(SYS_getgid);
 	ck_memcpy(CMSG_DATA(c), &cred, sizeof(cred));
+	if (passfd >= 0) {
+		c = CMSG_NXTHDR(&mh, c);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		ck_memcpy(CMSG_DATA(c), &passfd, sizeof(int));
+	}
 	do
 		r = ck_sys3(SYS_sendmsg, fd, &mh, MSG_NOSIGNAL);
 	while (r == -4 /* EINTR */);
 	return r < 0 ? r : 0;
+}
+
+static inline long ck_send_with_creds(int fd, const void *buf, size_t len)
+{
+	return ck_send_with_creds_fd(fd, buf, len, -1);
 }
 
 #endif

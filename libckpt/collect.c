@@ -96,16 +96,6 @@ static int ck__check_unsupported(void)
 			return -ENOTSUP;
 		}
 	}
-	for (uint32_t i = 0; i < ck__pd.nthreads; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/self/task/%d/children", ck__pd.threads[i].tid);
-		if (ck__read_file(path, buf, sizeof(buf)) > 0 && buf[0] >= '0' && buf[0] <= '9') {
-			p = buf;
-			ck__failf("the job has a child process (pid %llu): process trees are not supported yet",
-				  (unsigned long long)ck__next_u64(&p));
-			return -ENOTSUP;
-		}
-	}
 	return 0;
 }
 

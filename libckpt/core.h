@@ -34,8 +34,6 @@ struct ck_core {
 
 extern struct ck_core ck__core CK_HIDDEN;
 extern struct ck_procdesc ck__pd CK_HIDDEN;
-extern char ck__pipebuf[] CK_HIDDEN;
-#define CK_PIPEBUF_SIZE (4u << 20)
 
 /* suspend.c */
 int ck__suspend_all(void) CK_HIDDEN;

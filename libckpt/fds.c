@@ -1,7 +1,6 @@
 /* Descriptor capture: classifies every open descriptor of the process into
- * struct ck_pd_fd entries (ckrun re-creates them at restore), drains the
- * unread bytes of pipes whose both ends are in the process into ck__pipebuf
- * (and puts them straight back), and records epoll registrations.
+ * struct ck_pd_fd entries (ckrun re-creates them at restore, and reads the
+ * unread bytes of pipes itself), and records epoll registrations.
  * Runs with the job's threads parked: system calls and fixed buffers only. */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,8 +18,6 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-char ck__pipebuf[CK_PIPEBUF_SIZE];
-static uint64_t ck__pipebuf_used;
 
 struct ck__dirent64 {
 	uint64_t ino;
@@ -136,70 +133,6 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	return 0;
 }
 
-/* poll() bits of a descriptor, without blocking. A pipe's write end shows
- * POLLERR when no reader is left anywhere, a read end POLLHUP when no
- * writer is: such an end has no peer outside the process either. */
-static short ck__poll_now(int fd, short events)
-{
-	struct pollfd p = {fd, events, 0};
-	struct timespec zero = {0, 0};
-
-	if (ck_sys5(SYS_ppoll, &p, 1, &zero, NULL, 8) < 0)
-		return 0;
-	return p.revents;
-}
-
-/* Pipes: the unread bytes go to ck__pipebuf and straight back into the pipe
- * through a write end the process holds. */
-static int ck__drain_pipe(struct ck_pd_fd *rd)
-{
-	struct ck_pd_fd *wr = NULL;
-	int avail = 0;
-	long n, got = 0;
-
-	for (uint32_t i = 0; i < ck__pd.nfds; i++) {
-		struct ck_pd_fd *o = &ck__pd.fds[i];
-		if (o->ino == rd->ino && o->dev == rd->dev && (o->flags & O_ACCMODE) != O_RDONLY) {
-			wr = o;
-			break;
-		}
-	}
-	if (ck_sys3(SYS_ioctl, rd->fd, FIONREAD, &avail) < 0)
-		avail = 0;
-	rd->pipe_cap = (uint32_t)ck_sys2(SYS_fcntl, rd->fd, F_GETPIPE_SZ);
-	if (!wr) {
-		if (avail == 0 && (rd->kind == CK_FD_FIFO || (ck__poll_now(rd->fd, POLLIN) & POLLHUP)))
-			return 0; /* empty, and no writer anywhere */
-		ck__failf("pipe (descriptor %d) has its write end outside the process: not supported yet", rd->fd);
-		return -ENOTSUP;
-	}
-	if (avail <= 0)
-		return 0;
-	if (ck__pipebuf_used + (uint64_t)avail > CK_PIPEBUF_SIZE) {
-		ck__failf("unread pipe data exceeds %u bytes", CK_PIPEBUF_SIZE);
-		return -E2BIG;
-	}
-	{
-		int fl = (int)ck_sys2(SYS_fcntl, rd->fd, F_GETFL);
-		ck_sys3(SYS_fcntl, rd->fd, F_SETFL, fl | O_NONBLOCK);
-		while (got < avail && (n = ck_read(rd->fd, ck__pipebuf + ck__pipebuf_used + got, avail - got)) > 0)
-			got += n;
-		ck_sys3(SYS_fcntl, rd->fd, F_SETFL, fl);
-	}
-	for (long put = 0; put < got;) {
-		n = ck_write(wr->fd, ck__pipebuf + ck__pipebuf_used + put, got - put);
-		if (n <= 0) {
-			ck__failf("cannot put drained bytes back into pipe (descriptor %d)", wr->fd);
-			return -EIO;
-		}
-		put += n;
-	}
-	rd->pipe_off = ck__pipebuf_used;
-	rd->pipe_len = (uint32_t)got;
-	ck__pipebuf_used += (uint64_t)got;
-	return 0;
-}
-
 static int ck__is_stdio(const struct ck_pd_fd *f)
 {
 	return f->fd <= 2 && f->dev == ck__core.stdio_dev[f->fd] && f->ino == ck__core.stdio_ino[f->fd] &&
@@ -284,7 +217,9 @@ static int ck__collect_one(int fd, int dirfd)
 		return 0;
 	case S_IFIFO:
 		f->kind = ck__startswith(f->path, "pipe:[") ? CK_FD_PIPE : CK_FD_FIFO;
-		/* Pair pipe ends; the first read end seen holds the drained bytes. */
+		f->pipe_cap = (uint32_t)ck_sys2(SYS_fcntl, fd, F_GETPIPE_SZ);
+		/* Pair pipe ends. Their unread bytes are ckrun's to read, once per
+		 * pipe for the whole job, while every process is parked. */
 		for (uint32_t i = 0; i + 1 < ck__pd.nfds; i++) {
 			struct ck_pd_fd *o = &ck__pd.fds[i];
 			if (o->dev == f->dev && o->ino == f->ino) {
@@ -311,9 +246,8 @@ int ck__collect_fds(void)
 
 	ck__pd.nfds = 0;
 	ck__pd.nepitems = 0;
-	ck__pipebuf_used = 0;
-	ck__pd.pipebuf = (uint64_t)(uintptr_t)ck__pipebuf;
-	ck__pd.pipebuf_size = CK_PIPEBUF_SIZE;
+	ck__pd.pipebuf = 0;
+	ck__pd.pipebuf_size = 0;
 	dfd = ck_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (dfd < 0) {
 		ck__failf("cannot list /proc/self/fd");
@@ -330,31 +264,5 @@ int ck__collect_fds(void)
 	ck_close((int)dfd);
 	if (r < 0)
 		return r;
-	/* Drain pipes once every end is known. */
-	for (uint32_t i = 0; i < ck__pd.nfds; i++) {
-		struct ck_pd_fd *f = &ck__pd.fds[i];
-		if ((f->kind == CK_FD_PIPE || f->kind == CK_FD_FIFO) && f->peer < 0 &&
-		    (f->flags & O_ACCMODE) != O_WRONLY) {
-			r = ck__drain_pipe(f);
-			if (r < 0)
-				return r;
-		} else if ((f->kind == CK_FD_PIPE || f->kind == CK_FD_FIFO) && f->peer < 0) {
-			/* A write end seen first: find a read end among later fds. */
-			int found = 0;
-			for (uint32_t j = i + 1; j < ck__pd.nfds; j++) {
-				struct ck_pd_fd *o = &ck__pd.fds[j];
-				if (o->ino == f->ino && o->dev == f->dev && (o->flags & O_ACCMODE) != O_WRONLY) {
-					o->peer = -1;
-					found = 1;
-					break;
-				}
-			}
-			if (!found && f->kind == CK_FD_PIPE && !(ck__poll_now(f->fd, POLLOUT) & POLLERR)) {
-				ck__failf("pipe (descriptor %d) has its read end outside the process: not supported yet",
-					  f->fd);
-				return -ENOTSUP;
-			}
-		}
-	}
 	return 0;
 }

@@ -1,6 +1,8 @@
-/* libckpt start-up: in a process started by ckrun (CKPT_CTL_FD set), take
- * the control channel, install the suspend handler, tell plugins, and start
- * the manager thread. In any other process the library stays inert. */
+/* libckpt start-up: in a process of a ckrun job (CKPT_CTL_FD set), take a
+ * control channel of its own, install the suspend handler, tell plugins,
+ * and start the manager thread. Children do the same from a fork handler,
+ * exec'd programs from this constructor again. In any other process the
+ * library stays inert. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -8,47 +10,63 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
+/* ckrun's stdio (CKPT_STDIO="dev:ino,dev:ino,dev:ino"): descriptors that
+ * still refer to it are the new ckrun's at restart. Taken from ckrun rather
+ * than from our own descriptors, which in a child may be pipes between the
+ * job's processes. */
 static void ck__record_stdio(void)
 {
-	for (int fd = 0; fd < 3; fd++) {
-		struct stat st;
-		if (fstat(fd, &st) == 0) {
-			ck__core.stdio_dev[fd] = st.st_dev;
-			ck__core.stdio_ino[fd] = st.st_ino;
-		}
+	const char *s = getenv("CKPT_STDIO");
+
+	for (int fd = 0; fd < 3 && s && *s; fd++) {
+		char *end;
+		ck__core.stdio_dev[fd] = strtoull(s, &end, 10);
+		if (*end != ':')
+			break;
+		ck__core.stdio_ino[fd] = strtoull(end + 1, &end, 10);
+		s = *end == ',' ? end + 1 : end;
 	}
 }
 
-__attribute__((constructor)) static void ck__init(void)
+/* A channel of our own: a new socketpair, one end sent to ckrun over the
+ * channel we inherited (with our pid), the other end at CK_CTL_FD. The
+ * channel stays open across exec, so exec'd programs attach the same way. */
+static int ck__attach(int inherited)
 {
-	const char *s = getenv(CK_CTL_ENV), *sig;
+	static struct ck_msg m;
+	int sp[2];
+	long r;
+
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return -errno;
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = CK_MSG_HELLO;
+	m.arg[0] = (uint64_t)getpid();
+	r = ck_send_with_creds_fd(inherited, &m, __builtin_offsetof(struct ck_msg, text), sp[1]);
+	close(sp[1]);
+	if (r < 0 || dup3(sp[0], CK_CTL_FD, 0) < 0) {
+		close(sp[0]);
+		return r < 0 ? (int)r : -errno;
+	}
+	close(sp[0]);
+	if (inherited != CK_CTL_FD)
+		close(inherited);
+	ck__core.ctl_fd = CK_CTL_FD;
+	return 0;
+}
+
+static void ck__start_manager(void)
+{
 	pthread_attr_t attr;
 	sigset_t all, old;
 	pthread_t th;
-	int fd;
-
-	if (!s)
-		return;
-	fd = atoi(s);
-	/* Children and exec'd programs do not inherit the channel. */
-	unsetenv(CK_CTL_ENV);
-	if (fd < 3 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
-		return;
-	sig = getenv("CKPT_SIGNAL");
-	if (sig && atoi(sig) >= SIGRTMIN && atoi(sig) <= SIGRTMAX)
-		ck__core.sig = atoi(sig);
-	ck__core.ctl_fd = fd;
-	ck__core.pid = getpid();
-	ck__record_stdio();
-	if (ck__install_handler() < 0)
-		return;
-	ck__plugins_event(CK_EV_INIT);
 
 	/* The manager takes no job signals. */
 	sigfillset(&all);
@@ -59,4 +77,47 @@ __attribute__((constructor)) static void ck__init(void)
 	pthread_create(&th, &attr, ck__manager, NULL);
 	pthread_attr_destroy(&attr);
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* In a forked child: only the forking thread exists; the manager is gone. */
+static void ck__atfork_child(void)
+{
+	if (ck__core.ctl_fd < 0)
+		return;
+	ck__core.pid = getpid();
+	ck__core.manager_tid = 0;
+	ck__core.parked = 0;
+	ck__core.suspending = 0;
+	ck__core.hold = 0;
+	ck__core.fail[0] = 0;
+	if (ck__attach(ck__core.ctl_fd) < 0) {
+		ck__core.ctl_fd = -1; /* ckrun will name this process as unmanaged */
+		return;
+	}
+	ck__plugins_event(CK_EV_ATFORK_CHILD);
+	ck__start_manager();
+}
+
+__attribute__((constructor)) static void ck__init(void)
+{
+	const char *s = getenv(CK_CTL_ENV), *sig;
+	int fd;
+
+	if (!s)
+		return;
+	fd = atoi(s);
+	if (fd < 3 || fcntl(fd, F_GETFD) < 0)
+		return;
+	sig = getenv("CKPT_SIGNAL");
+	if (sig && atoi(sig) >= SIGRTMIN && atoi(sig) <= SIGRTMAX)
+		ck__core.sig = atoi(sig);
+	ck__core.pid = getpid();
+	ck__record_stdio();
+	if (ck__attach(fd) < 0)
+		return;
+	if (ck__install_handler() < 0)
+		return;
+	pthread_atfork(NULL, NULL, ck__atfork_child);
+	ck__plugins_event(CK_EV_INIT);
+	ck__start_manager();
 }

@@ -46,7 +46,7 @@ enum ck_pd_fd_kind {
 	CK_FD_DELETED,  /* regular file deleted while open: contents saved */
 	CK_FD_MEMFD,    /* memfd: contents and seals saved */
 	CK_FD_DEV,      /* character device by path (/dev/null, zero, urandom, ...) */
-	CK_FD_PIPE,     /* pipe end; both ends inside the process */
+	CK_FD_PIPE,     /* pipe end; the other end anywhere in the job, or gone */
 	CK_FD_FIFO,     /* named pipe, reopened by path */
 	CK_FD_EVENTFD,
 	CK_FD_TIMERFD,
@@ -66,12 +66,12 @@ struct ck_pd_fd {
 	int64_t mtime_ns;
 	uint32_t mode;
 	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */
-	uint64_t pipe_off; /* pipe/fifo: unread bytes at pipebuf+pipe_off */
-	uint32_t pipe_len;
+	uint64_t pipe_off; /* unused (0) */
+	uint32_t pipe_len; /* unused (0): ckrun saves unread pipe bytes as data chunks */
 	uint32_t pipe_cap; /* F_GETPIPE_SZ */
 	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
 			    * signalfd: mask; memfd: seals */
-	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd) */
+	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
 	uint32_t data_nchunks;
 	uint32_t pad;
 	char path[CK_PD_PATH];
@@ -140,7 +140,7 @@ struct ck_procdesc {
 	uint64_t auxv[64];
 	uint32_t auxv_size; /* bytes */
 	uint32_t pad0;
-	uint64_t pipebuf, pipebuf_size; /* where drained pipe bytes sit */
+	uint64_t pipebuf, pipebuf_size; /* unused (0) */
 	struct ck_pd_sigaction sigact[CK_PD_NSIG];
 	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
 	uint64_t rlimit[CK_PD_NRLIMIT][2];

@@ -3,7 +3,13 @@
  * SOCK_SEQPACKET socketpair created by ckrun; the job's end sits at
  * CK_CTL_FD (hidden from the job's descriptor capture). Every message starts
  * with struct ck_msg; senders attach SCM_CREDENTIALS so ckrun learns the
- * sender's pid in its own pid namespace. */
+ * sender's pid in its own pid namespace.
+ *
+ * Every process of the job has a channel of its own. A process inherits its
+ * parent's (fork, exec): libckpt (and the restorer) then makes a new
+ * socketpair and sends one end with CK_MSG_HELLO (CK_MSG_RST_HELLO) over the
+ * inherited channel, and puts the other at CK_CTL_FD. ckrun thus learns of
+ * every new process, by the channel of the process it came from. */
 #ifndef CK_PROTO_H
 #define CK_PROTO_H
 
@@ -17,7 +23,7 @@ enum ck_msg_type {
 	CK_MSG_CHECKPOINT = 1, /* arg0: flags (CK_CKPT_*) arg1: seq */
 	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
 	/* job -> ckrun */
-	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns */
+	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; SCM_RIGHTS: the process's own channel */
 	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size */
 	CK_MSG_FAILED,    /* text: why the round cannot be done */
 	CK_MSG_RESTARTED, /* restored process runs again */
@@ -32,7 +38,35 @@ enum ck_msg_type {
 	/* ckrun -> job, fork mode: what a copy-on-write child cannot hold
 	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
 	CK_MSG_RELEASE,
+	/* job -> ckrun: every thread is parked (multi-process barrier) */
+	CK_MSG_SUSPENDED,
+	/* ckrun -> job: every process of the job is parked: record the state
+	 * and take the snapshot */
+	CK_MSG_COLLECT,
+	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0]);
+	 * arg1: CK_RST_SETSID to call setsid() first */
+	CK_MSG_RST_TREE,
+	CK_MSG_RST_TREE_DONE, /* restorer -> ckrun */
+	/* ckrun -> restorer: setpgid(0, arg0) (arg0 0: lead a new group) */
+	CK_MSG_RST_PGID,
+	CK_MSG_RST_PGID_DONE,
+	/* ckrun -> restorer: end as the saved zombie did (arg0: wait status) */
+	CK_MSG_RST_EXIT,
 };
+
+struct ck_rst_child {
+	int32_t pid;
+	uint32_t flags; /* CK_RST_CHILD_* */
+};
+#define CK_RST_CHILD_QUIET 0x1 /* exit signal 0: invisible to the parent's wait() */
+#define CK_RST_SETSID 0x1
+#define CK_RST_MAX_CHILDREN (CK_MSG_TEXT / 8)
+
+/* Shared-memory objects (MAP_SHARED anonymous memory, deleted shm files)
+ * reach the restorer as descriptors at CK_RST_SHARED_FD + k; it maps them
+ * and closes them before the job runs. */
+#define CK_RST_SHARED_FD 1001
+#define CK_RST_MAX_SHARED 96
 
 #define CK_CKPT_NOFORK 0x1
 #define CK_CKPT_STOP 0x2
@@ -78,6 +112,8 @@ struct ck_rst_layout {
 	 * region and write a jump at each tramp[].old_addr to new_addr. */
 	uint32_t vdso_mode, ntramp;
 	uint64_t new_special_base;
+	uint32_t nshared; /* descriptors at CK_RST_SHARED_FD.. to close after mapping */
+	uint32_t pad1;
 	struct {
 		uint64_t old_addr, new_addr;
 	} tramp[CK_RST_MAX_TRAMP];

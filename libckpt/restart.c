@@ -89,27 +89,8 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		ck_sys1(SYS_chdir, pd->cwd);
 }
 
-static void ck__restore_pipes_and_epoll(const struct ck_procdesc *pd)
+static void ck__restore_epoll(const struct ck_procdesc *pd)
 {
-	for (uint32_t i = 0; i < pd->nfds; i++) {
-		const struct ck_pd_fd *f = &pd->fds[i];
-		if ((f->kind != CK_FD_PIPE && f->kind != CK_FD_FIFO) || !f->pipe_len)
-			continue;
-		for (uint32_t j = 0; j < pd->nfds; j++) {
-			const struct ck_pd_fd *w = &pd->fds[j];
-			if (w->ino != f->ino || w->dev != f->dev || (w->flags & O_ACCMODE) == O_RDONLY ||
-			    (w->kind != CK_FD_PIPE && w->kind != CK_FD_FIFO))
-				continue;
-			const char *p = (const char *)(uintptr_t)(pd->pipebuf + f->pipe_off);
-			for (uint32_t put = 0; put < f->pipe_len;) {
-				long n = ck_write(w->fd, p + put, f->pipe_len - put);
-				if (n <= 0)
-					ck__restart_fail("cannot refill a pipe", n);
-				put += (uint32_t)n;
-			}
-			break;
-		}
-	}
 	for (uint32_t i = 0; i < pd->nepitems; i++) {
 		const struct ck_pd_epitem *e = &pd->epitems[i];
 		struct epoll_event ev;
@@ -233,7 +214,7 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 		}
 	}
 	ck__restore_process_state(pd);
-	ck__restore_pipes_and_epoll(pd);
+	ck__restore_epoll(pd);
 	ck__recreate_threads(pd);
 	ck__restore_timers(pd);
 	/* Every thread exists, all with signals blocked until they return

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "launcher/ckrun/ckrun.h"
 #include "libckpt/proto.h"
@@ -43,8 +44,17 @@ int ck_chan_send(int fd, struct ck_msg *m, const int *fds, int nfds)
 
 int ck_chan_recv(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms)
 {
+	int rfd = -1, r = ck_chan_recv_fd(fd, m, pid, timeout_ms, &rfd);
+
+	if (rfd >= 0)
+		close(rfd); /* not expected here */
+	return r;
+}
+
+int ck_chan_recv_fd(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms, int *rfd)
+{
 	union {
-		char buf[CMSG_SPACE(sizeof(struct ucred))];
+		char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {m, sizeof(*m)};
@@ -53,6 +63,7 @@ int ck_chan_recv(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms)
 
 	if (pid)
 		*pid = 0;
+	*rfd = -1;
 	for (;;) {
 		struct pollfd p = {fd, POLLIN, 0};
 		int r = poll(&p, 1, timeout_ms);
@@ -74,11 +85,27 @@ int ck_chan_recv(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), got[4];
+			memcpy(got, CMSG_DATA(c), sizeof(int) * (size_t)(k < 4 ? k : 4));
+			for (int i = 0; i < k && i < 4; i++) {
+				if (*rfd < 0)
+					*rfd = got[i];
+				else
+					close(got[i]);
+			}
+		}
+	}
 	if (n == 0)
 		return -EPIPE;
 	if ((size_t)n < __builtin_offsetof(struct ck_msg, text) || m->len > CK_MSG_TEXT ||
-	    (size_t)n < __builtin_offsetof(struct ck_msg, text) + m->len)
+	    (size_t)n < __builtin_offsetof(struct ck_msg, text) + m->len) {
+		if (*rfd >= 0)
+			close(*rfd);
+		*rfd = -1;
 		return -EBADMSG;
+	}
 	m->text[m->len < CK_MSG_TEXT ? m->len : CK_MSG_TEXT - 1] = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && pid) {

@@ -11,6 +11,24 @@
 #include "launcher/store.h"
 #include "libckpt/procdesc.h"
 
+/* One process of the job, as ckrun knows it: attached by its channel. */
+struct ck_jproc {
+	pid_t pid;    /* in ckrun's pid namespace */
+	int32_t jpid; /* in the job's */
+	int fd;       /* its control channel */
+	int state;    /* CK_JP_* within a round */
+	pid_t snap;   /* its snapshot child (fork mode) */
+	uint64_t pd_addr;
+	int held;     /* it has memory a fork does not freeze */
+	struct ck_procdesc *pd;
+	struct ck_proc *mp; /* its record in the manifest being built */
+};
+enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SUSPENDED, CK_JP_SNAPSHOT };
+
+/* Pseudo message type from ck_procs_wait: a process's channel closed
+ * (arg0: its pid in ckrun's namespace). */
+#define CK_MSG_GONE 1000
+
 struct ckrun {
 	/* options */
 	const char *store_uri;
@@ -28,9 +46,15 @@ struct ckrun {
 	char restorer[4096];
 	/* runtime */
 	struct ck_store *store;
-	int agent_fd;   /* our end of the job's control channel */
+	int agent_fd;   /* the first channel, handed to init: new processes announce on it */
 	pid_t init_pid; /* the job namespace's init, in our pid namespace */
 	pid_t job_pid;  /* the job's main process, in our pid namespace */
+	struct ck_jproc *procs; /* attached processes of the job */
+	size_t nprocs, procs_cap;
+	int32_t root_jpid; /* the job's main process, in the job's namespace */
+	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
+	unsigned round_ckflags;
+	uint64_t round_seq;
 	int status_fd;  /* init reports the job's wait status here */
 	int job_ready;  /* libckpt said hello (or restarted) */
 	uint64_t last_seq;
@@ -39,7 +63,9 @@ struct ckrun {
 
 /* ns.c: the job's user+pid+mount namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };
-int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, pid_t want_pid);
+/* RESTORE: init creates the restorers of pids[0..n) (pids[0] is the job's
+ * main process, whose end is the job's end). */
+int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t n);
 void ck_kill_job(struct ckrun *c);
 /* Waits for the job's end; returns ckrun's exit status for it. */
 int ck_job_exit_status(int wstatus);
@@ -62,6 +88,27 @@ int ck_chan_send(int fd, struct ck_msg *m, const int *fds, int nfds);
 /* Receives one message; *pid = sender's pid in our namespace (0 if none).
  * timeout_ms < 0 waits for ever. -ETIMEDOUT, -EPIPE (peer gone). */
 int ck_chan_recv(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms);
+/* Same, also taking one descriptor passed with it (*rfd, -1 if none). */
+int ck_chan_recv_fd(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms, int *rfd);
+
+/* procs.c: the job's processes and their channels */
+struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid);
+/* Waits up to timeout_ms (-1: for ever) for a message from any process
+ * (new processes are attached on the way; a closed channel comes back as
+ * CK_MSG_GONE) or for one of extra[] to be ready. Returns 1 with a message
+ * (*from: the process whose channel carried it, NULL for GONE; *sender: the
+ * sending pid), 0 when extra[] is ready or time is up, or -errno. */
+struct pollfd;
+int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
+		  struct ck_jproc **from, pid_t *sender);
+int ck_procs_send(struct ck_jproc *p, uint32_t type, uint64_t arg0);
+void ck_procs_drop(struct ckrun *c, struct ck_jproc *p);
+void ck_procs_clear(struct ckrun *c);
+/* Live processes of the job namespace (init's descendants, zombies apart),
+ * in ckrun's pid namespace. */
+int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, size_t *nz);
+/* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
+int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 
 /* round.c */
 #define CK_ROUND_STOP 0x1

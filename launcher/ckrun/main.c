@@ -228,44 +228,34 @@ static int ck__loop(struct ckrun *c)
 		timerfd_settime(tfd, 0, &its, NULL);
 	}
 	for (;;) {
-		struct pollfd p[5] = {{ck_wake_fd[0], POLLIN, 0}, {c->agent_fd, POLLIN, 0}, {c->status_fd, POLLIN, 0},
-				      {tfd, POLLIN, 0},          {lfd, POLLIN, 0}};
+		struct pollfd p[4] = {{ck_wake_fd[0], POLLIN, 0}, {c->status_fd, POLLIN, 0}, {tfd, POLLIN, 0},
+				      {lfd, POLLIN, 0}};
+		struct ck_jproc *from;
+		struct ck_msg m;
+		pid_t sender;
 		uint64_t seq;
 		char drain[64];
+		int got = ck_procs_wait(c, p, 4, -1, &m, &from, &sender);
 
-		if (poll(p, 5, -1) < 0 && errno != EINTR)
+		if (got < 0)
 			break;
-		if (p[0].revents & POLLIN)
+		if (got == 0 && (p[0].revents & POLLIN))
 			while (read(ck_wake_fd[0], drain, sizeof(drain)) > 0)
 				;
-		if (p[2].revents & (POLLIN | POLLHUP)) {
+		if (got == 0 && (p[1].revents & (POLLIN | POLLHUP))) {
 			if (ck__job_status(c, &status) == 0)
 				goto out;
 			fprintf(stderr, "ckrun: the job's namespace ended unexpectedly\n");
 			status = CK_EXIT_INTERNAL;
 			goto out;
 		}
-		if (p[1].revents & (POLLIN | POLLHUP)) {
-			struct ck_msg m;
-			pid_t from;
-			int r = ck_chan_recv(c->agent_fd, &m, &from, 0);
-			if (r == 0 && m.type == CK_MSG_HELLO) {
-				c->job_pid = from;
-				c->job_ready = 1;
-			} else if (r == 0 && m.type == CK_MSG_REQUEST) {
-				/* The job's own ckpt_request(); it may come before the
-				 * manager's hello, and proves the library runs. */
-				c->job_pid = from;
-				c->job_ready = 1;
-				ck__checkpoint(c, 0, &seq);
-			} else if (r == -EPIPE || (p[1].revents & POLLHUP)) {
-				/* libckpt gone (exec of an unmanaged program, or exit):
-				 * wait for the status */
-				c->job_ready = 0;
-				close(c->agent_fd);
-				c->agent_fd = -1;
-			}
+		c->job_ready = c->nprocs > 0;
+		if (got == 1 && from && m.type == CK_MSG_REQUEST) {
+			/* The job's own ckpt_request() */
+			ck__checkpoint(c, 0, &seq);
 		}
+		if (got == 1)
+			continue; /* hello, gone: the registry is up to date */
 		if (ck_sig_term) {
 			if (!c->job_ready) {
 				fprintf(stderr, "ckrun: stopping job %s without a checkpoint (not ready)\n", c->job);
@@ -287,12 +277,12 @@ static int ck__loop(struct ckrun *c)
 			ck_sig_usr2 = 0;
 			ck__checkpoint(c, 0, &seq);
 		}
-		if (tfd >= 0 && (p[3].revents & POLLIN)) {
+		if (tfd >= 0 && (p[2].revents & POLLIN)) {
 			uint64_t ticks;
 			if (read(tfd, &ticks, sizeof(ticks)) > 0 && c->job_ready)
 				ck__checkpoint(c, 0, &seq);
 		}
-		if (lfd >= 0 && (p[4].revents & POLLIN)) {
+		if (lfd >= 0 && (p[3].revents & POLLIN)) {
 			int cfd = ck_ctlsrv_accept(lfd, cmd, sizeof(cmd));
 			char reply[1200];
 			if (cfd < 0)
@@ -372,13 +362,15 @@ int main(int argc, char **argv)
 		if (!c.resume && m && c.verbose)
 			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",
 				c.job);
-		r = ck_spawn(&c, CK_SPAWN_LAUNCH, 0);
+		r = ck_spawn(&c, CK_SPAWN_LAUNCH, NULL, 0);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 			return CK_EXIT_INTERNAL;
 		}
 	}
 	r = ck__loop(&c);
+	ck_procs_clear(&c);
+	free(c.procs);
 	ck_manifest_free(c.prev);
 	ck_store_close(c.store);
 	return r;

@@ -15,6 +15,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,6 +96,21 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 	}
 	setenv("LD_PRELOAD", pre, 1);
 	setenv(CK_CTL_ENV, "1000", 1);
+	{
+		/* ckrun's stdio, so libckpt in any process of the job can tell
+		 * it from pipes between the job's processes. */
+		char id[3][48], all[160];
+		for (int fd = 0; fd < 3; fd++) {
+			struct stat st;
+			if (fstat(fd, &st) == 0)
+				snprintf(id[fd], sizeof(id[fd]), "%llu:%llu", (unsigned long long)st.st_dev,
+					 (unsigned long long)st.st_ino);
+			else
+				snprintf(id[fd], sizeof(id[fd]), "0:0");
+		}
+		snprintf(all, sizeof(all), "%s,%s,%s", id[0], id[1], id[2]);
+		setenv("CKPT_STDIO", all, 1);
+	}
 	ck__scrub_env();
 	execvp(c->argv[0], c->argv);
 	fprintf(stderr, "ckrun: cannot run %s: %s\n", c->argv[0], strerror(errno));
@@ -116,10 +132,10 @@ static __attribute__((noreturn)) void ck__exec_restorer(struct ckrun *c, int cha
 }
 
 /* PID 1 of the job's namespace. */
-static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spawn_mode mode, pid_t want_pid,
-						     int chan, int status_w)
+static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids,
+						     size_t npids, int chan, int status_w)
 {
-	pid_t job;
+	pid_t job = -1;
 	int st;
 
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
@@ -133,18 +149,28 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 		if (job == 0)
 			ck__exec_job(c, chan);
 	} else {
-		struct clone_args ca;
-		pid_t tid = want_pid;
-		memset(&ca, 0, sizeof(ca));
-		ca.exit_signal = SIGCHLD;
-		ca.set_tid = (uint64_t)(uintptr_t)&tid;
-		ca.set_tid_size = 1;
-		job = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-		if (job == 0)
-			ck__exec_restorer(c, chan);
+		/* Restorers of init's saved children (the main process first),
+		 * each with its pid; they create the rest of the tree. */
+		for (size_t i = 0; i < npids; i++) {
+			struct clone_args ca;
+			pid_t tid = pids[i], kid;
+			memset(&ca, 0, sizeof(ca));
+			ca.exit_signal = SIGCHLD;
+			ca.set_tid = (uint64_t)(uintptr_t)&tid;
+			ca.set_tid_size = 1;
+			kid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+			if (kid == 0)
+				ck__exec_restorer(c, chan);
+			if (kid < 0) {
+				fprintf(stderr, "ckrun: cannot start the job's process (pid %d): %s\n", tid, strerror(errno));
+				_exit(CK_EXIT_INTERNAL);
+			}
+			if (i == 0)
+				job = kid;
+		}
 	}
 	if (job < 0) {
-		fprintf(stderr, "ckrun: cannot start the job's process (pid %d): %s\n", want_pid, strerror(errno));
+		fprintf(stderr, "ckrun: cannot start the job's process: %s\n", strerror(errno));
 		_exit(CK_EXIT_INTERNAL);
 	}
 	close(chan);
@@ -159,11 +185,12 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 				_exit(CK_EXIT_INTERNAL);
 			_exit(0);
 		}
-		/* snapshot children and orphans: reaped silently */
+		/* orphans (daemons of the job) and restore helpers: reaped
+		 * silently; the job ends with its main process */
 	}
 }
 
-int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, pid_t want_pid)
+int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t npids)
 {
 	int chan[2] = {-1, -1}, sync[2] = {-1, -1}, status[2] = {-1, -1}, one = 1, r;
 	long pid;
@@ -192,7 +219,7 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, pid_t want_pid)
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (read(sync[0], &b, 1) != 1)
 			_exit(CK_EXIT_INTERNAL);
-		ck__init_main(c, mode, want_pid, chan[1], status[1]);
+		ck__init_main(c, mode, pids, npids, chan[1], status[1]);
 	}
 	close(chan[1]);
 	close(sync[0]);

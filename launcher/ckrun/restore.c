@@ -37,6 +37,25 @@ struct ck__sink {
 	int fd; /* >= 0: write to a file instead */
 };
 
+/* Into a shared memory object at the region's offset. */
+struct ck__shmsink {
+	int fd;
+	uint64_t base;
+};
+static int ck__shm_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct ck__shmsink *s = arg;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(s->base + off + done));
+		if (n <= 0) {
+			ck_err_set("cannot write restored shared memory: %s", strerror(errno));
+			return -EIO;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 /* Into a buffer of ckrun's (the old vDSO). */
 static int ck__buf_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -154,10 +173,124 @@ static int ck__find_target(const struct ck__fdplan *pl, const struct ck_procdesc
 	return -1;
 }
 
-static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck__fdplan *pl)
+/* Objects that several processes share: one pipe per saved pipe, one file
+ * per deleted file or memfd, one anchor per FIFO, one memfd per shared
+ * memory object. Keyed by the saved (dev, ino). */
+struct ck__obj {
+	uint32_t kind;
+	uint64_t dev, ino;
+	int fd[2]; /* pipe: read, write; others: fd[0] */
+	uint64_t size;
+};
+struct ck__objs {
+	struct ck__obj *v;
+	size_t n;
+	struct ck_procdesc **pds; /* every process's descriptor, to find saved pipe bytes */
+	size_t npds;
+};
+
+static struct ck__obj *ck__obj_find(struct ck__objs *o, uint32_t kind, uint64_t dev, uint64_t ino)
 {
-	pl->fds = calloc(pd->nfds ? pd->nfds : 1, sizeof(int));
-	pl->targets = calloc(pd->nfds ? pd->nfds : 1, sizeof(int32_t));
+	for (size_t i = 0; i < o->n; i++)
+		if (o->v[i].kind == kind && o->v[i].dev == dev && o->v[i].ino == ino)
+			return &o->v[i];
+	return NULL;
+}
+
+static struct ck__obj *ck__obj_add(struct ck__objs *o, uint32_t kind, uint64_t dev, uint64_t ino)
+{
+	struct ck__obj *n = realloc(o->v, (o->n + 1) * sizeof(*n));
+
+	if (!n)
+		return NULL;
+	o->v = n;
+	n += o->n++;
+	memset(n, 0, sizeof(*n));
+	n->kind = kind;
+	n->dev = dev;
+	n->ino = ino;
+	n->fd[0] = n->fd[1] = -1;
+	return n;
+}
+
+static void ck__objs_free(struct ck__objs *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		for (int k = 0; k < 2; k++)
+			if (o->v[i].fd[k] >= 0)
+				close(o->v[i].fd[k]);
+	free(o->v);
+	o->v = NULL;
+	o->n = 0;
+}
+
+/* Sequential writes (pipes, FIFOs). */
+static int ck__pipe_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	int fd = *(int *)arg;
+
+	(void)off;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		if (n <= 0) {
+			ck_err_set("cannot refill a pipe with its saved bytes: %s", n < 0 ? strerror(errno) : "full");
+			return n < 0 ? -errno : -ENOSPC;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* The saved unread bytes of a pipe (whichever process's descriptor holds
+ * them) into the new pipe through wfd. */
+static int ck__refill_pipe(struct ck_reader *rd, struct ck__objs *o, const struct ck_pd_fd *f, int wfd)
+{
+	for (size_t i = 0; i < o->npds; i++)
+		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
+			const struct ck_pd_fd *x = &o->pds[i]->fds[k];
+			if (x->kind == f->kind && x->dev == f->dev && x->ino == f->ino && x->data_nchunks) {
+				int fl = fcntl(wfd, F_GETFL), r;
+				fcntl(wfd, F_SETFL, fl | O_NONBLOCK);
+				r = ck_reader_read(rd, x->data_chunk, x->data_nchunks, ck__pipe_sink, &wfd);
+				fcntl(wfd, F_SETFL, fl);
+				return r;
+			}
+		}
+	return 0;
+}
+
+static int ck__pipe_obj(struct ck_reader *rd, struct ck__objs *o, const struct ck_pd_fd *f, struct ck__obj **out)
+{
+	struct ck__obj *ob = ck__obj_find(o, CK_FD_PIPE, f->dev, f->ino);
+	int p[2], r;
+
+	if (ob) {
+		*out = ob;
+		return 0;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if (f->pipe_cap)
+		fcntl(p[0], F_SETPIPE_SZ, (int)f->pipe_cap);
+	ob = ck__obj_add(o, CK_FD_PIPE, f->dev, f->ino);
+	if (!ob) {
+		close(p[0]);
+		close(p[1]);
+		return -ENOMEM;
+	}
+	ob->fd[0] = p[0];
+	ob->fd[1] = p[1];
+	if ((r = ck__refill_pipe(rd, o, f, p[1])) < 0)
+		return r;
+	*out = ob;
+	return 0;
+}
+
+static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck__fdplan *pl,
+			   struct ck__objs *objs)
+{
+	pl->fds = calloc(pd->nfds + CK_RST_MAX_SHARED + 1, sizeof(int));
+	pl->targets = calloc(pd->nfds + CK_RST_MAX_SHARED + 1, sizeof(int32_t));
 	if (!pl->fds || !pl->targets)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < pd->nfds; i++)
@@ -177,58 +310,63 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 			fd = ck__open_file(f);
 			break;
 		case CK_FD_DELETED:
-		case CK_FD_MEMFD:
-			fd = -1;
-			/* A second open() of the same file: same inode, own offset. */
-			for (uint32_t j = 0; j < i && fd < 0; j++) {
-				const struct ck_pd_fd *o = &pd->fds[j];
-				char p[64];
-				if (o->kind != f->kind || o->ino != f->ino || o->dev != f->dev || pl->fds[j] < 0)
-					continue;
-				snprintf(p, sizeof(p), "/proc/self/fd/%d", pl->fds[j]);
-				fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
-				if (fd >= 0)
-					lseek(fd, (off_t)f->offset, SEEK_SET);
-			}
-			if (fd < 0)
+		case CK_FD_MEMFD: {
+			/* One file for every descriptor of it in the job; a second
+			 * open() of it has its own offset. */
+			struct ck__obj *ob = ck__obj_find(objs, f->kind, f->dev, f->ino);
+			char p[64];
+			if (!ob) {
 				fd = ck__make_content_file(rd, f);
+				if (fd < 0)
+					break;
+				ob = ck__obj_add(objs, f->kind, f->dev, f->ino);
+				if (!ob) {
+					close(fd);
+					return -ENOMEM;
+				}
+				ob->fd[0] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+				break;
+			}
+			snprintf(p, sizeof(p), "/proc/self/fd/%d", ob->fd[0]);
+			fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
+			if (fd >= 0)
+				lseek(fd, (off_t)f->offset, SEEK_SET);
 			break;
+		}
 		case CK_FD_FIFO: {
-			int anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+			/* An anchor keeps the FIFO and its refilled bytes until every
+			 * process holds its ends. */
+			struct ck__obj *ob = ck__obj_find(objs, CK_FD_FIFO, f->dev, f->ino);
+			if (!ob) {
+				int anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC), r;
+				if (anchor < 0)
+					break;
+				ob = ck__obj_add(objs, CK_FD_FIFO, f->dev, f->ino);
+				if (!ob) {
+					close(anchor);
+					return -ENOMEM;
+				}
+				ob->fd[0] = anchor;
+				if ((r = ck__refill_pipe(rd, objs, f, anchor)) < 0)
+					return r;
+			}
 			fd = open(f->path, (f->flags & ~O_NONBLOCK) | O_NONBLOCK | O_CLOEXEC);
 			if (fd >= 0 && !nb)
 				fcntl(fd, F_SETFL, f->flags & ~O_NONBLOCK);
-			if (anchor >= 0)
-				close(anchor);
 			break;
 		}
 		case CK_FD_PIPE: {
-			int p[2], have = 0;
-			/* One pipe per saved pipe: an earlier end made it already. */
-			for (uint32_t j = 0; j < i; j++) {
-				const struct ck_pd_fd *o = &pd->fds[j];
-				if (o->kind == CK_FD_PIPE && o->ino == f->ino && o->dev == f->dev && pl->fds[j] >= 0) {
-					have = 1;
-					break;
-				}
+			struct ck__obj *ob = NULL;
+			int r = ck__pipe_obj(rd, objs, f, &ob);
+			if (r < 0) {
+				if (!strstr(ck_err_msg(), "pipe"))
+					ck_err_set("descriptor %d: cannot re-create its pipe: %s", f->fd, strerror(-r));
+				return r;
 			}
-			if (have)
-				continue; /* filled in below */
-			if (pipe2(p, O_CLOEXEC) < 0)
-				break;
-			if (f->pipe_cap)
-				fcntl(p[0], F_SETPIPE_SZ, (int)f->pipe_cap);
-			for (uint32_t j = i; j < pd->nfds; j++) {
-				const struct ck_pd_fd *o = &pd->fds[j];
-				if (o->kind != CK_FD_PIPE || o->ino != f->ino || o->dev != f->dev)
-					continue;
-				pl->fds[j] = fcntl((o->flags & O_ACCMODE) == O_RDONLY ? p[0] : p[1], F_DUPFD_CLOEXEC, 3);
-				if (o->flags & O_NONBLOCK)
-					fcntl(pl->fds[j], F_SETFL, O_NONBLOCK);
-			}
-			close(p[0]);
-			close(p[1]);
-			continue;
+			fd = fcntl((f->flags & O_ACCMODE) == O_RDONLY ? ob->fd[0] : ob->fd[1], F_DUPFD_CLOEXEC, 3);
+			if (fd >= 0 && nb)
+				fcntl(fd, F_SETFL, O_NONBLOCK);
+			break;
 		}
 		case CK_FD_EVENTFD:
 			fd = eventfd((unsigned)f->u64[0], EFD_CLOEXEC | (nb ? EFD_NONBLOCK : 0) |
@@ -298,9 +436,99 @@ static void ck__plan_free(struct ck__fdplan *pl)
 	free(pl->targets);
 }
 
-/* The layout the restorer maps: header, regions, strings. */
-static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *pd, uint32_t nfds, void **out,
-			    size_t *len)
+#define CK__OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
+
+static int ck__shm_region(const struct ck_region *r)
+{
+	return (r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED) && !(r->flags & CK_REG_NODATA);
+}
+
+/* Shared memory objects (MAP_SHARED anonymous memory, deleted shm files):
+ * one memfd each, as large as its largest mapping, filled once per saved
+ * range, before any process exists. */
+static int ck__make_shm_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck__objs *o)
+{
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			struct ck__obj *ob;
+			if (!ck__shm_region(r))
+				continue;
+			ob = ck__obj_find(o, CK__OBJ_SHM, r->dev, r->ino);
+			if (!ob) {
+				ob = ck__obj_add(o, CK__OBJ_SHM, r->dev, r->ino);
+				if (!ob)
+					return -ENOMEM;
+				ob->fd[0] = memfd_create("ckpt-shared", MFD_CLOEXEC);
+				if (ob->fd[0] < 0) {
+					ck_err_set("cannot re-create shared memory %s: %s", r->path ? r->path : "",
+						   strerror(errno));
+					return -errno;
+				}
+			}
+			if (r->file_off + (r->end - r->start) > ob->size) {
+				ob->size = r->file_off + (r->end - r->start);
+				if (ftruncate(ob->fd[0], (off_t)ob->size) < 0)
+					return -errno;
+			}
+		}
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			int dup = 0, rc;
+			if (!ck__shm_region(r) || !r->nchunks)
+				continue;
+			/* saved once per range: the first process's bytes */
+			for (size_t j = 0; j <= i && !dup; j++)
+				for (size_t q = 0; q < m->procs[j].nregions && !dup; q++) {
+					const struct ck_region *x = &m->procs[j].regions[q];
+					if (x == r)
+						break;
+					dup = ck__shm_region(x) && x->dev == r->dev && x->ino == r->ino &&
+					      x->first_chunk == r->first_chunk && x->nchunks == r->nchunks;
+				}
+			if (!dup) {
+				struct ck__shmsink ss = {ck__obj_find(o, CK__OBJ_SHM, r->dev, r->ino)->fd[0], r->file_off};
+				if ((rc = ck_reader_read(rd, r->first_chunk, r->nchunks, ck__shm_sink, &ss)) < 0)
+					return rc;
+			}
+		}
+	return 0;
+}
+
+/* Shared mappings of files in /dev/shm are memory: their saved bytes go
+ * back into the file (re-created if this host lacks it). */
+static int ck__prepare_shm_files(const struct ck_manifest *m)
+{
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			struct stat st;
+			int fd;
+			if (!(r->flags & CK_REG_SHARED) || (r->flags & CK_REG_DELETED) || !(r->flags & CK_REG_FILE) ||
+			    !r->path || strncmp(r->path, "/dev/shm/", 9) || !r->nchunks)
+				continue;
+			fd = open(r->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+			if (fd < 0) {
+				ck_err_set("cannot re-create shared memory file %s: %s", r->path, strerror(errno));
+				return -errno;
+			}
+			if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < r->file_off + (r->end - r->start) &&
+			    ftruncate(fd, (off_t)(r->file_off + (r->end - r->start))) < 0) {
+				ck_err_set("cannot size shared memory file %s: %s", r->path, strerror(errno));
+				close(fd);
+				return -errno;
+			}
+			close(fd);
+		}
+	return 0;
+}
+
+/* The layout the restorer maps: header, regions, strings. Regions backed
+ * by a shared memory object get its descriptor (appended to the plan) and
+ * are not filled through the process (shmfill[i] = 1). */
+static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *pd, struct ck__fdplan *pl,
+			    struct ck__objs *objs, uint8_t *shmfill, void **out, size_t *len)
 {
 	size_t strings = 1, off = 1, size;
 	struct ck_rst_layout *l;
@@ -336,7 +564,6 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 	l->env_end = pd->env_end;
 	memcpy(l->auxv, pd->auxv, sizeof(l->auxv));
 	l->auxv_size = pd->auxv_size;
-	l->nfds = nfds;
 	for (size_t i = 0; i < p->nregions; i++) {
 		const struct ck_region *r = &p->regions[i];
 		rg[i].start = r->start;
@@ -356,6 +583,36 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 				}
 			}
 		}
+		if (rg[i].map_fd < 0 && ck__shm_region(r)) {
+			struct ck__obj *ob = ck__obj_find(objs, CK__OBJ_SHM, r->dev, r->ino);
+			uint32_t k;
+			int32_t target = -1;
+			if (!ob) {
+				free(l);
+				ck_err_set("shared memory %s has no object", r->path ? r->path : "");
+				return -EPROTO;
+			}
+			/* one descriptor per object in this process */
+			for (k = 0; k < l->nshared; k++)
+				if (pl->fds[pl->n - l->nshared + k] == -2 - (int)(ob - objs->v))
+					break;
+			if (k == l->nshared) {
+				if (l->nshared == CK_RST_MAX_SHARED) {
+					free(l);
+					ck_err_set("process %d maps more than %d shared memory objects", p->pid,
+						   CK_RST_MAX_SHARED);
+					return -E2BIG;
+				}
+				pl->fds[pl->n] = -2 - (int)(ob - objs->v); /* placeholder, resolved below */
+				pl->targets[pl->n] = -(CK_RST_SHARED_FD + (int32_t)k) - 1;
+				pl->n++;
+				l->nshared++;
+			}
+			target = CK_RST_SHARED_FD + (int32_t)k;
+			rg[i].map_fd = target;
+			rg[i].fill = 0;
+			shmfill[i] = 1;
+		}
 		if (r->path) {
 			rg[i].path_off = (uint32_t)off;
 			memcpy(s + off, r->path, strlen(r->path) + 1);
@@ -372,14 +629,24 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 			l->vclock_end = r->end;
 		}
 	}
+	/* placeholders -> our own duplicates of the objects */
+	for (uint32_t k = pl->n - l->nshared; k < pl->n; k++) {
+		int idx = -2 - pl->fds[k];
+		pl->fds[k] = fcntl(objs->v[idx].fd[0], F_DUPFD_CLOEXEC, 3);
+		if (pl->fds[k] < 0) {
+			free(l);
+			return -errno;
+		}
+	}
+	l->nfds = pl->n;
 	*out = l;
 	*len = size;
 	return 0;
 }
 
-static int ck__expect(struct ckrun *c, uint32_t type, struct ck_msg *m)
+static int ck__expect(int fd, uint32_t type, struct ck_msg *m)
 {
-	int r = ck_chan_recv(c->agent_fd, m, NULL, 120000);
+	int r = ck_chan_recv(fd, m, NULL, 120000);
 
 	if (r < 0) {
 		ck_err_set("the restorer stopped answering: %s", strerror(-r));
@@ -396,37 +663,252 @@ static int ck__expect(struct ckrun *c, uint32_t type, struct ck_msg *m)
 	return 0;
 }
 
-int ck_restore(struct ckrun *c, struct ck_manifest *m)
+/* The tree to re-create: saved processes, zombies, and helpers that stand
+ * in for session leaders that had exited (they start the session, create
+ * its members, and exit, so the members end up init's children, as saved). */
+struct ck__node {
+	int32_t pid, ppid, pgid, sid;
+	int creator; /* node index, -1: init */
+	int helper, zombie, proc; /* proc: index in m->procs, -1 if none */
+	int32_t status;
+	int attached, treedone;
+};
+
+static int ck__plan_tree(const struct ck_manifest *m, struct ck__node **out, size_t *nout)
+{
+	size_t nt = m->ntasks ? m->ntasks : 1, n = 0;
+	struct ck__node *v = calloc(2 * nt + 1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < nt; i++) {
+		struct ck__node *x = &v[n++];
+		if (m->ntasks) {
+			const struct ck_task *t = &m->tasks[i];
+			x->pid = t->pid;
+			x->ppid = t->ppid;
+			x->pgid = t->pgid;
+			x->sid = t->sid;
+			x->zombie = !!(t->flags & CK_TASK_ZOMBIE);
+			x->status = t->status;
+		} else {
+			x->pid = m->procs[0].pid;
+			x->ppid = 1;
+		}
+		x->proc = -1;
+		for (size_t k = 0; k < m->nprocs; k++)
+			if (m->procs[k].pid == x->pid)
+				x->proc = (int)k;
+		if (!x->zombie && x->proc < 0) {
+			free(v);
+			ck_err_set("process %d of the tree has no saved image", x->pid);
+			return -EBADMSG;
+		}
+	}
+	for (size_t i = 0; i < nt; i++) {
+		struct ck__node *x = &v[i];
+		int parent = -1, leader = -1;
+		for (size_t k = 0; k < nt; k++) {
+			if (v[k].pid == x->ppid && !v[k].zombie)
+				parent = (int)k;
+			if (v[k].pid == x->sid)
+				leader = (int)k;
+		}
+		x->creator = parent;
+		if (parent >= 0) {
+			if (x->sid != v[parent].sid && x->sid != x->pid) {
+				free(v);
+				ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
+					   x->ppid);
+				return -ENOTSUP;
+			}
+			continue;
+		}
+		/* init's child */
+		if (!x->sid || x->sid == x->pid)
+			continue;
+		if (leader >= 0) {
+			free(v);
+			ck_err_set("process %d: its session leader %d is alive but not its parent: not supported", x->pid,
+				   x->sid);
+			return -ENOTSUP;
+		}
+		{
+			int h = -1;
+			for (size_t k = nt; k < n; k++)
+				if (v[k].pid == x->sid)
+					h = (int)k;
+			if (h < 0) {
+				h = (int)n++;
+				v[h].pid = v[h].sid = v[h].pgid = x->sid;
+				v[h].ppid = 1;
+				v[h].creator = -1;
+				v[h].helper = 1;
+				v[h].proc = -1;
+			}
+			x->creator = h;
+		}
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static struct ck__node *ck__node_of(struct ck__node *v, size_t n, int32_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].pid == pid)
+			return &v[i];
+	return NULL;
+}
+
+static struct ck_jproc *ck__jproc_of(struct ckrun *c, int32_t jpid)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (c->procs[i].jpid == jpid)
+			return &c->procs[i];
+	return NULL;
+}
+
+/* Build the tree: every node's restorer attaches; each is told which
+ * children to create (and to start its session first). */
+static int ck__build_tree(struct ckrun *c, struct ck__node *v, size_t n)
+{
+	uint64_t start = ck_now_ns();
+	size_t pending = n;
+
+	while (pending) {
+		struct ck_jproc *from;
+		struct ck_msg msg;
+		pid_t sender;
+		int r = ck_procs_wait(c, NULL, 0, 1000, &msg, &from, &sender);
+
+		if (r < 0)
+			return r;
+		if (ck_now_ns() - start > 60000000000ull) {
+			ck_err_set("the restored processes did not all start within 60 s");
+			return -ETIMEDOUT;
+		}
+		if (r == 0)
+			continue;
+		if (msg.type == CK_MSG_GONE) {
+			ck_err_set("a restorer exited while the tree was built");
+			return -EIO;
+		}
+		if (!from)
+			continue;
+		if (msg.type == CK_MSG_RST_ERROR) {
+			ck_err_set("%s", msg.text);
+			return -EIO;
+		}
+		if (msg.type == CK_MSG_RST_HELLO) {
+			struct ck__node *x = ck__node_of(v, n, from->jpid);
+			struct ck_msg t;
+			uint32_t k = 0;
+			if (!x || x->attached) {
+				ck_err_set("an unexpected process %d started in the job's namespace", from->jpid);
+				return -EPROTO;
+			}
+			x->attached = 1;
+			memset(&t, 0, sizeof(t));
+			t.type = CK_MSG_RST_TREE;
+			for (size_t i = 0; i < n; i++) {
+				struct ck_rst_child ch = {v[i].pid, 0};
+				if (v[i].creator != (int)(x - v))
+					continue;
+				if (k == CK_RST_MAX_CHILDREN) {
+					ck_err_set("process %d has more than %d children", x->pid, CK_RST_MAX_CHILDREN);
+					return -E2BIG;
+				}
+				memcpy(t.text + k * sizeof(ch), &ch, sizeof(ch));
+				k++;
+			}
+			t.arg[0] = k;
+			t.arg[1] = (x->sid && x->sid == x->pid) ? CK_RST_SETSID : 0;
+			t.len = k * (uint32_t)sizeof(struct ck_rst_child);
+			if ((r = ck_chan_send(from->fd, &t, NULL, 0)) < 0)
+				return r;
+			continue;
+		}
+		if (msg.type == CK_MSG_RST_TREE_DONE) {
+			struct ck__node *x = ck__node_of(v, n, from->jpid);
+			if (x && !x->treedone) {
+				x->treedone = 1;
+				pending--;
+			}
+		}
+	}
+	return 0;
+}
+
+static int ck__ask(struct ck_jproc *p, uint32_t type, uint64_t arg, uint32_t reply)
+{
+	struct ck_msg m;
+	int r = ck_procs_send(p, type, arg);
+
+	if (r < 0) {
+		ck_err_set("a restorer stopped answering: %s", strerror(-r));
+		return r;
+	}
+	return reply ? ck__expect(p->fd, reply, &m) : 0;
+}
+
+/* Process groups: leaders first, then members; then zombies and helpers end. */
+static int ck__finish_tree(struct ckrun *c, struct ck__node *v, size_t n)
+{
+	int r;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			struct ck__node *x = &v[i];
+			int lead = x->pgid == x->pid;
+			if (!x->pgid || x->sid == x->pid || lead != (pass == 0))
+				continue;
+			if ((r = ck__ask(ck__jproc_of(c, x->pid), CK_MSG_RST_PGID, (uint64_t)x->pgid,
+					 CK_MSG_RST_PGID_DONE)) < 0) {
+				ck_err_wrap("process %d, group %d", x->pid, x->pgid);
+				return r;
+			}
+		}
+	for (size_t i = 0; i < n; i++) {
+		struct ck__node *x = &v[i];
+		struct ck_jproc *p = ck__jproc_of(c, x->pid);
+		struct ck_msg m;
+		if (!x->zombie && !x->helper)
+			continue;
+		if ((r = ck__ask(p, CK_MSG_RST_EXIT, (uint64_t)(uint32_t)x->status, 0)) < 0)
+			return r;
+		/* its channel closes when it has ended */
+		while ((r = ck_chan_recv(p->fd, &m, NULL, 30000)) == 0)
+			;
+		if (r != -EPIPE && r != -ECONNRESET) {
+			ck_err_set("restored zombie or helper %d did not end: %s", x->pid, strerror(-r));
+			return r;
+		}
+		ck_procs_drop(c, p);
+	}
+	return 0;
+}
+
+/* One process: layout, descriptors, memory; it then runs its restart code
+ * and waits (RESTARTED) for the others. */
+static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const struct ck_proc *p,
+			   const struct ck_procdesc *pd, struct ck__objs *objs)
 {
 	struct ck__fdplan plan = {0};
-	struct ck_procdesc *pd = NULL;
-	struct ck_reader *rd = NULL;
 	struct ck_msg msg;
 	void *layout = NULL;
 	size_t layout_len = 0;
-	pid_t rst = 0;
-	struct ck_proc *p;
+	uint8_t *shmfill = calloc(p->nregions + 1, 1);
 	uint32_t vdso_mode = 0;
 	int r;
 
-	if (m->nprocs != 1) {
-		ck_err_set("checkpoint %s@%" PRIu64 " holds %zu processes; this ckrun restores single-process jobs",
-			   m->job, m->seq, m->nprocs);
-		return -ENOTSUP;
-	}
-	p = &m->procs[0];
-	r = ck_desc_unpack(p->desc, p->desc_len, &pd);
-	if (r < 0) {
-		ck_err_wrap("checkpoint %s@%" PRIu64, m->job, m->seq);
-		return r;
-	}
-	r = ck_reader_open(c->store, c->job, m, &rd);
+	if (!shmfill)
+		return -ENOMEM;
+	r = ck__prepare_fds(rd, pd, &plan, objs);
 	if (r < 0)
 		goto out;
-	r = ck__prepare_fds(rd, pd, &plan);
-	if (r < 0)
-		goto out;
-	r = ck__build_layout(p, pd, plan.n, &layout, &layout_len);
+	r = ck__build_layout(p, pd, &plan, objs, shmfill, &layout, &layout_len);
 	if (r < 0)
 		goto out;
 	{
@@ -450,25 +932,16 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 			goto out;
 		vdso_mode = ((struct ck_rst_layout *)layout)->vdso_mode;
 	}
-	r = ck_spawn(c, CK_SPAWN_RESTORE, p->pid);
-	if (r < 0)
-		goto out;
-	r = ck_chan_recv(c->agent_fd, &msg, &rst, 30000);
-	if (r < 0 || msg.type != CK_MSG_RST_HELLO || rst <= 0) {
-		ck_err_set("the restorer did not start (pid %d in the job's namespace taken?)", p->pid);
-		r = r < 0 ? r : -EPROTO;
-		goto out;
-	}
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_RST_LAYOUT;
 	msg.arg[0] = layout_len;
-	if ((r = ck_chan_send(c->agent_fd, &msg, NULL, 0)) < 0 || (r = ck__expect(c, CK_MSG_RST_MAPPED, &msg)) < 0)
+	if ((r = ck_chan_send(jp->fd, &msg, NULL, 0)) < 0 || (r = ck__expect(jp->fd, CK_MSG_RST_MAPPED, &msg)) < 0)
 		goto out;
-	if ((r = ck_mem_write(rst, CK_RST_SCRATCH, layout, layout_len)) < 0)
+	if ((r = ck_mem_write(jp->pid, CK_RST_SCRATCH, layout, layout_len)) < 0)
 		goto out;
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_RST_FILLED;
-	if ((r = ck_chan_send(c->agent_fd, &msg, NULL, 0)) < 0)
+	if ((r = ck_chan_send(jp->fd, &msg, NULL, 0)) < 0)
 		goto out;
 	for (uint32_t i = 0; i < plan.n; i += 200) {
 		uint32_t k = plan.n - i < 200 ? plan.n - i : 200;
@@ -476,15 +949,15 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 		msg.type = CK_MSG_RST_FDS;
 		msg.len = k * 4;
 		memcpy(msg.text, &plan.targets[i], k * 4);
-		if ((r = ck_chan_send(c->agent_fd, &msg, &plan.fds[i], (int)k)) < 0)
+		if ((r = ck_chan_send(jp->fd, &msg, &plan.fds[i], (int)k)) < 0)
 			goto out;
 	}
-	if ((r = ck__expect(c, CK_MSG_RST_MAPPED, &msg)) < 0)
+	if ((r = ck__expect(jp->fd, CK_MSG_RST_MAPPED, &msg)) < 0)
 		goto out;
 	for (size_t i = 0; i < p->nregions; i++) {
 		const struct ck_region *rg = &p->regions[i];
-		struct ck__sink s = {rst, rg->start, -1};
-		if (!rg->nchunks || ((rg->flags & CK_REG_VDSO) && vdso_mode == 0))
+		struct ck__sink s = {jp->pid, rg->start, -1};
+		if (!rg->nchunks || shmfill[i] || ((rg->flags & CK_REG_VDSO) && vdso_mode == 0))
 			continue; /* the kernel's own vDSO sits there */
 		r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s);
 		if (r < 0)
@@ -492,33 +965,121 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	}
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_RST_FILLED;
-	if ((r = ck_chan_send(c->agent_fd, &msg, NULL, 0)) < 0)
-		goto out;
-	for (;;) {
-		r = ck_chan_recv(c->agent_fd, &msg, NULL, 60000);
+	r = ck_chan_send(jp->fd, &msg, NULL, 0);
+out:
+	if (r < 0 && !strstr(ck_err_msg(), "process"))
+		ck_err_wrap("process %d", p->pid);
+	ck__plan_free(&plan);
+	free(layout);
+	free(shmfill);
+	return r;
+}
+
+int ck_restore(struct ckrun *c, struct ck_manifest *m)
+{
+	struct ck__objs objs = {0};
+	struct ck_procdesc **pds = NULL;
+	struct ck_reader *rd = NULL;
+	struct ck__node *nodes = NULL;
+	size_t nnodes = 0, ntop = 0, restarted = 0;
+	pid_t *top = NULL;
+	int r;
+
+	if (!m->nprocs) {
+		ck_err_set("checkpoint %s@%" PRIu64 " holds no process", m->job, m->seq);
+		return -EBADMSG;
+	}
+	pds = calloc(m->nprocs, sizeof(*pds));
+	if (!pds)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nprocs; i++) {
+		r = ck_desc_unpack(m->procs[i].desc, m->procs[i].desc_len, &pds[i]);
 		if (r < 0) {
-			ck_err_set("the restored job did not come back: %s", strerror(-r));
+			ck_err_wrap("checkpoint %s@%" PRIu64, m->job, m->seq);
 			goto out;
 		}
-		if (msg.type == CK_MSG_RST_ERROR) {
+	}
+	objs.pds = pds;
+	objs.npds = m->nprocs;
+	if ((r = ck__plan_tree(m, &nodes, &nnodes)) < 0)
+		goto out;
+	r = ck_reader_open(c->store, c->job, m, &rd);
+	if (r < 0)
+		goto out;
+	if ((r = ck__prepare_shm_files(m)) < 0 || (r = ck__make_shm_objects(rd, m, &objs)) < 0)
+		goto out;
+	/* init's children: the main process first */
+	top = calloc(nnodes + 1, sizeof(*top));
+	if (!top) {
+		r = -ENOMEM;
+		goto out;
+	}
+	top[ntop++] = m->procs[0].pid;
+	for (size_t i = 0; i < nnodes; i++)
+		if (nodes[i].creator < 0 && nodes[i].pid != m->procs[0].pid)
+			top[ntop++] = nodes[i].pid;
+	c->root_jpid = m->procs[0].pid;
+	r = ck_spawn(c, CK_SPAWN_RESTORE, top, ntop);
+	if (r < 0)
+		goto out;
+	if ((r = ck__build_tree(c, nodes, nnodes)) < 0 || (r = ck__finish_tree(c, nodes, nnodes)) < 0)
+		goto out;
+	for (size_t i = 0; i < m->nprocs; i++) {
+		struct ck_jproc *jp = ck__jproc_of(c, m->procs[i].pid);
+		if (!jp) {
+			ck_err_set("restored process %d is missing", m->procs[i].pid);
+			r = -EPROTO;
+			goto out;
+		}
+		if ((r = ck__restore_one(rd, jp, &m->procs[i], pds[i], &objs)) < 0)
+			goto out;
+	}
+	/* Every process runs its restart code, then all go at once. */
+	while (restarted < m->nprocs) {
+		struct ck_jproc *from;
+		struct ck_msg msg;
+		pid_t sender;
+		r = ck_procs_wait(c, NULL, 0, 60000, &msg, &from, &sender);
+		if (r <= 0) {
+			ck_err_set("the restored job did not come back: %s", r ? strerror(-r) : "timed out");
+			r = r ? r : -ETIMEDOUT;
+			goto out;
+		}
+		if (msg.type == CK_MSG_GONE) {
+			ck_err_set("a restored process exited before the job resumed");
+			r = -EIO;
+			goto out;
+		}
+		if (from && msg.type == CK_MSG_RST_ERROR) {
 			ck_err_set("%s", msg.text);
 			r = -EIO;
 			goto out;
 		}
-		if (msg.type == CK_MSG_RESTARTED)
-			break;
+		if (from && msg.type == CK_MSG_RESTARTED && from->state != CK_JP_SNAPSHOT) {
+			from->state = CK_JP_SNAPSHOT; /* marks "restarted" here */
+			restarted++;
+		}
 	}
-	c->job_pid = rst;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		c->procs[i].state = CK_JP_IDLE;
+		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);
+	}
+	c->job_pid = ck__jproc_of(c, m->procs[0].pid)->pid;
 	c->job_ready = 1;
 	c->last_seq = m->seq;
 	r = 0;
 out:
-	if (r < 0)
+	if (r < 0) {
 		ck_kill_job(c);
-	ck__plan_free(&plan);
+		ck_procs_clear(c);
+	}
+	ck__objs_free(&objs);
 	if (rd)
 		ck_reader_close(rd);
-	free(layout);
-	free(pd);
+	for (size_t i = 0; pds && i < m->nprocs; i++)
+		free(pds[i]);
+	free(pds);
+	free(nodes);
+	free(top);
 	return r;
 }

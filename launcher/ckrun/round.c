@@ -1,16 +1,29 @@
-/* A checkpoint round, agent side: ask libckpt for a snapshot, read the
- * snapshot's memory map, memory and descriptor contents, write them as
- * chunks, commit the manifest, let the job go on (or stop), apply
- * retention. The job's time frozen is only until the snapshot exists. */
+/* A checkpoint round, agent side, for every process of the job at once:
+ *
+ *   ask    every process parks its threads (SUSPENDED); processes born
+ *          meanwhile are asked too; every live process of the namespace
+ *          must be one of ours;
+ *   take   every process records its state and forks its snapshot;
+ *   drain  the unread bytes of every pipe, once per pipe;
+ *   read   what a snapshot does not freeze (shared memory, file contents),
+ *          then RELEASE: the job runs on while the snapshots are read;
+ *   commit the manifest; DONE to every process; retention.
+ *
+ * Any failure (a process that refuses, dies, or does not answer) ends the
+ * round for all: each process resumes, and the previous checkpoint stays
+ * the newest. */
 #include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -123,11 +136,32 @@ static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const 
 	return 0;
 }
 
+/* Shared memory seen by several processes is saved once: the first
+ * process's chunks serve every mapping of the same object and range. */
+struct ck__shared {
+	uint64_t dev, ino, off, len, first_chunk;
+	uint32_t nchunks;
+};
+struct ck__round {
+	struct ck__shared *shared;
+	size_t nshared;
+	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
+	size_t npipes;
+};
+
+static struct ck__shared *ck__shared_find(struct ck__round *rc, const struct ck_region *rg)
+{
+	for (size_t i = 0; i < rc->nshared; i++) {
+		struct ck__shared *x = &rc->shared[i];
+		if (x->dev == rg->dev && x->ino == rg->ino && x->off == rg->file_off && x->len == rg->end - rg->start)
+			return x;
+	}
+	return NULL;
+}
+
 /* Memory regions of the snapshot into the writer. Pass 0 takes what a
  * forked snapshot does not freeze (shared mappings), pass 1 the rest. */
-static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const char *why);
-
-static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, struct ck_proc *p,
+static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, pid_t snap, struct ck_proc *p,
 			    struct ck_manifest *m, unsigned flags, int pass, struct ck_procdesc *pd)
 {
 	struct ck_map *maps = NULL;
@@ -135,7 +169,6 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 	char pm[64];
 	int pagemap = -1, r;
 
-	(void)c;
 	if (pass == 1)
 		goto data;
 	r = ck_maps_read(snap, &maps, &n);
@@ -158,9 +191,15 @@ static int ck__save_regions(struct ckrun *c, struct ck_writer *w, pid_t snap, st
 		rg->dev = mp->dev;
 		rg->ino = mp->ino;
 		rg->path = mp->path ? strdup(mp->path) : NULL;
+		if (mp->path && !strncmp(mp->path, "/SYSV", 5)) {
+			ck_err_set("process %d maps System V shared memory (%s): not supported yet", pd->pid, mp->path);
+			r = -ENOTSUP;
+			goto out;
+		}
 		if (mp->prot == 0) /* guard pages and address-space reservations */
 			rg->flags |= CK_REG_NODATA;
-		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED))
+		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
+		    strncmp(rg->path, "/dev/shm/", 9))
 			rg->flags |= CK_REG_NODATA; /* the file itself holds the data */
 		for (uint32_t k = 0; k < pd->nskips && k < CK_PD_MAX_SKIPS; k++) {
 			if (pd->skips[k].start < rg->end && rg->start < pd->skips[k].end) {
@@ -188,10 +227,28 @@ data:
 		 * copied by fork, file pages fault in lazily.) */
 		if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
 			src.pagemap_fd = pagemap;
+		if (pass == 0) {
+			struct ck__shared *x = ck__shared_find(rc, rg);
+			if (x) {
+				rg->first_chunk = x->first_chunk;
+				rg->nchunks = x->nchunks;
+				continue;
+			}
+		}
 		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
 		if (r < 0) {
 			ck_err_wrap("region %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end, rg->path ? rg->path : "");
 			goto out;
+		}
+		if (pass == 0) {
+			struct ck__shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
+			if (!ns) {
+				r = -ENOMEM;
+				goto out;
+			}
+			rc->shared = ns;
+			ns[rc->nshared++] = (struct ck__shared){rg->dev, rg->ino, rg->file_off, rg->end - rg->start,
+							       rg->first_chunk, rg->nchunks};
 		}
 		m->logical_bytes += rg->end - rg->start;
 	}
@@ -233,64 +290,154 @@ static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procd
 	return 0;
 }
 
-static void ck__send_done(struct ckrun *c, int result)
+/* A memory buffer as a writer source. */
+static int ck__buf_src(void *arg, uint64_t off, void *buf, size_t len)
 {
-	struct ck_msg m;
-
-	memset(&m, 0, sizeof(m));
-	m.type = CK_MSG_DONE;
-	m.arg[0] = (uint64_t)(int64_t)result;
-	ck_chan_send(c->agent_fd, &m, NULL, 0);
+	memcpy(buf, (const char *)arg + off, len);
+	return 0;
 }
 
-static int ck__build_and_commit(struct ckrun *c, struct ck_writer **wp, struct ck_manifest *m, pid_t snap,
-				struct ck_procdesc *pd, unsigned flags, uint64_t t0, uint64_t *t_released)
+/* The unread bytes of every pipe and FIFO of the job, once per pipe, while
+ * every process is parked: read through /proc (a second open of the same
+ * pipe), put straight back, and saved with the first descriptor that
+ * holds an end of it. Restore fills the new pipe before anyone runs. */
+static int ck__save_pipes(struct ckrun *c, struct ck__round *rc, struct ck_writer *w)
 {
-	struct ck_proc *p;
-	int r;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; k < pd->nfds; k++) {
+			struct ck_pd_fd *f = &pd->fds[k];
+			char path[64], *buf = NULL;
+			int rfd, wfd = -1, avail = 0, r = 0;
+			size_t got = 0, seen = 0;
 
-	m->procs = calloc(1, sizeof(*m->procs));
-	if (!m->procs)
-		return -ENOMEM;
-	m->nprocs = 1;
-	p = &m->procs[0];
-	p->pid = pd->pid;
-	p->ppid = pd->ppid;
-	p->exe = strdup(pd->exe);
-	p->restart_entry = pd->restart_entry;
-	p->restart_arg = pd->restart_arg;
-	p->restart_stack = pd->restart_stack;
-	r = ck__save_regions(c, *wp, snap, p, m, flags, 0, pd);
-	if (r == 0)
-		r = ck__save_fd_contents(*wp, snap, pd, flags);
-	if (r == 0 && !c->nofork) {
-		struct ck_msg rel;
-		memset(&rel, 0, sizeof(rel));
-		rel.type = CK_MSG_RELEASE;
-		ck_chan_send(c->agent_fd, &rel, NULL, 0);
-		if (!*t_released)
-			*t_released = ck_now_ns();
-	}
-	if (r == 0)
-		r = ck__save_regions(c, *wp, snap, p, m, flags, 1, pd);
-	if (r == 0)
-		r = ck_desc_pack(pd, &p->desc, &p->desc_len);
-	if (r < 0)
-		return r;
-	for (uint32_t i = 0; i < pd->nfds; i++)
-		if (pd->fds[i].kind == CK_FD_PLUGIN) {
-			char what[64];
-			snprintf(what, sizeof(what), "descriptor %d", pd->fds[i].fd);
-			ck__skip_add(m, pd->pid, what, "owned by a plugin, rebuilt at restart");
+			if (f->kind != CK_FD_PIPE && f->kind != CK_FD_FIFO)
+				continue;
+			for (size_t j = 0; j < rc->npipes && !seen; j++)
+				seen = rc->pipes[j][0] == f->dev && rc->pipes[j][1] == f->ino;
+			if (seen)
+				continue;
+			{
+				uint64_t(*n)[2] = realloc(rc->pipes, (rc->npipes + 1) * sizeof(*n));
+				if (!n)
+					return -ENOMEM;
+				rc->pipes = n;
+				n[rc->npipes][0] = f->dev;
+				n[rc->npipes][1] = f->ino;
+				rc->npipes++;
+			}
+			snprintf(path, sizeof(path), "/proc/%d/fd/%d", c->procs[i].pid, f->fd);
+			rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			if (rfd < 0) {
+				ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
+					   strerror(errno));
+				return -errno;
+			}
+			f->pipe_cap = (uint32_t)fcntl(rfd, F_GETPIPE_SZ);
+			if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0) {
+				close(rfd);
+				continue;
+			}
+			wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+			buf = malloc((size_t)avail);
+			if (wfd < 0 || !buf) {
+				r = wfd < 0 ? -errno : -ENOMEM;
+				ck_err_set("process %d: cannot drain its pipe (descriptor %d): %s", pd->pid, f->fd,
+					   strerror(-r));
+				goto next;
+			}
+			while (got < (size_t)avail) {
+				ssize_t n = read(rfd, buf + got, (size_t)avail - got);
+				if (n <= 0)
+					break;
+				got += (size_t)n;
+			}
+			/* Back at once: the pipe had room for exactly these bytes. */
+			for (size_t put = 0; put < got;) {
+				ssize_t n = write(wfd, buf + put, got - put);
+				if (n <= 0) {
+					r = -EIO;
+					ck_err_set("process %d: cannot put %zu bytes back into its pipe (descriptor %d): %s",
+						   pd->pid, got - put, f->fd, strerror(errno));
+					goto next;
+				}
+				put += (size_t)n;
+			}
+			if (got)
+				r = ck_writer_add(w, got, ck__buf_src, buf, &f->data_chunk, &f->data_nchunks);
+		next:
+			free(buf);
+			close(rfd);
+			if (wfd >= 0)
+				close(wfd);
+			if (r < 0)
+				return r;
 		}
-	r = ck_writer_finish(*wp, m);
-	*wp = NULL;
-	if (r < 0)
-		return r;
-	m->time_ns = ck__wall_ns();
-	m->duration_ns = ck_now_ns() - t0;
-	m->frozen_ns = (c->nofork ? ck_now_ns() : *t_released) - t0;
-	return ck_manifest_commit(c->store, m);
+	}
+	return 0;
+}
+
+static int ck__zombie_status(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	size_t n;
+	FILE *f;
+	int field = 3;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	/* field 52: exit_code, as waitpid reports it */
+	for (p = p ? p + 2 : buf; *p && field < 52; p++)
+		if (*p == ' ')
+			field++;
+	return field == 52 ? atoi(p) : 0;
+}
+
+/* The job's tree: every attached process and every zombie. Process groups
+ * must have their leader in the job, or be a session's whose leader has
+ * gone (restore re-creates such a session with a helper). */
+static int ck__record_tree(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz)
+{
+	m->tasks = calloc(c->nprocs + nz + 1, sizeof(*m->tasks));
+	if (!m->tasks)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nprocs + nz; i++) {
+		struct ck_task *t = &m->tasks[m->ntasks];
+		pid_t host = i < c->nprocs ? c->procs[i].pid : zombies[i - c->nprocs], hppid = 0;
+		int32_t jpid = 0;
+
+		if (ck_proc_ids(host, &jpid, &t->pgid, &t->sid, &hppid) < 0)
+			continue; /* a zombie reaped meanwhile */
+		t->pid = jpid;
+		if (i < c->nprocs) {
+			t->ppid = c->procs[i].pd->ppid;
+		} else {
+			struct ck_jproc *pp = ck_procs_find(c, hppid);
+			t->flags = CK_TASK_ZOMBIE;
+			t->status = ck__zombie_status(host);
+			t->ppid = pp ? pp->jpid : 1;
+		}
+		m->ntasks++;
+	}
+	for (size_t i = 0; i < m->ntasks; i++) {
+		const struct ck_task *t = &m->tasks[i];
+		int leader = 0;
+		if (!t->pgid || t->pgid == t->sid)
+			continue;
+		for (size_t j = 0; j < m->ntasks; j++)
+			leader |= m->tasks[j].pid == t->pgid;
+		if (!leader) {
+			ck_err_set("process %d is in process group %d whose leader has exited: not supported yet", t->pid,
+				   t->pgid);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
 }
 
 /* A tracer outside the job's namespace shows as TracerPid 0 inside it:
@@ -325,76 +472,234 @@ static int ck__job_traced(pid_t pid, pid_t *tracer)
 	return 0;
 }
 
+static const char *ck__comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	buf[0] = 0;
+	if ((f = fopen(path, "re"))) {
+		if (fgets(buf, (int)len, f))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(f);
+	}
+	return buf;
+}
+
+/* Ask: every process of the job parked. Returns 0 when every attached
+ * process is SUSPENDED and the namespace holds no other live process. */
+static int ck__ask_all(struct ckrun *c, unsigned ckflags)
+{
+	uint64_t start = ck_now_ns(), unknown_since = 0;
+
+	c->round_asking = 1;
+	c->round_ckflags = ckflags;
+	c->round_seq = c->last_seq + 1;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_msg m;
+		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+		m.type = CK_MSG_CHECKPOINT;
+		m.arg[0] = ckflags;
+		m.arg[1] = c->round_seq;
+		c->procs[i].state = ck_chan_send(c->procs[i].fd, &m, NULL, 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+		c->procs[i].snap = 0;
+	}
+	for (;;) {
+		struct ck_jproc *from;
+		struct ck_msg m;
+		pid_t sender, *live = NULL, *zomb = NULL;
+		size_t nlive = 0, nz = 0, waiting = 0;
+		int r = ck_procs_wait(c, NULL, 0, 100, &m, &from, &sender);
+
+		if (r < 0) {
+			ck_err_set("waiting for the job's processes: %s", strerror(-r));
+			return r;
+		}
+		if (r == 1 && from && m.type == CK_MSG_FAILED) {
+			ck_err_set("process %d: %s", from->jpid, m.text);
+			return -ENOTSUP;
+		}
+		if (r == 1 && from && m.type == CK_MSG_SUSPENDED)
+			from->state = CK_JP_SUSPENDED;
+		for (size_t i = 0; i < c->nprocs; i++)
+			waiting += c->procs[i].state != CK_JP_SUSPENDED;
+		if (ck_now_ns() - start > 60000000000ull) {
+			ck_err_set("%zu process(es) of the job did not park their threads within 60 s", waiting);
+			return -ETIMEDOUT;
+		}
+		if (waiting) {
+			/* A process that exited before answering: its channel may
+			 * still be open in a child that has not attached yet. */
+			for (size_t i = 0; i < c->nprocs; i++) {
+				char path[64];
+				struct stat st;
+				snprintf(path, sizeof(path), "/proc/%d", c->procs[i].pid);
+				if (c->procs[i].state != CK_JP_SUSPENDED && stat(path, &st) < 0) {
+					ck_procs_drop(c, &c->procs[i]);
+					break;
+				}
+			}
+			continue;
+		}
+		if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
+			return r;
+		{
+			pid_t stray = 0;
+			for (size_t i = 0; i < nlive && !stray; i++)
+				if (!ck_procs_find(c, live[i]))
+					stray = live[i];
+			free(live);
+			free(zomb);
+			if (!stray)
+				break;
+			/* Born just now, attaching, or running without libckpt. */
+			if (!unknown_since)
+				unknown_since = ck_now_ns();
+			if (ck_now_ns() - unknown_since > 3000000000ull) {
+				char comm[64];
+				int32_t jp = 0, pg, sd;
+				ck_proc_ids(stray, &jp, &pg, &sd, NULL);
+				ck_err_set("process %d (%s) of the job runs without libckpt (a static program, or "
+					   "LD_PRELOAD or its channel removed): not supported",
+					   jp, ck__comm(stray, comm, sizeof(comm)));
+				return -ENOTSUP;
+			}
+		}
+	}
+	c->round_asking = 0;
+	return 0;
+}
+
+/* Take: every process records its state and forks its snapshot. */
+static int ck__take_all(struct ckrun *c)
+{
+	uint64_t start = ck_now_ns();
+	size_t done = 0;
+
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (ck_procs_send(&c->procs[i], CK_MSG_COLLECT, 0) < 0) {
+			ck_err_set("process %d stopped answering", c->procs[i].jpid);
+			return -EPIPE;
+		}
+	while (done < c->nprocs) {
+		struct ck_jproc *from;
+		struct ck_msg m;
+		pid_t sender;
+		int r = ck_procs_wait(c, NULL, 0, 1000, &m, &from, &sender);
+
+		if (r < 0)
+			return r;
+		if (ck_now_ns() - start > 60000000000ull) {
+			ck_err_set("the job's processes did not take their snapshots within 60 s");
+			return -ETIMEDOUT;
+		}
+		if (r == 0)
+			continue;
+		if (m.type == CK_MSG_GONE) {
+			ck_err_set("a process of the job (pid %d here) exited during the checkpoint", (int)m.arg[0]);
+			return -ESRCH;
+		}
+		if (!from)
+			continue;
+		if (m.type == CK_MSG_HELLO) {
+			ck_err_set("process %d appeared during the checkpoint", from->jpid);
+			return -EAGAIN;
+		}
+		if (m.type == CK_MSG_FAILED) {
+			ck_err_set("process %d: %s", from->jpid, m.text);
+			return -ENOTSUP;
+		}
+		if (m.type != CK_MSG_SNAPSHOT || from->state == CK_JP_SNAPSHOT)
+			continue;
+		from->state = CK_JP_SNAPSHOT;
+		from->snap = c->nofork ? from->pid : sender;
+		from->pd_addr = m.arg[0];
+		from->held = m.arg[2] != 0;
+		if (m.arg[1] != sizeof(struct ck_procdesc)) {
+			ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64 " vs %zu bytes): "
+				   "mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
+			return -EPROTO;
+		}
+		done++;
+	}
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		int r;
+		free(p->pd);
+		p->pd = malloc(sizeof(*p->pd));
+		if (!p->pd)
+			return -ENOMEM;
+		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, sizeof(*p->pd))) < 0) {
+			ck_err_wrap("process %d: its descriptor", p->jpid);
+			return r;
+		}
+	}
+	return 0;
+}
+
+static void ck__end_round(struct ckrun *c, int result, int stop)
+{
+	c->round_asking = 0;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		/* The snapshot goes before DONE: the process reaps it. */
+		if (!c->nofork && p->snap > 0 && p->snap != p->pid)
+			kill(p->snap, SIGKILL);
+		p->snap = 0;
+		if (!stop && p->state != CK_JP_IDLE)
+			ck_procs_send(p, CK_MSG_DONE, (uint64_t)(int64_t)result);
+		p->state = CK_JP_IDLE;
+	}
+}
+
+static void ck__release(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
+}
+
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
 	const char *wt = getenv("CKPT_WRITER_THREADS");
+	struct ck__round rc = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
-	struct ck_procdesc *pd = NULL;
-	int held = 1;
-	uint64_t t0 = ck_now_ns(), t_snap, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
-	struct ck_msg msg;
-	pid_t snap = 0;
-	int r;
+	uint64_t t0 = ck_now_ns(), t_rel = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	pid_t *live = NULL, *zomb = NULL;
+	size_t nlive = 0, nz = 0;
+	int held = 0, r;
 
 	if (wt && atoi(wt) > 0)
 		wo.threads = (unsigned)atoi(wt);
-	if (!c->job_ready) {
+	if (!c->nprocs) {
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
 	}
-	{
+	for (size_t i = 0; i < c->nprocs; i++) {
 		pid_t tracer = 0;
-		if (c->job_pid > 0 && ck__job_traced(c->job_pid, &tracer)) {
+		if (ck__job_traced(c->procs[i].pid, &tracer)) {
 			ck_err_set("the job is traced (ptrace) by process %d: not supported; the job keeps running",
 				   tracer);
 			return -ENOTSUP;
 		}
 	}
-	memset(&msg, 0, sizeof(msg));
-	msg.type = CK_MSG_CHECKPOINT;
-	msg.arg[0] = c->nofork ? CK_CKPT_NOFORK : 0;
-	msg.arg[1] = c->last_seq + 1;
-	r = ck_chan_send(c->agent_fd, &msg, NULL, 0);
-	if (r < 0) {
-		ck_err_set("cannot reach the job's checkpoint library: %s", strerror(-r));
-		return r;
-	}
-	for (;;) {
-		r = ck_chan_recv(c->agent_fd, &msg, &snap, 60000);
-		if (r < 0) {
-			ck_err_set("the job did not answer the checkpoint request: %s", strerror(-r));
-			return r;
-		}
-		if (msg.type == CK_MSG_FAILED) {
-			ck_err_set("%s; the job keeps running", msg.text);
-			return -ENOTSUP;
-		}
-		if (msg.type == CK_MSG_SNAPSHOT)
-			break;
-	}
-	t_snap = ck_now_ns(); /* the job runs on from here, or from RELEASE if it holds */
-	held = msg.arg[2] != 0;
-	pd = malloc(sizeof(*pd));
+	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0 || (r = ck__take_all(c)) < 0)
+		goto fail;
+	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
+		goto fail;
 	m = calloc(1, sizeof(*m));
-	if (!pd || !m) {
+	if (!m || !(m->procs = calloc(c->nprocs, sizeof(*m->procs)))) {
 		r = -ENOMEM;
 		goto fail;
 	}
-	if (msg.arg[1] != sizeof(*pd)) {
-		ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64 " vs %zu bytes): "
-			   "mixed versions?", msg.arg[1], sizeof(*pd));
-		r = -EPROTO;
-		goto fail;
-	}
-	r = ck_mem_read(snap, msg.arg[0], pd, sizeof(*pd));
-	if (r < 0)
+	if ((r = ck__record_tree(c, m, zomb, nz)) < 0)
 		goto fail;
 	m->version = CK_MANIFEST_VERSION;
 	m->seq = c->last_seq + 1;
 	m->job = strdup(c->job);
-	m->cwd = strdup(pd->cwd);
+	m->cwd = strdup(c->procs[0].pd->cwd);
 	for (m->argc = 0; c->argv[m->argc]; m->argc++)
 		;
 	m->argv = calloc(m->argc + 1, sizeof(char *));
@@ -411,25 +716,70 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if (r < 0)
 		goto fail;
-	{
-		/* Held rounds release the job at RELEASE (the value comes back
-		 * in t_rel); others released it right after the fork. */
-		uint64_t t_rel = held ? 0 : t_snap;
-		r = ck__build_and_commit(c, &w, m, snap, pd, flags, t0, &t_rel);
+	if ((r = ck__save_pipes(c, &rc, w)) < 0)
+		goto fail;
+	/* The main process first: restore starts the tree from it. */
+	for (size_t i = 0; i < c->nprocs; i++)
+		held |= c->procs[i].held;
+	m->nprocs = c->nprocs;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *jp = &c->procs[i];
+		struct ck_proc *p = &m->procs[i];
+		jp->mp = p;
+		p->pid = jp->pd->pid;
+		p->ppid = jp->pd->ppid;
+		p->exe = strdup(jp->pd->exe);
+		p->restart_entry = jp->pd->restart_entry;
+		p->restart_arg = jp->pd->restart_arg;
+		p->restart_stack = jp->pd->restart_stack;
+	}
+	if (!c->nofork && !held) {
+		ck__release(c);
+		t_rel = ck_now_ns();
+	}
+	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
+		struct ck_jproc *jp = &c->procs[i];
+		r = ck__save_regions(&rc, w, jp->snap, jp->mp, m, flags, 0, jp->pd);
+		if (r == 0)
+			r = ck__save_fd_contents(w, jp->snap, jp->pd, flags);
 	}
 	if (r < 0)
 		goto fail;
-	if (!(flags & CK_ROUND_STOP))
-		ck__send_done(c, 0);
-	if (!c->nofork)
-		kill(snap, SIGKILL); /* the snapshot child, never the job */
+	if (!c->nofork && held) {
+		ck__release(c);
+		t_rel = ck_now_ns();
+	}
+	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
+		struct ck_jproc *jp = &c->procs[i];
+		r = ck__save_regions(&rc, w, jp->snap, jp->mp, m, flags, 1, jp->pd);
+		if (r == 0)
+			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
+		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
+			if (jp->pd->fds[k].kind == CK_FD_PLUGIN) {
+				char what[64];
+				snprintf(what, sizeof(what), "descriptor %d", jp->pd->fds[k].fd);
+				ck__skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
+			}
+	}
+	if (r < 0)
+		goto fail;
+	r = ck_writer_finish(w, m);
+	w = NULL;
+	if (r < 0)
+		goto fail;
+	m->time_ns = ck__wall_ns();
+	m->duration_ns = ck_now_ns() - t0;
+	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t0;
+	if ((r = ck_manifest_commit(c->store, m)) < 0)
+		goto fail;
+	ck__end_round(c, 0, flags & CK_ROUND_STOP);
 	if (c->verbose) {
 		char req[64] = "";
 		if (ck_s3_request_count && ck_s3_request_count() > req0)
 			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
-		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %" PRIu64 " bytes of memory, %" PRIu64
-				" stored, %.3f s (frozen %.3f s)%s\n",
-			m->seq, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
+		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
+				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s)%s\n",
+			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
 			(double)m->frozen_ns / 1e9, req);
 	}
 	c->last_seq = m->seq;
@@ -438,15 +788,17 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	if (ck_store_retain(c->store, c->job, c->keep) < 0)
 		fprintf(stderr, "ckrun: warning: retention: %s\n", ck_err_msg());
 	*seq_out = c->last_seq;
-	free(pd);
-	return 0;
+	r = 0;
+	goto out;
 fail:
 	if (w)
 		ck_writer_abort(w);
-	ck__send_done(c, r);
-	if (snap > 0 && !c->nofork)
-		kill(snap, SIGKILL);
+	ck__end_round(c, r, 0);
 	ck_manifest_free(m);
-	free(pd);
+out:
+	free(live);
+	free(zomb);
+	free(rc.shared);
+	free(rc.pipes);
 	return r;
 }

@@ -4,7 +4,11 @@
  * stacks live (CK_RST_BASE), so it can rebuild the saved address space
  * around itself:
  *
- *   1. tell ckrun it runs; get the layout (regions, mm fields) and the
+ *   0. take a channel of its own (a socketpair, one end sent to ckrun over
+ *      the inherited one); on ckrun's word create the saved children with
+ *      their pids (each one a restorer again), join the saved session and
+ *      process group, or end as a saved zombie did;
+ *   1. get the layout (regions, mm fields) and the
  *      descriptors ckrun prepared (SCM_RIGHTS), place them at their numbers;
  *   2. move the kernel's vDSO/vvar to the saved addresses, unmap everything
  *      else that is not the restorer;
@@ -17,6 +21,7 @@
  * job never runs half-restored. */
 #include <fcntl.h>
 #include <linux/prctl.h>
+#include <linux/sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -378,6 +383,82 @@ static void ck__place_fds(uint32_t nfds)
 	}
 }
 
+/* A channel of our own; the inherited one is our parent's (or init's). */
+static void ck__attach(void)
+{
+	static struct ck_msg hello;
+	int sp[2];
+	long r = ck_sys4(SYS_socketpair, AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp);
+
+	if (r < 0)
+		ck_exit_group(1);
+	hello.type = CK_MSG_RST_HELLO;
+	hello.arg[0] = (uint64_t)ck_getpid();
+	r = ck_send_with_creds_fd(CK_CTL_FD, &hello, __builtin_offsetof(struct ck_msg, text), sp[1]);
+	ck_close(sp[1]);
+	if (r < 0 || ck_sys3(SYS_dup3, sp[0], CK_CTL_FD, 0) < 0)
+		ck_exit_group(1);
+	ck_close(sp[0]);
+}
+
+/* The saved tree: children with their pids, then session and group, then
+ * zombies end. Returns in a new child (1) or when the layout comes (0). */
+static int ck__tree_step(void)
+{
+	for (;;) {
+		ck__recv(NULL, 0, NULL);
+		switch (ck__msg.type) {
+		case CK_MSG_RST_LAYOUT:
+			return 0;
+		case CK_MSG_RST_TREE: {
+			struct ck_rst_child kids[CK_RST_MAX_CHILDREN];
+			uint64_t n = ck__msg.arg[0];
+			long r;
+			if (n > CK_RST_MAX_CHILDREN || ck__msg.len != n * sizeof(kids[0]))
+				ck__die("restorer: bad tree message", -22);
+			ck_memcpy(kids, ck__msg.text, n * sizeof(kids[0]));
+			if ((ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
+				ck__die("restorer: cannot start the saved session (setsid)", r);
+			for (uint64_t i = 0; i < n; i++) {
+				struct clone_args ca;
+				pid_t want = kids[i].pid;
+				ck_memset(&ca, 0, sizeof(ca));
+				ca.exit_signal = SIGCHLD;
+				ca.set_tid = (uint64_t)(uintptr_t)&want;
+				ca.set_tid_size = 1;
+				r = ck_sys2(SYS_clone3, (long)&ca, sizeof(ca));
+				if (r == 0)
+					return 1;
+				if (r < 0)
+					ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
+			}
+			ck__send(CK_MSG_RST_TREE_DONE, n, 0);
+			break;
+		}
+		case CK_MSG_RST_PGID: {
+			long r = ck_sys2(SYS_setpgid, 0, (long)ck__msg.arg[0]);
+			if (r < 0)
+				ck__die("restorer: cannot join the saved process group", r);
+			ck__send(CK_MSG_RST_PGID_DONE, 0, 0);
+			break;
+		}
+		case CK_MSG_RST_EXIT: {
+			int st = (int)ck__msg.arg[0], sig = st & 0x7f;
+			uint64_t none = 0, zero[2] = {0, 0};
+			if (!sig)
+				ck_exit_group((st >> 8) & 0xff);
+			/* Killed by a signal: die of it again (no core file). */
+			ck_sys4(SYS_prlimit64, 0, RLIMIT_CORE, zero, 0);
+			ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, &none, 0, 8);
+			ck_sys2(SYS_kill, ck_getpid(), sig);
+			ck_exit_group(128 + sig);
+		}
+		default:
+			ck__die("restorer: unexpected message before the layout", -22);
+		}
+	}
+}
+
 __attribute__((noreturn, used)) void ck_rst_main(void)
 {
 	const struct ck_rst_layout *l;
@@ -386,10 +467,9 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	uint64_t size, scratch_len;
 	long r;
 
-	ck__send(CK_MSG_RST_HELLO, 0, 0);
-	ck__recv(NULL, 0, NULL);
-	if (ck__msg.type != CK_MSG_RST_LAYOUT)
-		ck__die("restorer: expected the layout", -22);
+	do
+		ck__attach();
+	while (ck__tree_step());
 	size = ck__msg.arg[0];
 	scratch_len = (size + 4095) & ~4095ull;
 	r = ck_mmap(CK_RST_SCRATCH, scratch_len, PROT_READ | PROT_WRITE,
@@ -412,6 +492,10 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 		if (!(rg[i].flags & (CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN)) &&
 		    (!(rg[i].flags & CK_REG_VDSO) || l->vdso_mode == 1))
 			ck__map_region(&rg[i], strings);
+
+	/* Shared-memory objects are mapped: their descriptors go. */
+	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
+		ck_close(CK_RST_SHARED_FD + (int)i);
 
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
 	ck__recv(NULL, 0, NULL);

@@ -1,0 +1,277 @@
+/* The job's processes as ckrun sees them. Each has a control channel of
+ * its own; a new process (fork, exec, a restorer) announces itself with a
+ * HELLO carrying that channel over the channel it inherited, so a message
+ * loop over all channels learns of every process as it appears. */
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/ckrun.h"
+#include "libckpt/proto.h"
+
+struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (c->procs[i].pid == pid)
+			return &c->procs[i];
+	return NULL;
+}
+
+int ck_procs_send(struct ck_jproc *p, uint32_t type, uint64_t arg0)
+{
+	struct ck_msg m;
+
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = type;
+	m.arg[0] = arg0;
+	return ck_chan_send(p->fd, &m, NULL, 0);
+}
+
+void ck_procs_drop(struct ckrun *c, struct ck_jproc *p)
+{
+	size_t i = (size_t)(p - c->procs);
+
+	if (p->fd >= 0)
+		close(p->fd);
+	free(p->pd);
+	memmove(p, p + 1, (c->nprocs - i - 1) * sizeof(*p));
+	c->nprocs--;
+}
+
+void ck_procs_clear(struct ckrun *c)
+{
+	while (c->nprocs)
+		ck_procs_drop(c, &c->procs[c->nprocs - 1]);
+}
+
+/* A HELLO: a new process, or a known one that exec'd (same pid, new
+ * channel). While a round asks processes to suspend, newcomers are asked
+ * too. */
+static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
+{
+	struct ck_jproc *p = pid > 0 ? ck_procs_find(c, pid) : NULL;
+	int one = 1;
+
+	if (pid <= 0) {
+		close(fd);
+		return -EPROTO;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
+	if (p) {
+		close(p->fd);
+	} else {
+		if (c->nprocs == c->procs_cap) {
+			size_t cap = c->procs_cap ? c->procs_cap * 2 : 16;
+			struct ck_jproc *n = realloc(c->procs, cap * sizeof(*n));
+			if (!n) {
+				close(fd);
+				return -ENOMEM;
+			}
+			c->procs = n;
+			c->procs_cap = cap;
+		}
+		p = &c->procs[c->nprocs++];
+		memset(p, 0, sizeof(*p));
+		p->pid = pid;
+		if (!c->root_jpid)
+			c->root_jpid = jpid; /* the first to attach: the program ckrun started */
+	}
+	p->jpid = jpid;
+	p->fd = fd;
+	p->state = CK_JP_IDLE;
+	if (c->round_asking) {
+		struct ck_msg m;
+		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+		m.type = CK_MSG_CHECKPOINT;
+		m.arg[0] = c->round_ckflags;
+		m.arg[1] = c->round_seq;
+		if (ck_chan_send(fd, &m, NULL, 0) == 0)
+			p->state = CK_JP_ASKED;
+	}
+	return 0;
+}
+
+int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
+		  struct ck_jproc **from, pid_t *sender)
+{
+	for (;;) {
+		size_t n = (size_t)nextra + c->nprocs + 1;
+		struct pollfd *pf = calloc(n, sizeof(*pf));
+		int r, newfd;
+		size_t k;
+
+		if (!pf)
+			return -ENOMEM;
+		memcpy(pf, extra, sizeof(*pf) * (size_t)nextra);
+		for (k = 0; k < c->nprocs; k++)
+			pf[nextra + k] = (struct pollfd){c->procs[k].fd, POLLIN, 0};
+		pf[n - 1] = (struct pollfd){c->agent_fd, POLLIN, 0};
+		r = poll(pf, n, timeout_ms);
+		if (r < 0 && errno == EINTR) {
+			free(pf);
+			return 0; /* a signal: the caller looks at its flags */
+		}
+		if (r <= 0) {
+			free(pf);
+			return r < 0 ? -errno : 0;
+		}
+		for (int i = 0; i < nextra; i++)
+			extra[i].revents = pf[i].revents;
+		for (k = 0; k < n - (size_t)nextra; k++)
+			if (pf[nextra + k].revents)
+				break;
+		if (k == n - (size_t)nextra) {
+			free(pf);
+			return 0; /* only extra[] */
+		}
+		{
+			int fd = pf[nextra + k].fd;
+			struct ck_jproc *p = k < c->nprocs ? &c->procs[k] : NULL;
+			free(pf);
+			r = ck_chan_recv_fd(fd, m, sender, 0, &newfd);
+			if (r == -EPIPE || r == -ECONNRESET || (r < 0 && r != -EAGAIN && r != -EINTR && r != -EBADMSG)) {
+				if (!p) { /* the first channel: its process attached elsewhere, or is gone */
+					close(c->agent_fd);
+					c->agent_fd = -1;
+					continue;
+				}
+				memset(m, 0, __builtin_offsetof(struct ck_msg, text));
+				m->type = CK_MSG_GONE;
+				m->arg[0] = (uint64_t)p->pid;
+				*from = NULL;
+				ck_procs_drop(c, p);
+				return 1;
+			}
+			if (r < 0)
+				continue;
+			if ((m->type == CK_MSG_HELLO || m->type == CK_MSG_RST_HELLO) && newfd >= 0) {
+				ck__attach(c, *sender, (int32_t)m->arg[0], newfd);
+				*from = ck_procs_find(c, *sender);
+				return 1;
+			}
+			if (newfd >= 0)
+				close(newfd);
+			*from = p;
+			return 1;
+		}
+	}
+}
+
+int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid)
+{
+	char path[64], line[512];
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "re")))
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		int32_t *dst = NULL;
+		if (!strncmp(line, "NSpid:", 6))
+			dst = jpid;
+		else if (!strncmp(line, "NSpgid:", 7))
+			dst = pgid;
+		else if (!strncmp(line, "NSsid:", 6))
+			dst = sid;
+		else if (!strncmp(line, "PPid:", 5) && ppid)
+			*ppid = atoi(line + 5);
+		if (dst) {
+			/* the last number: the innermost namespace's */
+			char *sp = strrchr(line, '\t');
+			*dst = atoi(sp ? sp + 1 : line);
+			found++;
+		}
+	}
+	fclose(f);
+	return found == 3 ? 0 : -ENOENT;
+}
+
+static int ck__state(pid_t pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : 0;
+}
+
+static int ck__push(pid_t **v, size_t *n, pid_t pid)
+{
+	pid_t *nv = realloc(*v, (*n + 1) * sizeof(pid_t));
+
+	if (!nv)
+		return -ENOMEM;
+	nv[(*n)++] = pid;
+	*v = nv;
+	return 0;
+}
+
+int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, size_t *nz)
+{
+	pid_t *todo = NULL;
+	size_t ntodo = 0, at = 0;
+	int r = 0;
+
+	*pids = *zombies = NULL;
+	*n = *nz = 0;
+	if (ck__push(&todo, &ntodo, c->init_pid) < 0)
+		return -ENOMEM;
+	/* Breadth first through every thread's children. Snapshot children
+	 * of a round in progress are ckrun's, not the job's. */
+	while (at < ntodo && r == 0) {
+		pid_t pid = todo[at++];
+		char path[64];
+		struct dirent *d;
+		DIR *dir;
+
+		snprintf(path, sizeof(path), "/proc/%d/task", pid);
+		if (!(dir = opendir(path)))
+			continue;
+		while ((d = readdir(dir)) && r == 0) {
+			char cp[320], buf[4096], *s, *e;
+			FILE *f;
+			size_t len;
+			if (d->d_name[0] < '0' || d->d_name[0] > '9')
+				continue;
+			snprintf(cp, sizeof(cp), "/proc/%d/task/%s/children", pid, d->d_name);
+			if (!(f = fopen(cp, "re")))
+				continue;
+			len = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+			buf[len] = 0;
+			for (s = buf; *s; s = e) {
+				long kid = strtol(s, &e, 10);
+				int snap = 0;
+				if (e == s)
+					break;
+				for (size_t i = 0; i < c->nprocs; i++)
+					snap |= c->procs[i].snap == (pid_t)kid;
+				if (kid > 0 && !snap)
+					r = ck__push(&todo, &ntodo, (pid_t)kid);
+			}
+		}
+		closedir(dir);
+	}
+	for (size_t i = 1; i < ntodo && r == 0; i++) {
+		int st = ck__state(todo[i]);
+		if (st == 'Z')
+			r = ck__push(zombies, nz, todo[i]);
+		else if (st)
+			r = ck__push(pids, n, todo[i]);
+	}
+	free(todo);
+	return r;
+}
