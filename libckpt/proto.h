@@ -68,6 +68,7 @@ struct ck_rst_child {
 #define CK_RST_SHARED_FD 1001
 #define CK_RST_MAX_SHARED 96
 
+
 #define CK_CKPT_NOFORK 0x1
 #define CK_CKPT_STOP 0x2
 

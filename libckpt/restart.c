@@ -8,6 +8,7 @@
  * epoll items, re-create every other thread with its old TID (clone3
  * set_tid) jumping to its saved context, then resume the main thread. */
 #include <errno.h>
+#include <linux/prctl.h>
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <sched.h>
@@ -209,7 +210,25 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 	if (pd->exe[0]) {
 		long fd = ck_openat(AT_FDCWD, pd->exe, O_RDONLY | O_CLOEXEC, 0);
 		if (fd >= 0) {
-			ck_sys5(SYS_prctl, 35 /* PR_SET_MM */, 13 /* PR_SET_MM_EXE_FILE */, fd, 0, 0);
+			/* PR_SET_MM_EXE_FILE needs CAP_SYS_RESOURCE in the initial
+			 * namespace; PR_SET_MM_MAP only ours. */
+			struct prctl_mm_map mm;
+			ck_memset(&mm, 0, sizeof(mm));
+			mm.start_code = pd->start_code;
+			mm.end_code = pd->end_code;
+			mm.start_data = pd->start_data;
+			mm.end_data = pd->end_data;
+			mm.start_brk = pd->start_brk;
+			mm.brk = pd->brk;
+			mm.start_stack = pd->start_stack;
+			mm.arg_start = pd->arg_start;
+			mm.arg_end = pd->arg_end;
+			mm.env_start = pd->env_start;
+			mm.env_end = pd->env_end;
+			mm.auxv = (__u64 *)(uintptr_t)pd->auxv;
+			mm.auxv_size = pd->auxv_size;
+			mm.exe_fd = (__u32)fd;
+			ck_sys5(SYS_prctl, PR_SET_MM, PR_SET_MM_MAP, (long)&mm, sizeof(mm), 0);
 			ck_close((int)fd);
 		}
 	}

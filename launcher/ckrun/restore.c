@@ -289,8 +289,8 @@ static int ck__pipe_obj(struct ck_reader *rd, struct ck__objs *o, const struct c
 static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck__fdplan *pl,
 			   struct ck__objs *objs)
 {
-	pl->fds = calloc(pd->nfds + CK_RST_MAX_SHARED + 1, sizeof(int));
-	pl->targets = calloc(pd->nfds + CK_RST_MAX_SHARED + 1, sizeof(int32_t));
+	pl->fds = calloc(pd->nfds + CK_RST_MAX_SHARED + 2, sizeof(int));
+	pl->targets = calloc(pd->nfds + CK_RST_MAX_SHARED + 2, sizeof(int32_t));
 	if (!pl->fds || !pl->targets)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < pd->nfds; i++)

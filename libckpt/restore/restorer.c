@@ -497,6 +497,10 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
 		ck_close(CK_RST_SHARED_FD + (int)i);
 
+	/* Shared-memory objects are mapped: their descriptors go. */
+	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
+		ck_close(CK_RST_SHARED_FD + (int)i);
+
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
 	ck__recv(NULL, 0, NULL);
 	if (ck__msg.type != CK_MSG_RST_FILLED)

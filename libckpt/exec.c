@@ -1,0 +1,130 @@
+/* exec with an environment of the job's own choosing (execve, execvpe,
+ * fexecve, posix_spawn[p]) must still load libckpt in the new program:
+ * the variables it needs (LD_PRELOAD with libckpt, the channel, ckrun's
+ * stdio) are put back into that environment, as DMTCP does. exec*() that
+ * take `environ` need nothing: it still holds them. Runs in vfork children
+ * too: the new array lives on the stack, nothing is allocated. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libckpt/core.h"
+
+#define CK__NVARS 4
+static const char *const ck__names[CK__NVARS] = {"LD_PRELOAD=", CK_CTL_ENV "=", "CKPT_STDIO=", "CKPT_SIGNAL="};
+static char *ck__vars[CK__NVARS]; /* "NAME=value" as ckrun set them */
+
+__attribute__((constructor)) static void ck__exec_init(void)
+{
+	extern char **environ;
+
+	for (char **e = environ; e && *e; e++)
+		for (int i = 0; i < CK__NVARS; i++)
+			if (!strncmp(*e, ck__names[i], strlen(ck__names[i])))
+				ck__vars[i] = strdup(*e);
+}
+
+static size_t ck__count(char *const envp[])
+{
+	size_t n = 0;
+
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
+/* Copies envp into out (room for count + CK__NVARS + 1), adding what is
+ * missing. A job that sets LD_PRELOAD itself gets libckpt's entry in front
+ * of its list. */
+static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, size_t preload_len)
+{
+	size_t n = 0;
+	int have[CK__NVARS] = {0};
+
+	if (ck__core.ctl_fd < 0 || !ck__vars[1])
+		return envp; /* not under ckrun */
+	for (size_t i = 0; envp && envp[i]; i++) {
+		const char *e = envp[i];
+		for (int k = 0; k < CK__NVARS; k++)
+			if (!strncmp(e, ck__names[k], strlen(ck__names[k])))
+				have[k] = 1;
+		if (!strncmp(e, "LD_PRELOAD=", 11) && ck__vars[0] && !strstr(e, "libckpt.so")) {
+			/* ours in front of the job's own list */
+			size_t a = strlen(ck__vars[0]), b = strlen(e + 11);
+			if (a + 1 + b + 1 <= preload_len) {
+				memcpy(preload_buf, ck__vars[0], a);
+				preload_buf[a] = ':';
+				memcpy(preload_buf + a + 1, e + 11, b + 1);
+				e = preload_buf;
+			}
+		}
+		out[n++] = (char *)e;
+	}
+	for (int k = 0; k < CK__NVARS; k++)
+		if (!have[k] && ck__vars[k])
+			out[n++] = ck__vars[k];
+	out[n] = NULL;
+	return out;
+}
+
+#define CK__FIXED_ENV(envp)                                                                                   \
+	char **ck__out = __builtin_alloca((ck__count(envp) + CK__NVARS + 1) * sizeof(char *));                \
+	char ck__pre[4096];                                                                                   \
+	char *const *fixed = ck__fix(envp, ck__out, ck__pre, sizeof(ck__pre))
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	static int (*real)(const char *, char *const[], char *const[]);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "execve");
+	return real(path, argv, fixed);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static int (*real)(const char *, char *const[], char *const[]);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "execvpe");
+	return real(file, argv, fixed);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	static int (*real)(int, char *const[], char *const[]);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "fexecve");
+	return real(fd, argv, fixed);
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at,
+		char *const argv[], char *const envp[])
+{
+	static int (*real)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			   char *const[], char *const[]);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "posix_spawn");
+	return real(pid, path, fa, at, argv, fixed);
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at,
+		 char *const argv[], char *const envp[])
+{
+	static int (*real)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
+			   char *const[], char *const[]);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "posix_spawnp");
+	return real(pid, file, fa, at, argv, fixed);
+}
