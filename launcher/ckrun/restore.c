@@ -155,7 +155,7 @@ static int ck__make_content_file(struct ck_reader *rd, const struct ck_pd_fd *f)
 		char p[64];
 		int again;
 		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
-		again = open(p, (f->flags & O_ACCMODE) | O_CLOEXEC);
+		again = open(p, (f->flags & O_ACCMODE) | O_CLOEXEC); /* no O_NOFOLLOW: a /proc link */
 		if (again >= 0) {
 			lseek(again, (off_t)f->offset, SEEK_SET);
 			close(fd);
@@ -328,7 +328,7 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 				break;
 			}
 			snprintf(p, sizeof(p), "/proc/self/fd/%d", ob->fd[0]);
-			fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL)) | O_CLOEXEC);
+			fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
 			if (fd >= 0)
 				lseek(fd, (off_t)f->offset, SEEK_SET);
 			break;
