@@ -579,7 +579,7 @@ static int ck__take_all(struct ckrun *c)
 
 	for (size_t i = 0; i < c->nprocs; i++)
 		if (ck_procs_send(&c->procs[i], CK_MSG_COLLECT, 0) < 0) {
-			ck_err_set("process %d stopped answering", c->procs[i].jpid);
+			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -EPIPE;
 		}
 	while (done < c->nprocs) {
@@ -685,7 +685,16 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 			return -ENOTSUP;
 		}
 	}
-	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0 || (r = ck__take_all(c)) < 0)
+	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
+		goto fail;
+	{
+		/* Test knob: hold the parked job this long, so a fault test can
+		 * kill one of its processes in the middle of a round. */
+		const char *hold = getenv("CKPT_TEST_HOLD_MS");
+		if (hold && atoi(hold) > 0)
+			usleep((useconds_t)atoi(hold) * 1000);
+	}
+	if ((r = ck__take_all(c)) < 0)
 		goto fail;
 	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
 		goto fail;

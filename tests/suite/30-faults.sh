@@ -18,7 +18,7 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_FAULTS:-kill corrupt diskfull badinput}
+PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput}
 TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
 PER_RUN=5
 JOB=faultjob
@@ -131,6 +131,81 @@ part_kill() {
 			h_pass "faults/kill-run-$run"
 		fi
 	done
+}
+
+# ---- (a2) one process of a tree killed in the middle of a round ------------------
+
+# wait_line FILE REGEX MS: true once FILE has a line matching REGEX.
+wait_line() {
+	local end=$(( $(h_now_ms) + $3 ))
+	while (( $(h_now_ms) < end )); do
+		grep -Eq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# A worker of mp_forkpool is killed while every process is parked (ckrun
+# holds the round open with CKPT_TEST_HOLD_MS): the round must fail with a
+# line, ckrun must not hang, checkpoint 1 must stay the newest and verify,
+# and a resume from it must print what a bare run prints.
+part_treekill() {
+	local dir=$H_WORK/treekill store out err sched res rc p victim=
+	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
+	mkdir -p "$dir"
+	: >"$err"
+	h_app_cmd mp_forkpool 2
+	res=$(h_run_bare mp_forkpool "$dir/bare.out" "$dir/bare.err" 120)
+	if [ "${res% *}" != 0 ]; then
+		h_fail faults/treekill "bare run of mp_forkpool failed" "$dir/bare.out"
+		return
+	fi
+	CKPT_TEST_HOLD_MS=1500 h_start new "$out" "$err" -v --store "$store" --job "$JOB"
+	sleep 0.8
+	kill -USR2 "$H_PID"
+	if ! wait_line "$err" "checkpoint 1 committed" 15000; then
+		h_fail faults/treekill "the first checkpoint did not commit" "$err"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
+	kill -USR2 "$H_PID"
+	sleep 0.5
+	# a worker: pid 3 or more in the job's namespace
+	for p in $(h_group_members "$H_PID"); do
+		if awk '/^NSpid:/ { exit !(NF == 3 && $3 > 2) }' "/proc/$p/status" 2>/dev/null; then
+			victim=$p
+			break
+		fi
+	done
+	echo "killing worker $victim during checkpoint 2" >"$sched"
+	[ -n "$victim" ] && kill -9 "$victim"
+	if [ -z "$victim" ]; then
+		h_fail faults/treekill "no worker process found to kill" "$err"
+	elif ! wait_line "$err" "checkpoint 2 of job $JOB failed: .*exited" 15000; then
+		h_fail faults/treekill "the round did not fail naming the process that exited" "$err" "$sched"
+	else
+		h_wait "$H_PID" 60000
+		rc=$?
+		echo "ckrun ended with $rc" >>"$sched"
+		if [ "$rc" = 124 ]; then
+			h_fail faults/treekill "ckrun hung after a worker was killed" "$err" "$sched"
+		elif [ "$(h_manifests "$store" "$JOB")" != 00000001 ]; then
+			h_fail faults/treekill "checkpoint 1 is not the newest and only one" "$err" "$sched"
+		elif ! verify_newest "$store" "$dir/verify.log"; then
+			h_fail faults/treekill "checkpoint 1 does not verify" "$dir/verify.log"
+		else
+			h_start resume "$out" "$err" --store "$store" --job "$JOB" --resume
+			h_wait "$H_PID" 120000
+			rc=$?
+			if [ "$rc" != 0 ] || ! cmp -s "$dir/bare.out" "$out"; then
+				h_diff_excerpt "$dir/bare.out" "$out" "$dir/diff"
+				h_fail faults/treekill "resume from checkpoint 1: status $rc or output differs" "$dir/diff" "$err"
+			else
+				h_pass faults/treekill
+			fi
+		fi
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
 }
 
 # ---- (b) corruption ------------------------------------------------------------------
@@ -342,7 +417,7 @@ main() {
 	h_init faults
 	for p in $PARTS; do
 		case $p in
-		kill | corrupt | diskfull | badinput) "part_$p" ;;
+		kill | treekill | corrupt | diskfull | badinput) "part_$p" ;;
 		*) h_fail faults "unknown part '$p'" ;;
 		esac
 	done
