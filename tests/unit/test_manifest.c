@@ -370,9 +370,44 @@ out:
 	ck_unit_rmtree(dir);
 }
 
+/* The optional TREE section: round trip, and bad records refused. */
+static void test_tree(void)
+{
+	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
+	struct ck_task t[3] = {{2, 1, 0, 0, 0, 0}, {3, 2, 3, 0, 0, 0}, {7, 2, 3, 0, CK_TASK_ZOMBIE, 0x8b00}};
+	void *buf = NULL;
+	size_t len = 0;
+
+	m->tasks = malloc(sizeof(t));
+	memcpy(m->tasks, t, sizeof(t));
+	m->ntasks = 3;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
+	if (d) {
+		CHECK_EQ_INT(d->ntasks, 3);
+		CHECK(d->ntasks == 3 && !memcmp(d->tasks, t, sizeof(t)));
+		ck_manifest_free(d);
+		d = NULL;
+	}
+	free(buf);
+	/* pid 1 is init's, never the job's; unknown flags are refused */
+	m->tasks[1].pid = 1;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "task 1") != NULL);
+	free(buf);
+	m->tasks[1].pid = 3;
+	m->tasks[2].flags = 0x80;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	free(buf);
+	ck_manifest_free(m);
+}
+
 void ck_unit_run(void)
 {
 	test_roundtrip();
+	test_tree();
 	test_golden();
 	test_corruption();
 	test_semantics();
