@@ -259,6 +259,22 @@ static int ck__refill_pipe(struct ck_reader *rd, struct ck__objs *o, const struc
 	return 0;
 }
 
+/* A FIFO the job removed after the checkpoint (its temporary directory
+ * too, as likely as not): a FIFO holds no data on disk, so making it again
+ * loses nothing. */
+static int ck__remake_fifo(const struct ck_pd_fd *f)
+{
+	char dir[CK_PD_PATH];
+
+	for (char *p = memcpy(dir, f->path, sizeof(dir)) + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return mkfifo(f->path, (mode_t)(f->mode & 07777)) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 static int ck__pipe_obj(struct ck_reader *rd, struct ck__objs *o, const struct ck_pd_fd *f, struct ck__obj **out)
 {
 	struct ck__obj *ob = ck__obj_find(o, CK_FD_PIPE, f->dev, f->ino);
@@ -339,6 +355,8 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 			struct ck__obj *ob = ck__obj_find(objs, CK_FD_FIFO, f->dev, f->ino);
 			if (!ob) {
 				int anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC), r;
+				if (anchor < 0 && errno == ENOENT && ck__remake_fifo(f) == 0)
+					anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
 				if (anchor < 0)
 					break;
 				ob = ck__obj_add(objs, CK_FD_FIFO, f->dev, f->ino);
