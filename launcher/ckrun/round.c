@@ -804,6 +804,12 @@ fail:
 	if (w)
 		ck_writer_abort(w);
 	ck__end_round(c, r, 0);
+	if (r == -ENOTSUP && !strstr(ck_err_msg(), "keeps running")) {
+		/* a refusal: say that nothing happened to the job */
+		char why[1024];
+		snprintf(why, sizeof(why), "%s", ck_err_msg());
+		ck_err_set("%s; the job keeps running", why);
+	}
 	ck_manifest_free(m);
 out:
 	free(live);
