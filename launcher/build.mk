@@ -13,7 +13,8 @@ $(BUILD)/libcklaunch.a: $(LAUNCHER_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-CKRUN_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckrun/*.c))
+# Plugins' agent halves (plugins/NAME/agent/*.c) run inside ckrun.
+CKRUN_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckrun/*.c plugins/*/agent/*.c))
 CKPT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckpt/*.c))
 
 $(BUILD)/ckrun: $(CKRUN_OBJS) $(BUILD)/libcklaunch.a

@@ -54,6 +54,8 @@ enum ck_pd_fd_kind {
 	CK_FD_EPOLL,
 	CK_FD_PLUGIN,   /* owned by a plugin */
 	CK_FD_DUP,      /* same open file description as descriptor `peer` */
+	CK_FD_SOCKET,   /* a socket: ckrun's socket plugin (plugins/socket/agent) reads,
+			 * drains and re-creates it; u64[] and path[] are the plugin's */
 };
 
 struct ck_pd_fd {

@@ -12,7 +12,8 @@
 static const char *ck__kind_name(uint32_t k)
 {
 	static const char *names[] = {"none",    "stdio",   "file",     "deleted", "memfd",  "device", "pipe",
-				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup"};
+				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup",
+				      "socket"};
 	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -33,9 +34,11 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 			fprintf(f, " (%" PRIu64 " bytes saved)", d->size);
 		break;
 	case CK_FD_PIPE:
-		fprintf(f, "  %s", d->path);
-		if (d->pipe_len)
-			fprintf(f, " (%u unread bytes saved)", d->pipe_len);
+	case CK_FD_SOCKET:
+		/* a socket's path holds its description first (see plugins/socket) */
+		fprintf(f, "  %.256s", d->path);
+		if (d->data_nchunks)
+			fprintf(f, " (bytes in flight saved)");
 		break;
 	case CK_FD_EVENTFD:
 		fprintf(f, "  count %" PRIu64 "%s", d->u64[0], d->u64[1] ? " semaphore" : "");

@@ -23,6 +23,7 @@
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
+#include "plugins/socket/agent/sock.h"
 #include "libckpt/proto.h"
 
 struct ck__fdplan {
@@ -187,6 +188,7 @@ struct ck__objs {
 	size_t n;
 	struct ck_procdesc **pds; /* every process's descriptor, to find saved pipe bytes */
 	size_t npds;
+	struct ck_sock_set *socks; /* the socket plugin's */
 };
 
 static struct ck__obj *ck__obj_find(struct ck__objs *o, uint32_t kind, uint64_t dev, uint64_t ino)
@@ -384,6 +386,13 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 			fd = fcntl((f->flags & O_ACCMODE) == O_RDONLY ? ob->fd[0] : ob->fd[1], F_DUPFD_CLOEXEC, 3);
 			if (fd >= 0 && nb)
 				fcntl(fd, F_SETFL, O_NONBLOCK);
+			break;
+		}
+		case CK_FD_SOCKET: {
+			int r = ck_sock_fd(objs->socks, f);
+			if (r < 0)
+				return r;
+			fd = r;
 			break;
 		}
 		case CK_FD_EVENTFD:
@@ -1024,7 +1033,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	r = ck_reader_open(c->store, c->job, m, &rd);
 	if (r < 0)
 		goto out;
-	if ((r = ck__prepare_shm_files(m)) < 0 || (r = ck__make_shm_objects(rd, m, &objs)) < 0)
+	if ((r = ck__prepare_shm_files(m)) < 0 || (r = ck__make_shm_objects(rd, m, &objs)) < 0 ||
+	    (r = ck_sock_prepare(rd, pds, m->nprocs, &objs.socks)) < 0)
 		goto out;
 	/* init's children: the main process first */
 	top = calloc(nnodes + 1, sizeof(*top));
@@ -1092,6 +1102,7 @@ out:
 		ck_procs_clear(c);
 	}
 	ck__objs_free(&objs);
+	ck_sock_free(objs.socks);
 	if (rd)
 		ck_reader_close(rd);
 	for (size_t i = 0; pds && i < m->nprocs; i++)

@@ -1,0 +1,73 @@
+/* The socket plugin's agent half, inside ckrun. libckpt only labels a
+ * descriptor CK_FD_SOCKET; everything else happens here, from outside the
+ * job, because a connection between two of the job's processes has to be
+ * seen from both ends at once:
+ *
+ *   checkpoint (every process parked): each socket is read through a
+ *     duplicate (pidfd_getfd): family, type, state, addresses, options;
+ *     connections are paired (TCP by address pair, UNIX by peer inode);
+ *     the bytes in flight toward each end are saved (peeked, or for
+ *     datagrams and for TCP data still in the sender's queue, taken and
+ *     written straight back), in the fd's data chunks;
+ *   restore: listeners are bound again (same address and port where
+ *     possible), pairs are made anew (TCP over loopback, UNIX with
+ *     socketpair) and the saved bytes are written into them, connections
+ *     that were waiting in a listener's queue are made again, connections
+ *     to peers outside the job come back reset (ECONNRESET on next use).
+ *
+ * Layout in struct ck_pd_fd (kind CK_FD_SOCKET): see CK_SOCK_* below. */
+#ifndef CK_SOCK_AGENT_H
+#define CK_SOCK_AGENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "launcher/chunkio.h"
+#include "launcher/manifest.h"
+#include "libckpt/procdesc.h"
+
+/* u64[0]: family | type << 16 | state << 32 */
+enum ck_sock_state {
+	CK_SOCK_UNCONNECTED = 0, /* maybe bound */
+	CK_SOCK_LISTENING = 1,
+	CK_SOCK_PAIRED = 2,   /* connected to another socket of the job */
+	CK_SOCK_PENDING = 3,  /* connected to a listener of the job, not yet accepted */
+	CK_SOCK_EXTERNAL = 4, /* connected to a peer outside the job: reset at restore */
+};
+/* u64[1]: local address length | peer length << 16 | backlog << 32
+ * u64[2]: CK_SOCKOPT_* | linger seconds << 32
+ * u64[3]: SO_RCVBUF | SO_SNDBUF << 32 (as the kernel reports them)
+ * size:   the paired socket's inode
+ * path:   [0, 256) a readable description, [256, 384) local sockaddr,
+ *         [384, 512) peer sockaddr
+ * data:   bytes in flight toward this socket (stream), or its queued
+ *         datagrams as u32 length + bytes */
+#define CK_SOCKOPT_NODELAY 0x1
+#define CK_SOCKOPT_KEEPALIVE 0x2
+#define CK_SOCKOPT_REUSEADDR 0x4
+#define CK_SOCKOPT_REUSEPORT 0x8
+#define CK_SOCKOPT_V6ONLY 0x10
+#define CK_SOCKOPT_LINGER 0x20
+#define CK_SOCK_ADDR_OFF 256
+#define CK_SOCK_PEER_OFF 384
+
+struct ckrun;
+struct ck_reader;
+
+/* Every process parked: read and drain every socket of the job. Fails the
+ * round (one line naming the socket) for what cannot be restored. */
+int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
+		       struct ck_manifest *m);
+
+/* Restore: make every socket of the job (all processes' descriptors). */
+struct ck_sock_set;
+int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, struct ck_sock_set **out);
+/* A new descriptor (close-on-exec) for this socket of the job, or -errno. */
+int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f);
+void ck_sock_free(struct ck_sock_set *s);
+
+/* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
+int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);
+
+#endif

@@ -1,0 +1,505 @@
+/* Checkpoint side of the socket plugin: every socket of the parked job is
+ * read through a duplicate taken with pidfd_getfd, paired with its peer,
+ * and the bytes in flight toward it are saved. The job is left exactly as
+ * it was: stream bytes are peeked; datagrams, and TCP bytes still in the
+ * sender's queue, are taken and written straight back in order. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <linux/tcp.h> /* tcp_info with tcpi_bytes_acked */
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher/ck_err.h"
+#include "plugins/socket/agent/sock.h"
+
+struct ck__sk {
+	struct ck_pd_fd *f; /* the first descriptor of this socket in the job */
+	int32_t jpid;
+	int fd; /* our duplicate */
+	int family, type, state;
+	struct sockaddr_storage local, peer;
+	socklen_t llen, plen;
+	uint64_t peer_ino;
+	long partner;
+	char *data; /* bytes (or datagrams) in flight toward this socket */
+	size_t ndata;
+};
+
+static uint64_t ck__ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* "TCP 127.0.0.1:4000 -> 127.0.0.1:51234", "UNIX stream @name", ... */
+static void ck__addr_str(const struct sockaddr_storage *a, socklen_t len, char *out, size_t n)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)a;
+		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+		snprintf(out, n, "%s:%u", host, ntohs(s->sin_port));
+	} else if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *s = (const void *)a;
+		inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+		snprintf(out, n, "[%s]:%u", host, ntohs(s->sin6_port));
+	} else if (a->ss_family == AF_UNIX) {
+		const struct sockaddr_un *s = (const void *)a;
+		size_t k = len > offsetof(struct sockaddr_un, sun_path) ? len - offsetof(struct sockaddr_un, sun_path) : 0;
+		if (!k)
+			snprintf(out, n, "(unnamed)");
+		else if (!s->sun_path[0])
+			snprintf(out, n, "@%.*s", (int)(k - 1), s->sun_path + 1);
+		else
+			snprintf(out, n, "%.*s", (int)strnlen(s->sun_path, k), s->sun_path);
+	} else {
+		snprintf(out, n, "?");
+	}
+}
+
+static const char *ck__kind(int family, int type)
+{
+	if (family == AF_UNIX)
+		return type == SOCK_STREAM ? "UNIX stream" : type == SOCK_DGRAM ? "UNIX datagram" : "UNIX seqpacket";
+	return type == SOCK_STREAM ? (family == AF_INET6 ? "TCPv6" : "TCP") : (family == AF_INET6 ? "UDPv6" : "UDP");
+}
+
+static int ck__same_addr(const struct sockaddr_storage *a, socklen_t al, const struct sockaddr_storage *b,
+			 socklen_t bl)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
+		return x->sin6_port == y->sin6_port && !memcmp(&x->sin6_addr, &y->sin6_addr, 16);
+	}
+	return al == bl && !memcmp(a, b, al);
+}
+
+/* A listener bound to the wildcard address takes connections to any. */
+static int ck__listener_takes(const struct ck__sk *l, const struct ck__sk *c)
+{
+	if (l->state != CK_SOCK_LISTENING || l->family != c->family || l->type != c->type)
+		return 0;
+	if (ck__same_addr(&l->local, l->llen, &c->peer, c->plen))
+		return 1;
+	if (l->family == AF_INET) {
+		const struct sockaddr_in *x = (const void *)&l->local, *y = (const void *)&c->peer;
+		return x->sin_addr.s_addr == htonl(INADDR_ANY) && x->sin_port == y->sin_port;
+	}
+	if (l->family == AF_INET6) {
+		const struct sockaddr_in6 *x = (const void *)&l->local, *y = (const void *)&c->peer;
+		return !memcmp(&x->sin6_addr, &in6addr_any, 16) && x->sin6_port == y->sin6_port;
+	}
+	return 0;
+}
+
+static int ck__opt(int fd, int level, int name)
+{
+	int v = 0;
+	socklen_t l = sizeof(v);
+	return getsockopt(fd, level, name, &v, &l) == 0 ? v : 0;
+}
+
+static int ck__append(struct ck__sk *s, const void *p, size_t n)
+{
+	char *d = realloc(s->data, s->ndata + n + 1);
+
+	if (!d)
+		return -ENOMEM;
+	memcpy(d + s->ndata, p, n);
+	s->data = d;
+	s->ndata += n;
+	return 0;
+}
+
+static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t jpid)
+{
+	int v;
+
+	memset(s, 0, sizeof(*s));
+	s->f = f;
+	s->jpid = jpid;
+	s->partner = -1;
+	s->fd = (int)syscall(SYS_pidfd_getfd, pidfd, f->fd, 0);
+	if (s->fd < 0) {
+		ck_err_set("process %d: cannot read socket (descriptor %d): %s", jpid, f->fd, strerror(errno));
+		return -errno;
+	}
+	s->family = ck__opt(s->fd, SOL_SOCKET, SO_DOMAIN);
+	s->type = ck__opt(s->fd, SOL_SOCKET, SO_TYPE);
+	if ((s->family != AF_UNIX && s->family != AF_INET && s->family != AF_INET6) ||
+	    (s->type != SOCK_STREAM && s->type != SOCK_DGRAM && s->type != SOCK_SEQPACKET) ||
+	    (s->family != AF_UNIX && s->type == SOCK_SEQPACKET)) {
+		ck_err_set("process %d: socket (descriptor %d, family %d, type %d) is not supported yet", jpid, f->fd,
+			   s->family, s->type);
+		return -ENOTSUP;
+	}
+	if (s->family != AF_UNIX && ck__opt(s->fd, SOL_SOCKET, SO_PROTOCOL) != (s->type == SOCK_STREAM ? IPPROTO_TCP
+												      : IPPROTO_UDP)) {
+		ck_err_set("process %d: socket (descriptor %d) of an unsupported protocol", jpid, f->fd);
+		return -ENOTSUP;
+	}
+	s->llen = sizeof(s->local);
+	if (getsockname(s->fd, (struct sockaddr *)&s->local, &s->llen) < 0)
+		s->llen = 0;
+	s->plen = sizeof(s->peer);
+	if (getpeername(s->fd, (struct sockaddr *)&s->peer, &s->plen) < 0)
+		s->plen = 0;
+	if (s->llen > 128 || s->plen > 128) {
+		ck_err_set("process %d: socket (descriptor %d): address too long", jpid, f->fd);
+		return -ENOTSUP;
+	}
+	v = ck__opt(s->fd, SOL_SOCKET, SO_ACCEPTCONN);
+	s->state = v ? CK_SOCK_LISTENING : s->plen ? CK_SOCK_EXTERNAL : CK_SOCK_UNCONNECTED;
+	if (s->family == AF_UNIX && s->state == CK_SOCK_EXTERNAL)
+		ck_sock_unix_diag(f->ino, &s->peer_ino, NULL, 0, NULL);
+	return 0;
+}
+
+/* Stream bytes queued toward s, without taking them. */
+static int ck__peek_stream(struct ck__sk *s)
+{
+	int inq = 0;
+	char ctl[CMSG_SPACE(sizeof(int) * 64)];
+	struct iovec iov;
+	struct msghdr mh;
+	ssize_t n;
+
+	if (ioctl(s->fd, SIOCINQ, &inq) < 0 || inq <= 0)
+		return 0;
+	free(s->data);
+	if (!(s->data = malloc((size_t)inq)))
+		return -ENOMEM;
+	iov.iov_base = s->data;
+	iov.iov_len = (size_t)inq;
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = ctl;
+	mh.msg_controllen = sizeof(ctl);
+	n = recvmsg(s->fd, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -errno;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
+			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
+			for (int i = 0; i < k && i < 64; i++)
+				close(fds[i]);
+			ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported",
+				   s->jpid, s->f->fd);
+			return -ENOTSUP;
+		}
+	s->ndata = (size_t)n;
+	return 0;
+}
+
+/* Takes everything queued toward s, and (TCP) everything its peer still
+ * holds to send, then writes it all back through the peer: the stream is
+ * as it was, and we have a copy. */
+static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
+{
+	uint64_t end = ck__ms() + 3000;
+	char buf[65536];
+	size_t put = 0;
+
+	for (int quiet = 0; quiet < 2 && ck__ms() < end;) {
+		ssize_t n = recv(s->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		int outq = 0;
+		if (n > 0) {
+			if (ck__append(s, buf, (size_t)n) < 0)
+				return -ENOMEM;
+			quiet = 0;
+			continue;
+		}
+		ioctl(peer->fd, SIOCOUTQ, &outq);
+		if (outq == 0)
+			quiet++;
+		else
+			usleep(1000);
+	}
+	while (put < s->ndata && ck__ms() < end + 3000) {
+		ssize_t n = send(peer->fd, s->data + put, s->ndata - put, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n > 0) {
+			put += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN)
+			break;
+		usleep(1000);
+	}
+	if (put < s->ndata) {
+		ck_err_set("process %d: could not put %zu bytes back into its TCP connection (descriptor %d)", s->jpid,
+			   s->ndata - put, s->f->fd);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* Datagrams (or seqpackets) queued toward s: taken, recorded as
+ * u32 length + bytes, sent back through the peer in order. */
+static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
+{
+	char buf[65536 + 4], ctl[CMSG_SPACE(sizeof(int) * 64)];
+	int rights = 0, r = 0;
+	size_t at = 0;
+
+	for (;;) {
+		struct iovec iov = {buf + 4, sizeof(buf) - 4};
+		struct msghdr mh;
+		ssize_t n;
+		uint32_t len;
+		memset(&mh, 0, sizeof(mh));
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = ctl;
+		mh.msg_controllen = sizeof(ctl);
+		n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			break;
+		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+			rights = 1;
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+				int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
+				memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
+				for (int i = 0; i < k && i < 64; i++)
+					close(fds[i]);
+				rights = 1;
+			}
+		len = (uint32_t)n;
+		memcpy(buf, &len, 4);
+		if (ck__append(s, buf, (size_t)n + 4) < 0)
+			return -ENOMEM;
+	}
+	/* back, in order */
+	while (at < s->ndata) {
+		uint32_t len;
+		memcpy(&len, s->data + at, 4);
+		if (send(peer->fd, s->data + at + 4, len, MSG_NOSIGNAL) != (ssize_t)len) {
+			ck_err_set("process %d: could not put a datagram back (descriptor %d): %s", s->jpid, s->f->fd,
+				   strerror(errno));
+			return -EIO;
+		}
+		at += 4 + len;
+	}
+	if (rights) {
+		ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported "
+			   "(lost: they were in flight when the round read them)",
+			   s->jpid, s->f->fd);
+		r = -ENOTSUP;
+	}
+	return r;
+}
+
+static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_ino)
+{
+	char la[96], pa[96];
+	int linger_on = 0, linger_s = 0;
+	struct linger lg;
+	socklen_t l = sizeof(lg);
+	uint64_t opts = 0;
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_LINGER, &lg, &l) == 0 && lg.l_onoff) {
+		linger_on = 1;
+		linger_s = lg.l_linger;
+	}
+	if (s->family != AF_UNIX && s->type == SOCK_STREAM && ck__opt(s->fd, IPPROTO_TCP, TCP_NODELAY))
+		opts |= CK_SOCKOPT_NODELAY;
+	if (ck__opt(s->fd, SOL_SOCKET, SO_KEEPALIVE))
+		opts |= CK_SOCKOPT_KEEPALIVE;
+	if (ck__opt(s->fd, SOL_SOCKET, SO_REUSEADDR))
+		opts |= CK_SOCKOPT_REUSEADDR;
+	if (ck__opt(s->fd, SOL_SOCKET, SO_REUSEPORT))
+		opts |= CK_SOCKOPT_REUSEPORT;
+	if (s->family == AF_INET6 && ck__opt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY))
+		opts |= CK_SOCKOPT_V6ONLY;
+	if (linger_on)
+		opts |= CK_SOCKOPT_LINGER;
+	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
+	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
+	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
+	f->u64[3] = (uint64_t)(uint32_t)ck__opt(s->fd, SOL_SOCKET, SO_RCVBUF) |
+		    (uint64_t)(uint32_t)ck__opt(s->fd, SOL_SOCKET, SO_SNDBUF) << 32;
+	f->size = partner_ino;
+	memset(f->path, 0, sizeof(f->path));
+	ck__addr_str(&s->local, s->llen, la, sizeof(la));
+	ck__addr_str(&s->peer, s->plen, pa, sizeof(pa));
+	snprintf(f->path, CK_SOCK_ADDR_OFF, "%s %s%s%s (%s)", ck__kind(s->family, s->type), la, s->plen ? " -> " : "",
+		 s->plen ? pa : "",
+		 s->state == CK_SOCK_LISTENING   ? "listening"
+		 : s->state == CK_SOCK_PAIRED    ? "connected in the job"
+		 : s->state == CK_SOCK_PENDING   ? "waiting to be accepted"
+		 : s->state == CK_SOCK_EXTERNAL  ? "peer outside the job: reset at restart"
+						 : "unconnected");
+	memcpy(f->path + CK_SOCK_ADDR_OFF, &s->local, s->llen);
+	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
+}
+
+static int ck__mem_src(void *arg, uint64_t off, void *buf, size_t len)
+{
+	memcpy(buf, (const char *)arg + off, len);
+	return 0;
+}
+
+int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
+		       struct ck_manifest *m)
+{
+	struct ck__sk *v = NULL;
+	size_t nv = 0;
+	int r = 0;
+
+	/* read: one entry per socket (the first descriptor of it) */
+	for (size_t i = 0; i < n && r == 0; i++) {
+		int pidfd = -1;
+		for (uint32_t k = 0; k < pds[i]->nfds && r == 0; k++) {
+			struct ck_pd_fd *f = &pds[i]->fds[k];
+			int seen = 0;
+			if (f->kind != CK_FD_SOCKET)
+				continue;
+			for (size_t j = 0; j < nv && !seen; j++)
+				seen = v[j].f->ino == f->ino && v[j].f->dev == f->dev;
+			if (seen)
+				continue;
+			if (pidfd < 0 && (pidfd = (int)syscall(SYS_pidfd_open, pids[i], 0)) < 0) {
+				ck_err_set("process %d: pidfd_open: %s", pds[i]->pid, strerror(errno));
+				r = -errno;
+				break;
+			}
+			struct ck__sk *nvp = realloc(v, (nv + 1) * sizeof(*v));
+			if (!nvp) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nvp;
+			r = ck__read_one(&v[nv], pidfd, f, pds[i]->pid);
+			nv++;
+		}
+		if (pidfd >= 0)
+			close(pidfd);
+	}
+	/* pair */
+	for (size_t i = 0; i < nv && r == 0; i++) {
+		struct ck__sk *s = &v[i];
+		if (s->state != CK_SOCK_EXTERNAL)
+			continue;
+		for (size_t j = 0; j < nv && s->partner < 0; j++) {
+			struct ck__sk *o = &v[j];
+			if (j == i || o->family != s->family || o->type != s->type)
+				continue;
+			if (s->family == AF_UNIX ? (s->peer_ino && o->f->ino == s->peer_ino)
+						 : (o->plen && ck__same_addr(&o->local, o->llen, &s->peer, s->plen) &&
+						    ck__same_addr(&o->peer, o->plen, &s->local, s->llen)))
+				s->partner = (long)j;
+		}
+		if (s->partner >= 0) {
+			s->state = CK_SOCK_PAIRED;
+			continue;
+		}
+		for (size_t j = 0; j < nv; j++)
+			if (ck__listener_takes(&v[j], s) ||
+			    (s->family == AF_UNIX && v[j].state == CK_SOCK_LISTENING &&
+			     ck__same_addr(&v[j].local, v[j].llen, &s->peer, s->plen) && v[j].llen > sizeof(sa_family_t)))
+				s->state = CK_SOCK_PENDING;
+	}
+	/* drain */
+	for (size_t i = 0; i < nv && r == 0; i++) {
+		struct ck__sk *s = &v[i], *p = s->partner >= 0 ? &v[s->partner] : NULL;
+		int q = 0;
+		switch (s->state) {
+		case CK_SOCK_PAIRED:
+			if (s->type != SOCK_STREAM) {
+				r = ck__take_datagrams(s, p);
+			} else if (s->family != AF_UNIX && ioctl(p->fd, SIOCOUTQ, &q) == 0 && q > 0) {
+				r = ck__take_and_put_back(s, p);
+			} else {
+				r = ck__peek_stream(s);
+			}
+			break;
+		case CK_SOCK_PENDING:
+			if (s->family == AF_UNIX) {
+				ioctl(s->fd, SIOCOUTQ, &q);
+			} else {
+				struct tcp_info ti;
+				socklen_t l = sizeof(ti);
+				memset(&ti, 0, sizeof(ti));
+				if (getsockopt(s->fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0)
+					q = ti.tcpi_bytes_acked > 1 ? (int)(ti.tcpi_bytes_acked - 1) : 0; /* the SYN counts one */
+			}
+			if (q > 0) {
+				ck_err_set("process %d: socket (descriptor %d) sent %d bytes on a connection the job has not "
+					   "accepted yet: not supported (try again)", s->jpid, s->f->fd, q);
+				r = -ENOTSUP;
+			}
+			break;
+		case CK_SOCK_UNCONNECTED:
+			if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
+				ck_err_set("process %d: datagrams queued on an unconnected socket (descriptor %d): not "
+					   "supported yet", s->jpid, s->f->fd);
+				r = -ENOTSUP;
+			}
+			break;
+		default:
+			break;
+		}
+	}
+	/* record */
+	for (size_t i = 0; i < nv && r == 0; i++) {
+		struct ck__sk *s = &v[i];
+		ck__encode(s, s->f, s->partner >= 0 ? v[s->partner].f->ino : 0);
+		if (s->ndata)
+			r = ck_writer_add(w, s->ndata, ck__mem_src, s->data, &s->f->data_chunk, &s->f->data_nchunks);
+		if (r == 0 && s->state == CK_SOCK_EXTERNAL && m) {
+			struct ck_skip *k = realloc(m->skips, (m->nskips + 1) * sizeof(*k));
+			char what[320];
+			if (!k) {
+				r = -ENOMEM;
+				break;
+			}
+			m->skips = k;
+			snprintf(what, sizeof(what), "descriptor %d: %.250s", s->f->fd, s->f->path);
+			k[m->nskips].pid = s->jpid;
+			k[m->nskips].what = strdup(what);
+			k[m->nskips].why = strdup("connection to a peer outside the job: reset at restart");
+			m->nskips++;
+		}
+	}
+	/* other descriptors of the same sockets carry the same record, no data */
+	for (size_t i = 0; i < n && r == 0; i++)
+		for (uint32_t k = 0; k < pds[i]->nfds; k++) {
+			struct ck_pd_fd *f = &pds[i]->fds[k];
+			if (f->kind != CK_FD_SOCKET)
+				continue;
+			for (size_t j = 0; j < nv; j++)
+				if (v[j].f != f && v[j].f->ino == f->ino && v[j].f->dev == f->dev) {
+					memcpy(f->u64, v[j].f->u64, sizeof(f->u64));
+					f->size = v[j].f->size;
+					memcpy(f->path, v[j].f->path, sizeof(f->path));
+				}
+		}
+	for (size_t i = 0; i < nv; i++) {
+		if (v[i].fd >= 0)
+			close(v[i].fd);
+		free(v[i].data);
+	}
+	free(v);
+	return r;
+}

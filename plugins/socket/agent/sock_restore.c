@@ -1,0 +1,450 @@
+/* Restore side of the socket plugin: every socket of the job is made anew
+ * in ckrun before any process exists, and each process gets duplicates.
+ * Listeners first (same address and port where this host allows), then
+ * pairs with their bytes in flight, connections waiting in a listener's
+ * queue, resets for peers outside the job, and the rest. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "launcher/ck_err.h"
+#include "plugins/socket/agent/sock.h"
+
+struct ck__obj {
+	const struct ck_pd_fd *f; /* the record (the one with the data if any) */
+	int fd;
+	int done;
+};
+
+struct ck_sock_set {
+	struct ck__obj *v;
+	size_t n;
+};
+
+#define FAMILY(f) ((int)((f)->u64[0] & 0xffff))
+#define TYPE(f) ((int)(((f)->u64[0] >> 16) & 0xffff))
+#define STATE(f) ((int)(((f)->u64[0] >> 32) & 0xff))
+#define LLEN(f) ((socklen_t)((f)->u64[1] & 0xffff))
+#define PLEN(f) ((socklen_t)(((f)->u64[1] >> 16) & 0xffff))
+#define BACKLOG(f) ((int)((f)->u64[1] >> 32))
+#define LOCAL(f) ((const struct sockaddr *)((f)->path + CK_SOCK_ADDR_OFF))
+#define PEER(f) ((const struct sockaddr *)((f)->path + CK_SOCK_PEER_OFF))
+
+static struct ck__obj *ck__find(struct ck_sock_set *s, uint64_t ino)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].f->ino == ino)
+			return &s->v[i];
+	return NULL;
+}
+
+static void ck__options(int fd, const struct ck_pd_fd *f)
+{
+	uint64_t o = f->u64[2];
+	int one = 1, zero = 0;
+	struct linger lg = {1, (int)(o >> 32)};
+
+	if ((o & CK_SOCKOPT_NODELAY) && FAMILY(f) != AF_UNIX)
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, (o & CK_SOCKOPT_KEEPALIVE) ? &one : &zero, sizeof(int));
+	if (o & CK_SOCKOPT_REUSEADDR)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (o & CK_SOCKOPT_REUSEPORT)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
+	if (o & CK_SOCKOPT_LINGER)
+		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	if (f->flags & O_NONBLOCK)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+/* The kernel reports twice what was set: halve it back. */
+static void ck__buffers(int fd, const struct ck_pd_fd *f)
+{
+	int rcv = (int)(uint32_t)f->u64[3] / 2, snd = (int)(uint32_t)(f->u64[3] >> 32) / 2;
+
+	if (rcv > 0)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
+	if (snd > 0)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
+}
+
+static int ck__new(const struct ck_pd_fd *f)
+{
+	int fd = socket(FAMILY(f), TYPE(f) | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd >= 0 && FAMILY(f) == AF_INET6)
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, (f->u64[2] & CK_SOCKOPT_V6ONLY) ? &one : &(int){0},
+			   sizeof(int));
+	return fd;
+}
+
+/* Bind to the saved address; else (another host) the same port on any
+ * address, else any port. A stale UNIX socket file of the dead job goes. */
+static int ck__bind(int fd, const struct ck_pd_fd *f)
+{
+	struct sockaddr_storage a;
+	socklen_t l = LLEN(f);
+	int one = 1;
+
+	memcpy(&a, LOCAL(f), l);
+	if (FAMILY(f) == AF_UNIX) {
+		struct sockaddr_un *u = (struct sockaddr_un *)&a;
+		struct stat st;
+		if (l <= offsetof(struct sockaddr_un, sun_path))
+			return 0; /* unnamed */
+		for (int tries = 0; tries < 40 && !u->sun_path[0]; tries++) { /* abstract: wait for the old one */
+			if (bind(fd, (struct sockaddr *)&a, l) == 0)
+				return 0;
+			if (errno != EADDRINUSE)
+				break;
+			usleep(50000);
+		}
+		if (bind(fd, (struct sockaddr *)&a, l) == 0)
+			return 0;
+		if (errno == EADDRINUSE && u->sun_path[0] && lstat(u->sun_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
+		    unlink(u->sun_path) == 0 && bind(fd, (struct sockaddr *)&a, l) == 0)
+			return 0;
+		ck_err_set("cannot bind UNIX socket %s again: %s", f->path, strerror(errno));
+		return -errno;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* The killed job's own listener may take a moment to go. */
+	for (int tries = 0; tries < 40; tries++) {
+		if (bind(fd, (struct sockaddr *)&a, l) == 0)
+			goto ok;
+		if (errno != EADDRINUSE)
+			break;
+		usleep(50000);
+	}
+	if (FAMILY(f) == AF_INET)
+		((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_ANY);
+	else
+		((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_any;
+	if (bind(fd, (struct sockaddr *)&a, l) == 0)
+		goto moved;
+	if (FAMILY(f) == AF_INET)
+		((struct sockaddr_in *)&a)->sin_port = 0;
+	else
+		((struct sockaddr_in6 *)&a)->sin6_port = 0;
+	if (bind(fd, (struct sockaddr *)&a, l) < 0) {
+		ck_err_set("cannot bind socket %s again: %s", f->path, strerror(errno));
+		return -errno;
+	}
+moved:
+	fprintf(stderr, "ckrun: warning: socket %s: its address is not free on this host; bound elsewhere\n",
+		f->path);
+ok:
+	if (!(f->u64[2] & CK_SOCKOPT_REUSEADDR))
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){0}, sizeof(int));
+	return 0;
+}
+
+/* A connected pair of this family and type: UNIX by socketpair, TCP
+ * through a listener on loopback, UDP by connecting two bound sockets. */
+static int ck__pair(int family, int type, int sv[2])
+{
+	struct sockaddr_storage a;
+	socklen_t l = sizeof(a);
+	int lfd = -1, r = -1;
+
+	sv[0] = sv[1] = -1;
+	if (family == AF_UNIX)
+		return socketpair(AF_UNIX, type | SOCK_CLOEXEC, 0, sv) < 0 ? -errno : 0;
+	memset(&a, 0, sizeof(a));
+	a.ss_family = (sa_family_t)family;
+	if (family == AF_INET)
+		((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	else
+		((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_loopback;
+	l = family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	if (type == SOCK_DGRAM) {
+		struct sockaddr_storage b0, b1;
+		socklen_t l0 = sizeof(b0), l1 = sizeof(b1);
+		sv[0] = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		sv[1] = socket(family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (sv[0] < 0 || sv[1] < 0 || bind(sv[0], (struct sockaddr *)&a, l) < 0 ||
+		    bind(sv[1], (struct sockaddr *)&a, l) < 0 || getsockname(sv[0], (struct sockaddr *)&b0, &l0) < 0 ||
+		    getsockname(sv[1], (struct sockaddr *)&b1, &l1) < 0 || connect(sv[0], (struct sockaddr *)&b1, l1) < 0 ||
+		    connect(sv[1], (struct sockaddr *)&b0, l0) < 0)
+			goto out;
+		return 0;
+	}
+	lfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, l) < 0 || listen(lfd, 1) < 0 ||
+	    getsockname(lfd, (struct sockaddr *)&a, &l) < 0)
+		goto out;
+	sv[0] = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (sv[0] < 0 || connect(sv[0], (struct sockaddr *)&a, l) < 0)
+		goto out;
+	sv[1] = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (sv[1] < 0)
+		goto out;
+	r = 0;
+out:
+	if (r < 0) {
+		r = -errno;
+		ck_err_set("cannot make a %s connection on loopback: %s", family == AF_INET6 ? "TCPv6/UDPv6" : "TCP/UDP",
+			   strerror(errno));
+		if (sv[0] >= 0)
+			close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		sv[0] = sv[1] = -1;
+	}
+	if (lfd >= 0)
+		close(lfd);
+	return r;
+}
+
+struct ck__wsink {
+	int fd, dgram;
+	char *pend; /* datagram reassembly */
+	size_t npend;
+};
+
+/* Writes the saved bytes toward a socket through its new peer. */
+static int ck__sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct ck__wsink *w = arg;
+	char *p;
+
+	(void)off;
+	if (!(p = realloc(w->pend, w->npend + len)))
+		return -ENOMEM;
+	w->pend = p;
+	memcpy(w->pend + w->npend, buf, len);
+	w->npend += len;
+	return 0;
+}
+
+static int ck__deliver(struct ck__wsink *w)
+{
+	size_t at = 0;
+
+	while (at < w->npend) {
+		size_t len = w->npend - at;
+		const char *p = w->pend + at;
+		if (w->dgram) {
+			uint32_t l32;
+			memcpy(&l32, p, 4);
+			p += 4;
+			len = l32;
+			at += 4;
+		}
+		for (size_t put = 0; put < len;) {
+			ssize_t n = send(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && errno == EAGAIN) {
+				struct pollfd pf = {w->fd, POLLOUT, 0};
+				if (poll(&pf, 1, 5000) <= 0)
+					return -ETIMEDOUT;
+				continue;
+			}
+			if (n < 0)
+				return -errno;
+			put += (size_t)n;
+		}
+		at += len;
+	}
+	return 0;
+}
+
+static int ck__fill(struct ck_reader *rd, const struct ck_pd_fd *toward, int via)
+{
+	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0};
+	int r = 0, big;
+
+	if (!toward->data_nchunks)
+		return 0;
+	r = ck_reader_read(rd, toward->data_chunk, toward->data_nchunks, ck__sink, &w);
+	big = (int)(w.npend * 2 + 65536);
+	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+	if (r == 0)
+		r = ck__deliver(&w);
+	if (r < 0 && !strstr(ck_err_msg(), "socket"))
+		ck_err_set("cannot put the saved bytes back into %s: %s", toward->path, strerror(-r));
+	free(w.pend);
+	return r;
+}
+
+static int ck__reset_socket(const struct ck_pd_fd *f)
+{
+	int sv[2], r = ck__pair(FAMILY(f), TYPE(f), sv);
+	struct linger lg = {1, 0};
+
+	if (r < 0)
+		return r;
+	if (FAMILY(f) == AF_UNIX && TYPE(f) != SOCK_DGRAM) {
+		/* closing with unread data makes the peer see ECONNRESET */
+		(void)!write(sv[0], "x", 1);
+	} else {
+		setsockopt(sv[1], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+	}
+	close(sv[1]);
+	if (FAMILY(f) != AF_UNIX) {
+		struct pollfd pf = {sv[0], POLLIN, 0};
+		poll(&pf, 1, 200); /* the RST arrives */
+	}
+	return sv[0];
+}
+
+int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, struct ck_sock_set **out)
+{
+	struct ck_sock_set *s = calloc(1, sizeof(*s));
+	int r = 0;
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		for (uint32_t k = 0; k < pds[i]->nfds; k++) {
+			const struct ck_pd_fd *f = &pds[i]->fds[k];
+			struct ck__obj *o;
+			if (f->kind != CK_FD_SOCKET)
+				continue;
+			if ((o = ck__find(s, f->ino))) {
+				if (f->data_nchunks)
+					o->f = f;
+				continue;
+			}
+			o = realloc(s->v, (s->n + 1) * sizeof(*o));
+			if (!o) {
+				r = -ENOMEM;
+				goto fail;
+			}
+			s->v = o;
+			s->v[s->n++] = (struct ck__obj){f, -1, 0};
+		}
+	/* listeners and unconnected sockets */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *o = &s->v[i];
+		int st = STATE(o->f);
+		if (st != CK_SOCK_LISTENING && st != CK_SOCK_UNCONNECTED)
+			continue;
+		o->fd = ck__new(o->f);
+		if (o->fd < 0) {
+			r = -errno;
+			break;
+		}
+		if (LLEN(o->f) > sizeof(sa_family_t) && (r = ck__bind(o->fd, o->f)) < 0)
+			break;
+		if (st == CK_SOCK_LISTENING && listen(o->fd, BACKLOG(o->f)) < 0) {
+			r = -errno;
+			ck_err_set("cannot listen on %s again: %s", o->f->path, strerror(errno));
+			break;
+		}
+		ck__options(o->fd, o->f);
+		ck__buffers(o->fd, o->f);
+	}
+	/* pairs, with their bytes in flight */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *a = &s->v[i], *b;
+		int sv[2];
+		if (STATE(a->f) != CK_SOCK_PAIRED || a->fd >= 0)
+			continue;
+		b = ck__find(s, a->f->size);
+		if (!b || b == a) {
+			ck_err_set("socket %s: its peer is missing from the checkpoint", a->f->path);
+			r = -EBADMSG;
+			break;
+		}
+		if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
+			break;
+		a->fd = sv[0];
+		b->fd = sv[1];
+		if ((r = ck__fill(rd, a->f, b->fd)) < 0 || (r = ck__fill(rd, b->f, a->fd)) < 0)
+			break;
+		ck__options(a->fd, a->f);
+		ck__options(b->fd, b->f);
+		ck__buffers(a->fd, a->f);
+		ck__buffers(b->fd, b->f);
+	}
+	/* connections waiting in a listener's queue, and resets */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *o = &s->v[i], *l = NULL;
+		if (STATE(o->f) == CK_SOCK_EXTERNAL) {
+			if ((o->fd = ck__reset_socket(o->f)) < 0)
+				r = o->fd;
+			else
+				ck__options(o->fd, o->f);
+			continue;
+		}
+		if (STATE(o->f) != CK_SOCK_PENDING)
+			continue;
+		for (size_t j = 0; j < s->n && !l; j++) {
+			const struct ck_pd_fd *x = s->v[j].f;
+			if (STATE(x) != CK_SOCK_LISTENING || FAMILY(x) != FAMILY(o->f) || TYPE(x) != TYPE(o->f))
+				continue;
+			if (FAMILY(x) == AF_UNIX ? (LLEN(x) == PLEN(o->f) && !memcmp(LOCAL(x), PEER(o->f), LLEN(x)))
+						  : (((const struct sockaddr_in *)LOCAL(x))->sin_port ==
+						     ((const struct sockaddr_in *)PEER(o->f))->sin_port))
+				l = &s->v[j];
+		}
+		if (!l) {
+			ck_err_set("socket %s: its listener is missing from the checkpoint", o->f->path);
+			r = -EBADMSG;
+			break;
+		}
+		{
+			struct sockaddr_storage a;
+			socklen_t al = sizeof(a);
+			o->fd = ck__new(o->f);
+			if (o->fd < 0 || getsockname(l->fd, (struct sockaddr *)&a, &al) < 0) {
+				r = -errno;
+				break;
+			}
+			if (FAMILY(o->f) == AF_INET && ((struct sockaddr_in *)&a)->sin_addr.s_addr == htonl(INADDR_ANY))
+				((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &in6addr_any, 16))
+				((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_loopback;
+			if (connect(o->fd, (struct sockaddr *)&a, al) < 0) {
+				r = -errno;
+				ck_err_set("cannot connect %s to its listener again: %s", o->f->path, strerror(errno));
+				break;
+			}
+			ck__options(o->fd, o->f);
+			ck__buffers(o->fd, o->f);
+		}
+	}
+	if (r < 0)
+		goto fail;
+	*out = s;
+	return 0;
+fail:
+	if (!strstr(ck_err_msg(), "socket"))
+		ck_err_wrap("sockets");
+	ck_sock_free(s);
+	return r;
+}
+
+int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f)
+{
+	struct ck__obj *o = s ? ck__find(s, f->ino) : NULL;
+	int fd;
+
+	if (!o || o->fd < 0) {
+		ck_err_set("descriptor %d: socket %s was not re-created", f->fd, f->path);
+		return -ENOENT;
+	}
+	fd = fcntl(o->fd, F_DUPFD_CLOEXEC, 3);
+	return fd < 0 ? -errno : fd;
+}
+
+void ck_sock_free(struct ck_sock_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->v[i].fd >= 0)
+			close(s->v[i].fd);
+	free(s->v);
+	free(s);
+}
