@@ -12,6 +12,8 @@
  * tokens travel around the ring many times. Each node reports rolling hashes
  * of what it sent and received through a pipe; the parent replays the whole
  * ring by itself and compares. Only the parent prints.
+ * MP_RING_HOST=ADDR binds the IPv4 listeners to ADDR instead of 127.0.0.1
+ * (the network-namespace test of tests/suite/37-sockets.sh).
  * Usage: mp_tcp_ring [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3.5 s) */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -220,8 +222,11 @@ static int listen_on(int v6, struct sockaddr_storage *ss, socklen_t *len)
 		*len = sizeof(*a);
 	} else {
 		struct sockaddr_in *a = (struct sockaddr_in *)ss;
+		const char *host = getenv("MP_RING_HOST"); /* the netns test binds its own address */
 		a->sin_family = AF_INET;
 		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (host && *host && inet_pton(AF_INET, host, &a->sin_addr) != 1)
+			return -1;
 		*len = sizeof(*a);
 	}
 	if (bind(fd, (struct sockaddr *)ss, *len) != 0 || listen(fd, 4) != 0 ||

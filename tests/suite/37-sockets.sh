@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Sockets, beyond what the conformance apps show (root: network namespaces).
+#  (a) outside peer: a job connected to an echo server outside it is
+#      checkpointed, killed and resumed: `ckpt inspect` lists the
+#      connection, and the job's next use of it fails with ECONNRESET.
+#  (b) another host: the TCP ring runs in network namespace A with its
+#      listeners on A's address, is checkpointed and killed, and resumes in
+#      namespace B, where that address does not exist: same output as a
+#      bare run, and ckrun says where the listeners went.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+B=$top/${BUILD:-build}
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
+NSA=ckA$$ NSB=ckB$$
+FAILED=0
+cleanup() {
+	pkill -9 -f "$W" 2>/dev/null
+	[ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null
+	ip netns del "$NSA" 2>/dev/null
+	ip netns del "$NSB" 2>/dev/null
+	rm -rf "$W"
+}
+trap cleanup EXIT
+fail() {
+	echo "FAIL sockets/$1: $2"
+	shift 2
+	for f in "$@"; do [ -f "$f" ] && sed 's/^/    | /' "$f" | head -20; done
+	FAILED=1
+}
+wait_line() { # FILE REGEX SECONDS
+	local i
+	for (( i = 0; i < $3 * 20; i++ )); do
+		grep -Eq "$2" "$1" 2>/dev/null && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+# ---- (a) a peer outside the job ----
+outside() {
+	local port=$(( 20000 + $$ % 20000 )) pid rc
+	python3 -c '
+import socket, sys, threading
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+def echo(c):
+    while True:
+        d = c.recv(4096)
+        if not d: return
+        c.sendall(d)
+while True:
+    c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
+' "$port" &
+	SRV=$!
+	sleep 0.5
+	setsid "$B/ckrun" -v --store "$W/s1" --job ext -- "$B/tests/sockets/extpeer" "$port" >"$W/ext.out" 2>"$W/ext.err" &
+	pid=$!
+	sleep 0.8
+	kill -USR2 "$pid"
+	if ! wait_line "$W/ext.err" "checkpoint 1 committed" 10; then
+		fail outside-peer "no checkpoint" "$W/ext.err"
+		kill -9 -- -"$pid" 2>/dev/null
+		return
+	fi
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	"$B/ckpt" inspect --store "$W/s1" ext >"$W/inspect" 2>&1
+	# (the restored job writes to its own ext.out, at its saved offset)
+	timeout 30 "$B/ckrun" --store "$W/s1" --job ext --resume -- "$B/tests/sockets/extpeer" "$port" \
+		1<>"$W/ext.out" 2>>"$W/ext.err"
+	rc=$?
+	if ! grep -q "outside the job" "$W/inspect"; then
+		fail outside-peer "ckpt inspect does not list the outside connection" "$W/inspect"
+	elif [ "$rc" != 3 ] || ! tail -1 "$W/ext.out" | grep -q "ECONNRESET"; then
+		fail outside-peer "after restore: status $rc (want 3) and no ECONNRESET" "$W/ext.out" "$W/ext.err"
+	else
+		echo "PASS sockets/outside-peer: $(grep -m1 'outside the job' "$W/inspect" | sed 's/^ *//'); after restore: $(tail -1 "$W/ext.out")"
+	fi
+	kill "$SRV" 2>/dev/null
+	SRV=
+}
+
+# ---- (b) resume in another network namespace ----
+netns() {
+	local pid rc
+	if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+		echo "SKIP sockets/netns-move: needs root and ip"
+		return
+	fi
+	if ! { ip netns add "$NSA" && ip netns add "$NSB" && ip -n "$NSA" link set lo up &&
+		ip -n "$NSB" link set lo up && ip link add "v$NSA" type veth peer name "v$NSB" &&
+		ip link set "v$NSA" netns "$NSA" && ip link set "v$NSB" netns "$NSB" &&
+		ip -n "$NSA" addr add 10.77.0.1/24 dev "v$NSA" && ip -n "$NSB" addr add 10.77.0.2/24 dev "v$NSB" &&
+		ip -n "$NSA" link set "v$NSA" up && ip -n "$NSB" link set "v$NSB" up; } 2>"$W/ns.err"; then
+		fail netns-move "cannot set up the namespaces" "$W/ns.err"
+		return
+	fi
+	export MP_RING_HOST=10.77.0.1
+	ip netns exec "$NSA" "$B/tests/apps/mp_tcp_ring" 1 >"$W/ring.bare" 2>&1
+	setsid ip netns exec "$NSA" "$B/ckrun" -v --store "$W/s2" --job ring -- "$B/tests/apps/mp_tcp_ring" 1 \
+		>"$W/ring.out" 2>"$W/ring.err" &
+	pid=$!
+	sleep 1
+	kill -USR2 "$pid"
+	if ! wait_line "$W/ring.err" "checkpoint 1 committed" 10; then
+		fail netns-move "no checkpoint in namespace A" "$W/ring.err"
+		kill -9 -- -"$pid" 2>/dev/null
+		return
+	fi
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	timeout 60 ip netns exec "$NSB" "$B/ckrun" -v --store "$W/s2" --job ring --resume -- \
+		"$B/tests/apps/mp_tcp_ring" 1 1<>"$W/ring.out" 2>>"$W/ring.err"
+	rc=$?
+	unset MP_RING_HOST
+	if [ "$rc" != 0 ] || ! cmp -s "$W/ring.bare" "$W/ring.out"; then
+		diff "$W/ring.bare" "$W/ring.out" >"$W/ring.diff" 2>&1
+		fail netns-move "resumed in namespace B: status $rc or output differs" "$W/ring.diff" "$W/ring.err"
+	elif ! grep -q "not free on this host" "$W/ring.err"; then
+		fail netns-move "the listeners did not have to move: the test proves nothing" "$W/ring.err"
+	else
+		echo "PASS sockets/netns-move: 10.77.0.1 in A -> B (10.77.0.2): $(grep -c 'not free on this host' "$W/ring.err") listener(s) re-bound elsewhere, output identical"
+	fi
+}
+
+outside
+netns
+exit "$FAILED"
