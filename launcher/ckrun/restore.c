@@ -199,6 +199,29 @@ static struct ck__obj *ck__obj_find(struct ck__objs *o, uint32_t kind, uint64_t 
 	return NULL;
 }
 
+/* The file behind shared memory or a deleted/memfd descriptor, whichever
+ * made it first: one file for every mapping and descriptor of it. */
+#define CK__OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
+static struct ck__obj *ck__file_obj(struct ck__objs *o, uint64_t dev, uint64_t ino)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if ((o->v[i].kind == CK__OBJ_SHM || o->v[i].kind == CK_FD_MEMFD || o->v[i].kind == CK_FD_DELETED) &&
+		    o->v[i].dev == dev && o->v[i].ino == ino)
+			return &o->v[i];
+	return NULL;
+}
+
+/* A read-write descriptor of the same file (mappings need one). */
+static int ck__rdwr_again(int fd)
+{
+	char p[64];
+	int again;
+
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	again = open(p, O_RDWR | O_CLOEXEC);
+	return again >= 0 ? again : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
 static struct ck__obj *ck__obj_add(struct ck__objs *o, uint32_t kind, uint64_t dev, uint64_t ino)
 {
 	struct ck__obj *n = realloc(o->v, (o->n + 1) * sizeof(*n));
@@ -331,7 +354,7 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 		case CK_FD_MEMFD: {
 			/* One file for every descriptor of it in the job; a second
 			 * open() of it has its own offset. */
-			struct ck__obj *ob = ck__obj_find(objs, f->kind, f->dev, f->ino);
+			struct ck__obj *ob = ck__file_obj(objs, f->dev, f->ino);
 			char p[64];
 			if (!ob) {
 				fd = ck__make_content_file(rd, f);
@@ -342,7 +365,7 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 					close(fd);
 					return -ENOMEM;
 				}
-				ob->fd[0] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+				ob->fd[0] = ck__rdwr_again(fd);
 				break;
 			}
 			snprintf(p, sizeof(p), "/proc/self/fd/%d", ob->fd[0]);
@@ -463,8 +486,6 @@ static void ck__plan_free(struct ck__fdplan *pl)
 	free(pl->targets);
 }
 
-#define CK__OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
-
 static int ck__shm_region(const struct ck_region *r)
 {
 	return (r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED) && !(r->flags & CK_REG_NODATA);
@@ -481,8 +502,31 @@ static int ck__make_shm_objects(struct ck_reader *rd, const struct ck_manifest *
 			struct ck__obj *ob;
 			if (!ck__shm_region(r))
 				continue;
-			ob = ck__obj_find(o, CK__OBJ_SHM, r->dev, r->ino);
+			ob = ck__file_obj(o, r->dev, r->ino);
 			if (!ob) {
+				/* a descriptor of it somewhere in the job: its saved
+				 * contents make the file, whole */
+				const struct ck_pd_fd *fdof = NULL;
+				for (size_t j = 0; j < o->npds && !fdof; j++)
+					for (uint32_t q = 0; q < o->pds[j]->nfds && !fdof; q++) {
+						const struct ck_pd_fd *x = &o->pds[j]->fds[q];
+						if ((x->kind == CK_FD_MEMFD || x->kind == CK_FD_DELETED) && x->dev == r->dev &&
+						    x->ino == r->ino)
+							fdof = x;
+					}
+				if (fdof) {
+					int fd = ck__make_content_file(rd, fdof);
+					if (fd < 0)
+						return fd;
+					ob = ck__obj_add(o, fdof->kind, r->dev, r->ino);
+					if (!ob) {
+						close(fd);
+						return -ENOMEM;
+					}
+					ob->fd[0] = ck__rdwr_again(fd);
+					close(fd);
+					continue;
+				}
 				ob = ck__obj_add(o, CK__OBJ_SHM, r->dev, r->ino);
 				if (!ob)
 					return -ENOMEM;
@@ -503,7 +547,7 @@ static int ck__make_shm_objects(struct ck_reader *rd, const struct ck_manifest *
 		for (size_t k = 0; k < m->procs[i].nregions; k++) {
 			const struct ck_region *r = &m->procs[i].regions[k];
 			int dup = 0, rc;
-			if (!ck__shm_region(r) || !r->nchunks)
+			if (!ck__shm_region(r) || !r->nchunks || ck__file_obj(o, r->dev, r->ino)->kind != CK__OBJ_SHM)
 				continue;
 			/* saved once per range: the first process's bytes */
 			for (size_t j = 0; j <= i && !dup; j++)
@@ -515,7 +559,7 @@ static int ck__make_shm_objects(struct ck_reader *rd, const struct ck_manifest *
 					      x->first_chunk == r->first_chunk && x->nchunks == r->nchunks;
 				}
 			if (!dup) {
-				struct ck__shmsink ss = {ck__obj_find(o, CK__OBJ_SHM, r->dev, r->ino)->fd[0], r->file_off};
+				struct ck__shmsink ss = {ck__file_obj(o, r->dev, r->ino)->fd[0], r->file_off};
 				if ((rc = ck_reader_read(rd, r->first_chunk, r->nchunks, ck__shm_sink, &ss)) < 0)
 					return rc;
 			}
@@ -611,7 +655,7 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 			}
 		}
 		if (rg[i].map_fd < 0 && ck__shm_region(r)) {
-			struct ck__obj *ob = ck__obj_find(objs, CK__OBJ_SHM, r->dev, r->ino);
+			struct ck__obj *ob = ck__file_obj(objs, r->dev, r->ino);
 			uint32_t k;
 			int32_t target = -1;
 			if (!ob) {
