@@ -80,10 +80,18 @@ struct ck__mf_region {
 static_assert(sizeof(struct ck__mf_region) == 64, "manifest region record layout");
 
 #define CK__STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK__NSECT 6
-#define CK__NSECT_REQUIRED 5 /* TREE is written only by multi-process aware ckrun */
-static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE"};
-enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP, S_TREE };
+#define CK__NSECT 7
+#define CK__NSECT_REQUIRED 5 /* TREE and SYSV are optional */
+static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV"};
+enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP, S_TREE, S_SYSV };
+
+struct ck__mf_shm {
+	int32_t id, key;
+	uint32_t mode, flags, uid, gid;
+	uint64_t size, first_chunk;
+	uint32_t nchunks, pad;
+};
+static_assert(sizeof(struct ck__mf_shm) == 48, "manifest SysV record layout");
 
 struct ck__mf_task {
 	int32_t pid, ppid, pgid, sid;
@@ -297,6 +305,19 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		sect_end(&b, at);
 	}
 
+	if (m->nshms) {
+		at = sect_begin(&b, S_SYSV);
+		put_u32(&b, (uint32_t)m->nshms);
+		for (i = 0; i < m->nshms; i++) {
+			const struct ck_sysv_shm *x = &m->shms[i];
+			struct ck__mf_shm w = {(int32_t)htole32((uint32_t)x->id), (int32_t)htole32((uint32_t)x->key),
+					       htole32(x->mode), htole32(x->flags), htole32(x->uid), htole32(x->gid),
+					       htole64(x->size), htole64(x->first_chunk), htole32(x->nchunks), 0};
+			put_bytes(&b, &w, sizeof(w));
+		}
+		sect_end(&b, at);
+	}
+
 	buf_grow(&b, 0);
 	if (b.err) {
 		free(b.p);
@@ -313,7 +334,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.frozen_ns = htole64(m->frozen_ns);
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
-	h.nsections = htole32(m->ntasks ? CK__NSECT : CK__NSECT_REQUIRED);
+	h.nsections = htole32(CK__NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (!EVP_Digest(b.p, b.len, md, NULL, EVP_sha256(), NULL)) {
@@ -598,6 +619,38 @@ static int decode_tree(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_shm), "SysV segments")) < 0)
+		return rc;
+	m->shms = calloc((size_t)n + 1, sizeof(*m->shms));
+	if (!m->shms)
+		return -ENOMEM;
+	m->nshms = n;
+	for (i = 0; i < n; i++) {
+		struct ck__mf_shm w;
+		struct ck_sysv_shm *x = &m->shms[i];
+		if ((rc = take(r, &w, sizeof(w))) < 0)
+			return rc;
+		x->id = (int32_t)le32toh((uint32_t)w.id);
+		x->key = (int32_t)le32toh((uint32_t)w.key);
+		x->mode = le32toh(w.mode);
+		x->flags = le32toh(w.flags);
+		x->uid = le32toh(w.uid);
+		x->gid = le32toh(w.gid);
+		x->size = le64toh(w.size);
+		x->first_chunk = le64toh(w.first_chunk);
+		x->nchunks = le32toh(w.nchunks);
+		if (x->id < 0 || (x->flags & ~(uint32_t)CK_SYSV_DEST) || x->first_chunk + x->nchunks > m->nchunks ||
+		    x->first_chunk + x->nchunks < x->first_chunk)
+			return bad("SysV segment %u: bad id, flags or chunk range", i);
+	}
+	return 0;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -774,6 +827,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case S_CHNK: rc = decode_chnk(&sr, m); break;
 		case S_PROC: rc = decode_proc(&sr, m); break;
 		case S_TREE: rc = decode_tree(&sr, m); break;
+		case S_SYSV: rc = decode_sysv(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)
@@ -839,6 +893,7 @@ void ck_manifest_free(struct ck_manifest *m)
 	}
 	free(m->procs);
 	free(m->tasks);
+	free(m->shms);
 	for (i = 0; m->skips && i < m->nskips; i++) {
 		free(m->skips[i].what);
 		free(m->skips[i].why);

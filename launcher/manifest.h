@@ -46,6 +46,7 @@ struct ck_chunk {
 #define CK_REG_DELETED 0x100 /* backing file was deleted: content saved */
 #define CK_REG_GROWSDOWN 0x200
 #define CK_REG_PLUGIN 0x400 /* left out for a plugin (device memory): not saved, not mapped */
+#define CK_REG_SYSV 0x800   /* System V shared memory: ino is the segment's id, bytes in the SYSV section */
 
 struct ck_region {
 	uint64_t start, end; /* [start, end) */
@@ -85,6 +86,19 @@ struct ck_task {
 };
 #define CK_TASK_ZOMBIE 0x1
 
+/* A System V shared memory segment of the job's IPC namespace. */
+struct ck_sysv_shm {
+	int32_t id, key;
+	uint32_t mode;  /* permission bits */
+	uint32_t flags; /* CK_SYSV_DEST: marked for removal */
+	uint32_t uid, gid;
+	uint64_t size;
+	uint64_t first_chunk;
+	uint32_t nchunks;
+	uint32_t pad;
+};
+#define CK_SYSV_DEST 0x1
+
 /* Something left out of the checkpoint, and why (shown by ckpt inspect). */
 struct ck_skip {
 	int32_t pid;
@@ -114,6 +128,8 @@ struct ck_manifest {
 	size_t nskips;
 	struct ck_task *tasks; /* optional section TREE; none in older images */
 	size_t ntasks;
+	struct ck_sysv_shm *shms; /* optional section SYSV */
+	size_t nshms;
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

@@ -122,6 +122,23 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	printf("  processes  %zu\n", m->nprocs);
 	for (i = 0; i < m->nprocs; i++)
 		print_proc(m, &m->procs[i]);
+	if (m->ntasks) {
+		printf("\ntree         %zu processes\n", m->ntasks);
+		for (i = 0; i < m->ntasks; i++) {
+			const struct ck_task *t = &m->tasks[i];
+			printf("  pid %d parent %d group %d session %d", t->pid, t->ppid, t->pgid, t->sid);
+			if (t->flags & CK_TASK_ZOMBIE)
+				printf("  zombie, wait status %#x", t->status);
+			printf("\n");
+		}
+	}
+	if (m->nshms) {
+		printf("\nSystem V   %zu shared memory segments\n", m->nshms);
+		for (i = 0; i < m->nshms; i++)
+			printf("  id %d key %#x mode %03o size %llu%s\n", m->shms[i].id, (unsigned)m->shms[i].key,
+			       m->shms[i].mode, (unsigned long long)m->shms[i].size,
+			       (m->shms[i].flags & CK_SYSV_DEST) ? " (marked for removal)" : "");
+	}
 	printf("\nskipped      %zu\n", m->nskips);
 	for (i = 0; i < m->nskips; i++)
 		printf("  pid %d: %s: %s\n", m->skips[i].pid, m->skips[i].what ? m->skips[i].what : "?",

@@ -110,6 +110,13 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 
+/* sysv.c: System V shared memory of the job's IPC namespace */
+struct ck_writer;
+struct ck_reader;
+int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m);
+int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m);
+int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m);
+
 /* round.c */
 #define CK_ROUND_STOP 0x1
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq);

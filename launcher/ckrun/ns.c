@@ -1,5 +1,5 @@
-/* The job's namespaces. ckrun clones an init process into a new user, pid
- * and mount namespace (so the job is never PID 1, sees its own /proc, and
+/* The job's namespaces. ckrun clones an init process into a new user, pid,
+ * mount and IPC namespace (so the job is never PID 1, sees its own /proc, and
  * can be restored with the same PIDs through clone3 set_tid). The init
  * starts the job (or the restorer with the saved pid), reaps everything
  * and reports the job's wait status to ckrun. If ckrun dies, the init is
@@ -203,7 +203,8 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	}
 	setsockopt(chan[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	fflush(NULL);
-	pid = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
+	/* IPC too: the job's System V objects are its own, their ids restorable */
+	pid = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0);
 	if (pid < 0) {
 		r = -errno;
 		ck_err_set("cannot create the job's user and pid namespaces: %s", strerror(errno));

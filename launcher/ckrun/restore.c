@@ -644,7 +644,9 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 		rg[i].file_off = r->file_off;
 		rg[i].fill = r->nchunks > 0;
 		rg[i].map_fd = -1;
-		if ((r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED)) {
+		if (r->flags & CK_REG_SYSV) {
+			rg[i].map_fd = (int32_t)r->ino; /* the segment id: the restorer attaches it */
+		} else if ((r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED)) {
 			for (uint32_t k = 0; k < pd->nfds; k++) {
 				const struct ck_pd_fd *f = &pd->fds[k];
 				if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
@@ -1094,7 +1096,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	r = ck_spawn(c, CK_SPAWN_RESTORE, top, ntop);
 	if (r < 0)
 		goto out;
-	if ((r = ck__build_tree(c, nodes, nnodes)) < 0 || (r = ck__finish_tree(c, nodes, nnodes)) < 0)
+	if ((r = ck__build_tree(c, nodes, nnodes)) < 0 || (r = ck__finish_tree(c, nodes, nnodes)) < 0 ||
+	    (r = ck_sysv_make(c, rd, m)) < 0)
 		goto out;
 	for (size_t i = 0; i < m->nprocs; i++) {
 		struct ck_jproc *jp = ck__jproc_of(c, m->procs[i].pid);
@@ -1132,6 +1135,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 			restarted++;
 		}
 	}
+	ck_sysv_remove_marked(c, m); /* attached again by now */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		c->procs[i].state = CK_JP_IDLE;
 		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);

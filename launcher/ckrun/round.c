@@ -192,11 +192,8 @@ static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, pid_t sna
 		rg->dev = mp->dev;
 		rg->ino = mp->ino;
 		rg->path = mp->path ? strdup(mp->path) : NULL;
-		if (mp->path && !strncmp(mp->path, "/SYSV", 5)) {
-			ck_err_set("process %d maps System V shared memory (%s): not supported yet", pd->pid, mp->path);
-			r = -ENOTSUP;
-			goto out;
-		}
+		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
+			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
 		if (mp->prot == 0) /* guard pages and address-space reservations */
 			rg->flags |= CK_REG_NODATA;
 		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
@@ -743,6 +740,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (r < 0)
 			goto fail;
 	}
+	if ((r = ck_sysv_save(c, w, m)) < 0)
+		goto fail;
 	/* The main process first: restore starts the tree from it. */
 	for (size_t i = 0; i < c->nprocs; i++)
 		held |= c->procs[i].held;

@@ -297,6 +297,16 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 	int shared = rg->flags & CK_REG_SHARED;
 	long r = -1;
 
+	if (rg->flags & CK_REG_SYSV) {
+		/* System V memory: attach the segment (ckrun made it with its id)
+		 * where it was; later pieces of the same attachment are in it. */
+		if (rg->file_off)
+			return;
+		r = ck_sys3(SYS_shmat, rg->map_fd, (long)rg->start, (rg->prot & PROT_WRITE) ? 0 : 010000 /* SHM_RDONLY */);
+		if (r != (long)rg->start)
+			ck__die("restorer: cannot attach a System V shared memory segment", r < 0 ? r : -14);
+		return;
+	}
 	if (rg->map_fd >= 0) {
 		/* A deleted file or memfd the process also holds open: map that
 		 * very file again, so the mapping and the descriptor alias. */

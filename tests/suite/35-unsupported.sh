@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # State this version cannot checkpoint: the round fails with one line
 # naming it, ckrun says the job keeps running, and the job's output is
-# what a bare run prints. (System V shared memory: see the app with
-# "unsupported=" in its .desc, run by 20-conformance.sh.)
+# what a bare run prints.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$top/${BUILD:-build}
@@ -34,6 +33,7 @@ refused() {
 
 refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'descriptors in flight' "$B/tests/unsupported/fdpass"
+refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
 
 # A debugger attached from outside: the job is traced.
 attach() { # ckrun pid -> strace on the job's main process

@@ -378,14 +378,19 @@ static void test_tree(void)
 	void *buf = NULL;
 	size_t len = 0;
 
+	struct ck_sysv_shm shm = {5, 0x1234, 0600, CK_SYSV_DEST, 0, 0, 65536, 0, 1, 0};
 	m->tasks = malloc(sizeof(t));
 	memcpy(m->tasks, t, sizeof(t));
 	m->ntasks = 3;
+	m->shms = malloc(sizeof(shm));
+	memcpy(m->shms, &shm, sizeof(shm));
+	m->nshms = 1;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
 	if (d) {
 		CHECK_EQ_INT(d->ntasks, 3);
 		CHECK(d->ntasks == 3 && !memcmp(d->tasks, t, sizeof(t)));
+		CHECK(d->nshms == 1 && !memcmp(d->shms, &shm, sizeof(shm)));
 		ck_manifest_free(d);
 		d = NULL;
 	}
@@ -400,6 +405,13 @@ static void test_tree(void)
 	m->tasks[2].flags = 0x80;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	free(buf);
+	/* a segment whose chunks are not in the table */
+	m->tasks[2].flags = 0;
+	m->shms[0].first_chunk = 1000;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "SysV") != NULL);
 	free(buf);
 	ck_manifest_free(m);
 }
