@@ -134,3 +134,8 @@ echo "| overhead without checkpoints | ${overhead}% (${t_under} s vs ${t_bare} s
 echo "| ckrun peak memory (VmHWM) | $(( peak / 1024 )) MiB | target < 256 MiB |"
 echo "| result with checkpoints equals bare | ${same} | |"
 } | tee "$B/bench.md"
+
+# the multi-process job (appends its own table); CKPT_BENCH_MP=0 skips it
+if [ "${CKPT_BENCH_MP:-1}" != 0 ]; then
+	"$top/scripts/bench-mp.sh" "$B/bench.md" || exit 1
+fi

@@ -2,3 +2,8 @@ $(BUILD)/tests/bench/membench: tests/bench/membench.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 ALL_TARGETS += $(BUILD)/tests/bench/membench
+
+$(BUILD)/tests/bench/mpbench: tests/bench/mpbench.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+ALL_TARGETS += $(BUILD)/tests/bench/mpbench
