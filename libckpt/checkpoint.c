@@ -181,7 +181,9 @@ void ck__round(uint32_t flags)
 		ck__round_finished(ck__round_result);
 		return;
 	}
-	/* Restored process: this thread was re-created by the restart code. */
+	/* Restored process: this thread was re-created by the restart code;
+	 * the restorer left our new channel at CK_CTL_FD. */
+	ck__core.ctl_fd = CK_CTL_FD;
 	ck__core.restarted = 1;
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);
@@ -218,8 +220,13 @@ void *ck__manager(void *arg)
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
 	for (;;) {
-		if (ck__recv(&m) < 0)
-			return NULL; /* ckrun is gone: the job runs on, uncheckpointed */
+		if (ck__recv(&m) < 0) {
+			/* The job closed our descriptor, or ckrun is gone: in the
+			 * first case its attach socket answers. */
+			if (ck__reattach() == 0)
+				continue;
+			return NULL; /* the job runs on, uncheckpointed */
+		}
 		if (m.type == CK_MSG_CHECKPOINT)
 			ck__round((uint32_t)m.arg[0]);
 	}

@@ -13,8 +13,9 @@
 
 #include "libckpt/core.h"
 
-#define CK__NVARS 4
-static const char *const ck__names[CK__NVARS] = {"LD_PRELOAD=", CK_CTL_ENV "=", "CKPT_STDIO=", "CKPT_SIGNAL="};
+#define CK__NVARS 5
+static const char *const ck__names[CK__NVARS] = {"LD_PRELOAD=", CK_CTL_ENV "=", "CKPT_STDIO=", "CKPT_SIGNAL=",
+						  "CKPT_ATTACH="};
 static char *ck__vars[CK__NVARS]; /* "NAME=value" as ckrun set them */
 
 __attribute__((constructor)) static void ck__exec_init(void)

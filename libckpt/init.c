@@ -10,7 +10,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,8 +38,35 @@ static void ck__record_stdio(void)
 	}
 }
 
+/* ckrun's attach socket (CKPT_ATTACH, an abstract UNIX name): for a
+ * process that lost the inherited channel (a program that closed every
+ * descriptor before exec, as Python's subprocess does). */
+static char ck__attach_name[108];
+
+static int ck__connect_attach(void)
+{
+	struct sockaddr_un sa;
+	size_t n = strlen(ck__attach_name);
+	int fd;
+
+	if (!n || n + 1 > sizeof(sa.sun_path))
+		return -ENOENT;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path + 1, ck__attach_name, n); /* abstract: leading NUL */
+	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
+		close(fd);
+		return -errno;
+	}
+	return fd;
+}
+
 /* A channel of our own: a new socketpair, one end sent to ckrun over the
- * channel we inherited (with our pid), the other end at CK_CTL_FD. The
+ * channel we inherited (with our pid), the other end at CK_CTL_FD (or, if
+ * the job uses that number itself, at another close-on-exec one). The
  * channel stays open across exec, so exec'd programs attach the same way. */
 static int ck__attach(int inherited)
 {
@@ -51,15 +81,34 @@ static int ck__attach(int inherited)
 	m.arg[0] = (uint64_t)getpid();
 	r = ck_send_with_creds_fd(inherited, &m, __builtin_offsetof(struct ck_msg, text), sp[1]);
 	close(sp[1]);
-	if (r < 0 || dup3(sp[0], CK_CTL_FD, 0) < 0) {
+	if (r < 0) {
 		close(sp[0]);
-		return r < 0 ? (int)r : -errno;
+		return (int)r;
+	}
+	if (inherited == CK_CTL_FD || fcntl(CK_CTL_FD, F_GETFD) < 0) {
+		if (dup3(sp[0], CK_CTL_FD, 0) < 0) {
+			close(sp[0]);
+			return -errno;
+		}
+		ck__core.ctl_fd = CK_CTL_FD;
+	} else {
+		ck__core.ctl_fd = fcntl(sp[0], F_DUPFD_CLOEXEC, CK_CTL_FD + 1);
 	}
 	close(sp[0]);
-	if (inherited != CK_CTL_FD)
+	if (inherited != CK_CTL_FD && inherited != ck__core.ctl_fd)
 		close(inherited);
-	ck__core.ctl_fd = CK_CTL_FD;
-	return 0;
+	return ck__core.ctl_fd < 0 ? -EBADF : 0;
+}
+
+/* The manager lost its channel while ckrun still runs (the job closed our
+ * descriptor): attach again through ckrun's attach socket. */
+int ck__reattach(void)
+{
+	int fd = ck__connect_attach();
+
+	if (fd < 0)
+		return fd;
+	return ck__attach(fd);
 }
 
 static void ck__start_manager(void)
@@ -77,6 +126,13 @@ static void ck__start_manager(void)
 	pthread_create(&th, &attr, ck__manager, NULL);
 	pthread_attr_destroy(&attr);
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Whether fd is a socket (fd 1000 may be the job's own file). */
+static int ck__is_socket(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 /* In a forked child: only the forking thread exists; the manager is gone. */
@@ -106,7 +162,11 @@ __attribute__((constructor)) static void ck__init(void)
 	if (!s)
 		return;
 	fd = atoi(s);
-	if (fd < 3 || fcntl(fd, F_GETFD) < 0)
+	if (getenv("CKPT_ATTACH"))
+		snprintf(ck__attach_name, sizeof(ck__attach_name), "%s", getenv("CKPT_ATTACH"));
+	if (fd < 3 || fcntl(fd, F_GETFD) < 0 || ck__is_socket(fd) == 0)
+		fd = ck__connect_attach(); /* the channel was closed before exec */
+	if (fd < 0)
 		return;
 	sig = getenv("CKPT_SIGNAL");
 	if (sig && atoi(sig) >= SIGRTMIN && atoi(sig) <= SIGRTMAX)

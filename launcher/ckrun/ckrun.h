@@ -47,6 +47,9 @@ struct ckrun {
 	/* runtime */
 	struct ck_store *store;
 	int agent_fd;   /* the first channel, handed to init: new processes announce on it */
+	int attach_fd;  /* listening: processes that lost their inherited channel attach here */
+	char attach_name[80]; /* its abstract name (CKPT_ATTACH) */
+	char pidns[64];       /* the job's pid namespace (readlink of /proc/INIT/ns/pid) */
 	pid_t init_pid; /* the job namespace's init, in our pid namespace */
 	pid_t job_pid;  /* the job's main process, in our pid namespace */
 	struct ck_jproc *procs; /* attached processes of the job */
@@ -116,6 +119,12 @@ struct ck_reader;
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m);
 int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m);
 int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m);
+
+/* attach.c: the job's attach socket */
+int ck_attach_open(struct ckrun *c);
+/* A connection on the attach socket: its HELLO, if it comes from a process
+ * of the job. Returns the new channel (and *pid, *jpid) or -errno. */
+int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
 
 /* round.c */
 #define CK_ROUND_STOP 0x1

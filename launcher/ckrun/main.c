@@ -324,7 +324,7 @@ int main(int argc, char **argv)
 	int r;
 
 	memset(&c, 0, sizeof(c));
-	c.agent_fd = c.status_fd = -1;
+	c.agent_fd = c.status_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;
 	if (ck__find_helpers(&c) < 0) {
@@ -350,6 +350,9 @@ int main(int argc, char **argv)
 		c.last_seq = m->seq;
 		c.prev = m;
 	}
+	if (ck_attach_open(&c) < 0)
+		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
+				"checkpointable\n", ck_err_msg());
 	if (c.resume && m) {
 		r = ck_restore(&c, m);
 		if (r < 0) {

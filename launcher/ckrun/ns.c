@@ -96,6 +96,8 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 	}
 	setenv("LD_PRELOAD", pre, 1);
 	setenv(CK_CTL_ENV, "1000", 1);
+	if (c->attach_name[0])
+		setenv("CKPT_ATTACH", c->attach_name, 1);
 	{
 		/* ckrun's stdio, so libckpt in any process of the job can tell
 		 * it from pipes between the job's processes. */

@@ -100,7 +100,7 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		  struct ck_jproc **from, pid_t *sender)
 {
 	for (;;) {
-		size_t n = (size_t)nextra + c->nprocs + 1;
+		size_t n = (size_t)nextra + c->nprocs + 2;
 		struct pollfd *pf = calloc(n, sizeof(*pf));
 		int r, newfd;
 		size_t k;
@@ -110,7 +110,8 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		memcpy(pf, extra, sizeof(*pf) * (size_t)nextra);
 		for (k = 0; k < c->nprocs; k++)
 			pf[nextra + k] = (struct pollfd){c->procs[k].fd, POLLIN, 0};
-		pf[n - 1] = (struct pollfd){c->agent_fd, POLLIN, 0};
+		pf[n - 2] = (struct pollfd){c->agent_fd, POLLIN, 0};
+		pf[n - 1] = (struct pollfd){c->attach_fd, POLLIN, 0};
 		r = poll(pf, n, timeout_ms);
 		if (r < 0 && errno == EINTR) {
 			free(pf);
@@ -122,10 +123,23 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		}
 		for (int i = 0; i < nextra; i++)
 			extra[i].revents = pf[i].revents;
-		for (k = 0; k < n - (size_t)nextra; k++)
+		if (pf[n - 1].revents & POLLIN) {
+			int32_t jpid = 0;
+			int chan = ck_attach_accept(c, sender, &jpid);
+			free(pf);
+			if (chan < 0)
+				continue;
+			memset(m, 0, __builtin_offsetof(struct ck_msg, text));
+			m->type = CK_MSG_HELLO;
+			m->arg[0] = (uint64_t)jpid;
+			ck__attach(c, *sender, jpid, chan);
+			*from = ck_procs_find(c, *sender);
+			return 1;
+		}
+		for (k = 0; k < n - 1 - (size_t)nextra; k++)
 			if (pf[nextra + k].revents)
 				break;
-		if (k == n - (size_t)nextra) {
+		if (k == n - 1 - (size_t)nextra) {
 			free(pf);
 			return 0; /* only extra[] */
 		}
