@@ -105,7 +105,11 @@ static int ck__wait_msg(uint32_t other)
 static void __attribute__((noinline)) ck__snapshot_child(void)
 {
 	/* A copy-on-write image of the parked process: ckrun reads it and
-	 * kills it. Nothing else runs here. */
+	 * kills it. Nothing else runs here. It leaves the job's session and
+	 * process group, so the job counting their members (or signalling its
+	 * group) never meets it, and names itself for ps. */
+	ck_sys0(SYS_setsid);
+	ck_sys2(SYS_prctl, 15 /* PR_SET_NAME */, (long)"ckpt-snapshot");
 	ck__send_snapshot();
 	for (;;)
 		ck_sys0(SYS_pause);
