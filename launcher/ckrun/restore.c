@@ -23,7 +23,7 @@
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
-#include "plugins/socket/agent/sock.h"
+#include "launcher/ckrun/agent_plugin.h"
 #include "libckpt/proto.h"
 
 struct ck__fdplan {
@@ -188,7 +188,7 @@ struct ck__objs {
 	size_t n;
 	struct ck_procdesc **pds; /* every process's descriptor, to find saved pipe bytes */
 	size_t npds;
-	struct ck_sock_set *socks; /* the socket plugin's */
+	struct ck_agent_states *plugins; /* the plugins' agent halves (sockets) */
 };
 
 static struct ck__obj *ck__obj_find(struct ck__objs *o, uint32_t kind, uint64_t dev, uint64_t ino)
@@ -412,7 +412,7 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 			break;
 		}
 		case CK_FD_SOCKET: {
-			int r = ck_sock_fd(objs->socks, f);
+			int r = ck_agent_plugins_fd(objs->plugins, f);
 			if (r < 0)
 				return r;
 			fd = r;
@@ -1080,7 +1080,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	if (r < 0)
 		goto out;
 	if ((r = ck__prepare_shm_files(m)) < 0 || (r = ck__make_shm_objects(rd, m, &objs)) < 0 ||
-	    (r = ck_sock_prepare(rd, pds, m->nprocs, &objs.socks)) < 0)
+	    (r = ck_agent_plugins_prepare(rd, pds, m->nprocs, &objs.plugins)) < 0)
 		goto out;
 	/* init's children: the main process first */
 	top = calloc(nnodes + 1, sizeof(*top));
@@ -1150,7 +1150,7 @@ out:
 		ck_procs_clear(c);
 	}
 	ck__objs_free(&objs);
-	ck_sock_free(objs.socks);
+	ck_agent_plugins_release(objs.plugins);
 	if (rd)
 		ck_reader_close(rd);
 	for (size_t i = 0; pds && i < m->nprocs; i++)

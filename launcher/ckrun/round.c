@@ -30,7 +30,7 @@
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-#include "plugins/socket/agent/sock.h"
+#include "launcher/ckrun/agent_plugin.h"
 #include "libckpt/proto.h"
 
 uint64_t ck_now_ns(void)
@@ -727,14 +727,14 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	if ((r = ck__save_pipes(c, &rc, w)) < 0)
 		goto fail;
 	{
-		/* sockets: the socket plugin's agent half, while all are parked */
+		/* plugins' agent halves (sockets), while all are parked */
 		struct ck_procdesc **pds = calloc(c->nprocs, sizeof(*pds));
 		pid_t *pids = calloc(c->nprocs, sizeof(*pids));
 		for (size_t i = 0; pds && pids && i < c->nprocs; i++) {
 			pds[i] = c->procs[i].pd;
 			pids[i] = c->procs[i].pid;
 		}
-		r = pds && pids ? ck_sock_checkpoint(pds, pids, c->nprocs, w, m) : -ENOMEM;
+		r = pds && pids ? ck_agent_plugins_checkpoint(pds, pids, c->nprocs, w, m) : -ENOMEM;
 		free(pds);
 		free(pids);
 		if (r < 0)

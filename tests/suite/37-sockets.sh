@@ -12,6 +12,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$top/${BUILD:-build}
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
 NSA=ckA$$ NSB=ckB$$
+PY=${PYTHON:-/usr/bin/python3}
 FAILED=0
 cleanup() {
 	pkill -9 -f "$W" 2>/dev/null
@@ -38,8 +39,8 @@ wait_line() { # FILE REGEX SECONDS
 
 # ---- (a) a peer outside the job ----
 outside() {
-	local port=$(( 20000 + $$ % 20000 )) pid rc
-	python3 -c '
+	local port=$(( 20000 + $$ % 20000 )) pid rc i
+	"$PY" -c '
 import socket, sys, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
@@ -52,7 +53,10 @@ while True:
     c, _ = s.accept(); threading.Thread(target=echo, args=(c,), daemon=True).start()
 ' "$port" &
 	SRV=$!
-	sleep 0.5
+	for (( i = 0; i < 100; i++ )); do # until it listens
+		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+		sleep 0.05
+	done
 	setsid "$B/ckrun" -v --store "$W/s1" --job ext -- "$B/tests/sockets/extpeer" "$port" >"$W/ext.out" 2>"$W/ext.err" &
 	pid=$!
 	sleep 0.8

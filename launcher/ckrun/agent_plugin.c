@@ -1,0 +1,68 @@
+/* Registry of the plugins' agent halves. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "launcher/ck_err.h"
+#include "launcher/ckrun/agent_plugin.h"
+
+#define CK__MAX_AGENT_PLUGINS 8
+static const struct ck_agent_plugin *ck__plugins[CK__MAX_AGENT_PLUGINS];
+static size_t ck__nplugins;
+
+struct ck_agent_states {
+	void *state[CK__MAX_AGENT_PLUGINS];
+};
+
+void ck_agent_plugin_register(const struct ck_agent_plugin *p)
+{
+	if (ck__nplugins < CK__MAX_AGENT_PLUGINS)
+		ck__plugins[ck__nplugins++] = p;
+}
+
+int ck_agent_plugins_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
+				struct ck_manifest *m)
+{
+	for (size_t i = 0; i < ck__nplugins; i++) {
+		int r = ck__plugins[i]->checkpoint ? ck__plugins[i]->checkpoint(pds, pids, n, w, m) : 0;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+int ck_agent_plugins_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n,
+			     struct ck_agent_states **out)
+{
+	struct ck_agent_states *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < ck__nplugins; i++) {
+		int r = ck__plugins[i]->prepare ? ck__plugins[i]->prepare(rd, pds, n, &s->state[i]) : 0;
+		if (r < 0) {
+			ck_agent_plugins_release(s);
+			return r;
+		}
+	}
+	*out = s;
+	return 0;
+}
+
+int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f)
+{
+	for (size_t i = 0; s && i < ck__nplugins; i++)
+		if (ck__plugins[i]->fd_kind == f->kind && ck__plugins[i]->fd)
+			return ck__plugins[i]->fd(s->state[i], f);
+	ck_err_set("descriptor %d (%s): no plugin re-creates it", f->fd, f->path);
+	return -ENOENT;
+}
+
+void ck_agent_plugins_release(struct ck_agent_states *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < ck__nplugins; i++)
+		if (ck__plugins[i]->release)
+			ck__plugins[i]->release(s->state[i]);
+	free(s);
+}

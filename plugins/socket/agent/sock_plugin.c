@@ -1,0 +1,36 @@
+/* The socket plugin's agent half registers with ckrun. */
+#include "launcher/ckrun/agent_plugin.h"
+#include "plugins/socket/agent/sock.h"
+
+static int ck__prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, void **state)
+{
+	struct ck_sock_set *s = NULL;
+	int r = ck_sock_prepare(rd, pds, n, &s);
+
+	*state = s;
+	return r;
+}
+
+static int ck__fd(void *state, const struct ck_pd_fd *f)
+{
+	return ck_sock_fd(state, f);
+}
+
+static void ck__release(void *state)
+{
+	ck_sock_free(state);
+}
+
+static const struct ck_agent_plugin ck__socket_agent = {
+	.name = "socket",
+	.fd_kind = CK_FD_SOCKET,
+	.checkpoint = ck_sock_checkpoint,
+	.prepare = ck__prepare,
+	.fd = ck__fd,
+	.release = ck__release,
+};
+
+__attribute__((constructor)) static void ck__register(void)
+{
+	ck_agent_plugin_register(&ck__socket_agent);
+}
