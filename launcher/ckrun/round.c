@@ -13,6 +13,7 @@
  * round for all: each process resumes, and the previous checkpoint stays
  * the newest. */
 #include <dirent.h>
+#include <stddef.h>
 #include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -628,9 +629,19 @@ static int ck__take_all(struct ckrun *c)
 		p->pd = malloc(sizeof(*p->pd));
 		if (!p->pd)
 			return -ENOMEM;
-		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, sizeof(*p->pd))) < 0) {
+		/* the header, then only the used threads, descriptors and epoll
+		 * items: a full descriptor is megabytes, most of it empty */
+		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, CK_PD_HDR_SIZE)) < 0 ||
+		    p->pd->nthreads > CK_PD_MAX_THREADS || p->pd->nfds > CK_PD_MAX_FDS ||
+		    p->pd->nepitems > CK_PD_MAX_EPITEMS ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, threads), p->pd->threads,
+				     p->pd->nthreads * sizeof(p->pd->threads[0]))) < 0 ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, fds), p->pd->fds,
+				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
+				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
 			ck_err_wrap("process %d: its descriptor", p->jpid);
-			return r;
+			return r < 0 ? r : -EPROTO;
 		}
 	}
 	return 0;
@@ -683,9 +694,30 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 			return -ENOTSUP;
 		}
 	}
+	/* The writer first: opening it (threads, a store connection) is no
+	 * business of the job's frozen time. Its threads inherit this thread's
+	 * nice value: running them at a lower priority than the job means a
+	 * forked checkpoint takes the CPU the job leaves idle rather than the
+	 * job's own progress. */
+	{
+		int old = getpriority(PRIO_PROCESS, (id_t)gettid());
+		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
+		r = ck_writer_open(c->store, c->job, c->last_seq + 1, c->prev, &wo, &w);
+		setpriority(PRIO_PROCESS, (id_t)gettid(), old);
+		if (r < 0)
+			goto fail;
+	}
 	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
 		goto fail;
 	t_parked = ck_now_ns();
+	/* The job's main process first: a restore starts the tree from it, and
+	 * its end is the job's end. */
+	for (size_t i = 1; i < c->nprocs; i++)
+		if (c->procs[i].jpid == c->root_jpid) {
+			struct ck_jproc t = c->procs[0];
+			c->procs[0] = c->procs[i];
+			c->procs[i] = t;
+		}
 	{
 		/* Test knob: hold the parked job this long, so a fault test can
 		 * kill one of its processes in the middle of a round. */
@@ -713,17 +745,6 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	m->argv = calloc(m->argc + 1, sizeof(char *));
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
-	/* The writer's threads inherit this thread's nice value: running them
-	 * at a lower priority than the job means a forked checkpoint takes the
-	 * CPU the job leaves idle rather than the job's own progress. */
-	{
-		int old = getpriority(PRIO_PROCESS, (id_t)gettid());
-		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
-		r = ck_writer_open(c->store, c->job, m->seq, c->prev, &wo, &w);
-		setpriority(PRIO_PROCESS, (id_t)gettid(), old);
-	}
-	if (r < 0)
-		goto fail;
 	if ((r = ck__save_pipes(c, &rc, w)) < 0)
 		goto fail;
 	{
