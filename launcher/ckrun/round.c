@@ -675,7 +675,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck__round rc = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
-	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_taken = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	pid_t *live = NULL, *zomb = NULL;
 	size_t nlive = 0, nz = 0;
 	int held = 0, r;
@@ -727,6 +727,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if ((r = ck__take_all(c)) < 0)
 		goto fail;
+	t_taken = ck_now_ns();
 	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
 		goto fail;
 	m = calloc(1, sizeof(*m));
@@ -823,9 +824,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (ck_s3_request_count && ck_s3_request_count() > req0)
 			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
-				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s\n",
+				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s, "
+				"snapshots after %.3f s)%s\n",
 			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9, (double)(t_parked - t0) / 1e9, req);
+			(double)m->frozen_ns / 1e9, (double)(t_parked - t0) / 1e9, (double)(t_taken - t0) / 1e9, req);
 	}
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);
