@@ -139,12 +139,10 @@ void ck__round(uint32_t flags)
 	r = ck__suspend_all();
 	if (r < 0)
 		goto fail_resume;
-	/* Barrier: state is recorded only once every process of the job is
-	 * parked, so nothing moves between them (pipes, shared memory). */
-	ck__send_simple(CK_MSG_SUSPENDED, NULL);
-	r = ck__wait_msg(CK_MSG_COLLECT);
-	if (r != CK_MSG_COLLECT)
-		goto aborted;
+	/* Our own state cannot change while we are parked: record it and take
+	 * the snapshot now. What crosses processes (pipes, sockets, shared
+	 * memory) ckrun reads once every process has its snapshot, and nobody
+	 * runs again before RELEASE. */
 	r = ck__collect_process();
 	if (r == 0)
 		r = ck__collect_fds();
@@ -200,12 +198,6 @@ void ck__round(uint32_t flags)
 	ck__round_finished(0); /* the saved round succeeded, by definition */
 	return;
 
-aborted:
-	/* Another process of the job failed the round (DONE), or ckrun left. */
-	ck__release_all();
-	ck__plugins_event(CK_EV_RESUME);
-	ck__round_finished(r < 0 ? r : (ck__round_result < 0 ? ck__round_result : -ECANCELED));
-	return;
 fail_release:
 	ck__release_all();
 fail_resume:

@@ -38,11 +38,6 @@ enum ck_msg_type {
 	/* ckrun -> job, fork mode: what a copy-on-write child cannot hold
 	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
 	CK_MSG_RELEASE,
-	/* job -> ckrun: every thread is parked (multi-process barrier) */
-	CK_MSG_SUSPENDED,
-	/* ckrun -> job: every process of the job is parked: record the state
-	 * and take the snapshot */
-	CK_MSG_COLLECT,
 	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0]);
 	 * arg1: CK_RST_SETSID to call setsid() first */
 	CK_MSG_RST_TREE,

@@ -23,7 +23,7 @@ struct ck_jproc {
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
 };
-enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SUSPENDED, CK_JP_SNAPSHOT };
+enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 
 /* Pseudo message type from ck_procs_wait: a process's channel closed
  * (arg0: its pid in ckrun's namespace). */

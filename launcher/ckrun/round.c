@@ -486,8 +486,11 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
 	return buf;
 }
 
-/* Ask: every process of the job parked. Returns 0 when every attached
- * process is SUSPENDED and the namespace holds no other live process. */
+/* Ask: every process of the job parks its threads, records its state and
+ * takes its snapshot, each as soon as it can (a parked process's own state
+ * cannot change). Returns 0 when every attached process has a snapshot and
+ * the namespace holds no other live process: the consistent cut. Nothing
+ * that crosses processes (pipes, sockets, shared memory) is read before. */
 static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 {
 	uint64_t start = ck_now_ns(), unknown_since = 0;
@@ -519,12 +522,21 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			ck_err_set("process %d: %s", from->jpid, m.text);
 			return -ENOTSUP;
 		}
-		if (r == 1 && from && m.type == CK_MSG_SUSPENDED)
-			from->state = CK_JP_SUSPENDED;
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
+			if (m.arg[1] != sizeof(struct ck_procdesc)) {
+				ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64
+					   " vs %zu bytes): mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
+				return -EPROTO;
+			}
+			from->state = CK_JP_SNAPSHOT;
+			from->snap = c->nofork ? from->pid : sender;
+			from->pd_addr = m.arg[0];
+			from->held = m.arg[2] != 0;
+		}
 		for (size_t i = 0; i < c->nprocs; i++)
-			waiting += c->procs[i].state != CK_JP_SUSPENDED;
+			waiting += c->procs[i].state != CK_JP_SNAPSHOT;
 		if (ck_now_ns() - start > 60000000000ull) {
-			ck_err_set("%zu process(es) of the job did not park their threads within 60 s", waiting);
+			ck_err_set("%zu process(es) of the job did not take their snapshot within 60 s", waiting);
 			return -ETIMEDOUT;
 		}
 		if (waiting) {
@@ -534,7 +546,7 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 				char path[64];
 				struct stat st;
 				snprintf(path, sizeof(path), "/proc/%d", c->procs[i].pid);
-				if (c->procs[i].state != CK_JP_SUSPENDED && stat(path, &st) < 0) {
+				if (c->procs[i].state != CK_JP_SNAPSHOT && stat(path, &st) < 0) {
 					ck_procs_drop(c, &c->procs[i]);
 					break;
 				}
@@ -570,58 +582,9 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 	return 0;
 }
 
-/* Take: every process records its state and forks its snapshot. */
-static int ck__take_all(struct ckrun *c)
+/* Every process's descriptor, from its snapshot. */
+static int ck__read_descriptors(struct ckrun *c)
 {
-	uint64_t start = ck_now_ns();
-	size_t done = 0;
-
-	for (size_t i = 0; i < c->nprocs; i++)
-		if (ck_procs_send(&c->procs[i], CK_MSG_COLLECT, 0) < 0) {
-			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
-			return -EPIPE;
-		}
-	while (done < c->nprocs) {
-		struct ck_jproc *from;
-		struct ck_msg m;
-		pid_t sender;
-		int r = ck_procs_wait(c, NULL, 0, 1000, &m, &from, &sender);
-
-		if (r < 0)
-			return r;
-		if (ck_now_ns() - start > 60000000000ull) {
-			ck_err_set("the job's processes did not take their snapshots within 60 s");
-			return -ETIMEDOUT;
-		}
-		if (r == 0)
-			continue;
-		if (m.type == CK_MSG_GONE) {
-			ck_err_set("a process of the job (pid %d here) exited during the checkpoint", (int)m.arg[0]);
-			return -ESRCH;
-		}
-		if (!from)
-			continue;
-		if (m.type == CK_MSG_HELLO) {
-			ck_err_set("process %d appeared during the checkpoint", from->jpid);
-			return -EAGAIN;
-		}
-		if (m.type == CK_MSG_FAILED) {
-			ck_err_set("process %d: %s", from->jpid, m.text);
-			return -ENOTSUP;
-		}
-		if (m.type != CK_MSG_SNAPSHOT || from->state == CK_JP_SNAPSHOT)
-			continue;
-		from->state = CK_JP_SNAPSHOT;
-		from->snap = c->nofork ? from->pid : sender;
-		from->pd_addr = m.arg[0];
-		from->held = m.arg[2] != 0;
-		if (m.arg[1] != sizeof(struct ck_procdesc)) {
-			ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64 " vs %zu bytes): "
-				   "mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
-			return -EPROTO;
-		}
-		done++;
-	}
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		int r;
@@ -662,6 +625,29 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 	}
 }
 
+/* A process that died after the cut (killed from outside): the round
+ * fails rather than save a job that no longer exists. */
+static int ck__all_alive(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		char path[64], buf[256], *p;
+		FILE *f;
+		size_t n = 0;
+		snprintf(path, sizeof(path), "/proc/%d/stat", c->procs[i].pid);
+		if ((f = fopen(path, "re"))) {
+			n = fread(buf, 1, sizeof(buf) - 1, f);
+			fclose(f);
+		}
+		buf[n] = 0;
+		p = strrchr(buf, ')');
+		if (!n || !p || p[2] == 'Z' || p[2] == 'X') {
+			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
+			return -ESRCH;
+		}
+	}
+	return 0;
+}
+
 static void ck__release(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++)
@@ -675,7 +661,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck__round rc = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
-	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_taken = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	pid_t *live = NULL, *zomb = NULL;
 	size_t nlive = 0, nz = 0;
 	int held = 0, r;
@@ -725,9 +711,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (hold && atoi(hold) > 0)
 			usleep((useconds_t)atoi(hold) * 1000);
 	}
-	if ((r = ck__take_all(c)) < 0)
+	if ((r = ck__read_descriptors(c)) < 0)
 		goto fail;
-	t_taken = ck_now_ns();
 	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
 		goto fail;
 	m = calloc(1, sizeof(*m));
@@ -779,6 +764,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		p->restart_arg = jp->pd->restart_arg;
 		p->restart_stack = jp->pd->restart_stack;
 	}
+	if ((r = ck__all_alive(c)) < 0)
+		goto fail;
 	if (!c->nofork && !held) {
 		ck__release(c);
 		t_rel = ck_now_ns();
@@ -824,10 +811,9 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (ck_s3_request_count && ck_s3_request_count() > req0)
 			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
-				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s, "
-				"snapshots after %.3f s)%s\n",
+				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s\n",
 			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9, (double)(t_parked - t0) / 1e9, (double)(t_taken - t0) / 1e9, req);
+			(double)m->frozen_ns / 1e9, (double)(t_parked - t0) / 1e9, req);
 	}
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);
