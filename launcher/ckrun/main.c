@@ -239,10 +239,10 @@ static int ck__loop(struct ckrun *c)
 
 		if (got < 0)
 			break;
-		if (got == 0 && (p[0].revents & POLLIN))
+		if (p[0].revents & POLLIN)
 			while (read(ck_wake_fd[0], drain, sizeof(drain)) > 0)
 				;
-		if (got == 0 && (p[1].revents & (POLLIN | POLLHUP))) {
+		if (p[1].revents & (POLLIN | POLLHUP)) {
 			if (ck__job_status(c, &status) == 0)
 				goto out;
 			fprintf(stderr, "ckrun: the job's namespace ended unexpectedly\n");
@@ -254,8 +254,6 @@ static int ck__loop(struct ckrun *c)
 			/* The job's own ckpt_request() */
 			ck__checkpoint(c, 0, &seq);
 		}
-		if (got == 1)
-			continue; /* hello, gone: the registry is up to date */
 		if (ck_sig_term) {
 			if (!c->job_ready) {
 				fprintf(stderr, "ckrun: stopping job %s without a checkpoint (not ready)\n", c->job);

@@ -486,6 +486,23 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
 	return buf;
 }
 
+/* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
+static int ck__proc_state(pid_t pid)
+{
+	char path[64], buf[256], *p;
+	FILE *f;
+	size_t n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if ((f = fopen(path, "re"))) {
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+	}
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	return n && p && p[1] == ' ' ? p[2] : 0;
+}
+
 /* Ask: every process of the job parks its threads, records its state and
  * takes its snapshot, each as soon as it can (a parked process's own state
  * cannot change). Returns 0 when every attached process has a snapshot and
@@ -541,14 +558,20 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 		}
 		if (waiting) {
 			/* A process that exited before answering: its channel may
-			 * still be open in a child that has not attached yet. */
+			 * still be open in a child that has not attached yet. A
+			 * stopped one (SIGSTOP, a debugger) never answers. */
 			for (size_t i = 0; i < c->nprocs; i++) {
-				char path[64];
-				struct stat st;
-				snprintf(path, sizeof(path), "/proc/%d", c->procs[i].pid);
-				if (c->procs[i].state != CK_JP_SNAPSHOT && stat(path, &st) < 0) {
+				int st = ck__proc_state(c->procs[i].pid);
+				if (c->procs[i].state == CK_JP_SNAPSHOT)
+					continue;
+				if (!st) {
 					ck_procs_drop(c, &c->procs[i]);
 					break;
+				}
+				if ((st == 'T' || st == 't') && ck_now_ns() - start > 200000000ull) {
+					ck_err_set("process %d of the job is stopped (SIGSTOP or a debugger): it cannot "
+						   "take part in a checkpoint", c->procs[i].jpid);
+					return -ENOTSUP;
 				}
 			}
 			continue;
@@ -630,17 +653,8 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 static int ck__all_alive(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++) {
-		char path[64], buf[256], *p;
-		FILE *f;
-		size_t n = 0;
-		snprintf(path, sizeof(path), "/proc/%d/stat", c->procs[i].pid);
-		if ((f = fopen(path, "re"))) {
-			n = fread(buf, 1, sizeof(buf) - 1, f);
-			fclose(f);
-		}
-		buf[n] = 0;
-		p = strrchr(buf, ')');
-		if (!n || !p || p[2] == 'Z' || p[2] == 'X') {
+		int st = ck__proc_state(c->procs[i].pid);
+		if (!st || st == 'Z' || st == 'X') {
 			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -ESRCH;
 		}

@@ -45,6 +45,20 @@ attach() { # ckrun pid -> strace on the job's main process
 	sleep 0.8
 }
 detach() { kill "$STRACE" 2>/dev/null; wait "$STRACE" 2>/dev/null; }
+# A process of the job stopped (SIGSTOP) cannot park: named, not waited for.
+stop_one() { # a process of the job other than its main one
+	local p
+	for p in $(pgrep -f "$B/tests/apps/forktree"); do
+		if awk '/^NSpid:/ { exit !(NF == 3 && $3 > 2) }' "/proc/$p/status" 2>/dev/null; then
+			STOPPED=$p
+			kill -STOP "$p"
+			return
+		fi
+	done
+}
+cont_one() { [ -n "${STOPPED:-}" ] && kill -CONT "$STOPPED"; }
+HOOK=stop_one UNHOOK=cont_one refused stopped 'is stopped' "$B/tests/apps/forktree" 0.7
+
 if command -v strace >/dev/null; then
 	HOOK=attach UNHOOK=detach refused traced 'traced \(ptrace\)' "$B/tests/apps/sleeper" 0.6
 else
