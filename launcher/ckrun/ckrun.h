@@ -22,6 +22,8 @@ struct ck_jproc {
 	int held;     /* it has memory a fork does not freeze */
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
+	pid_t mgr_tid;      /* libckpt's manager thread, in ckrun's namespace (0: unknown) */
+	int mgr_nice;       /* its nice value before a round raised it */
 };
 enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 
@@ -106,6 +108,8 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		  struct ck_jproc **from, pid_t *sender);
 int ck_procs_send(struct ck_jproc *p, uint32_t type, uint64_t arg0);
 void ck_procs_drop(struct ckrun *c, struct ck_jproc *p);
+/* During a round, the managers run before the job's own threads (root). */
+void ck_procs_boost(struct ckrun *c, int on);
 void ck_procs_clear(struct ckrun *c);
 /* Live processes of the job namespace (init's descendants, zombies apart),
  * in ckrun's pid namespace. */

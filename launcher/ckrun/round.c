@@ -636,6 +636,7 @@ static int ck__read_descriptors(struct ckrun *c)
 static void ck__end_round(struct ckrun *c, int result, int stop)
 {
 	c->round_asking = 0;
+	ck_procs_boost(c, 0); /* (already, if released) */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		/* The snapshot goes before DONE: the process reaps it. */
@@ -664,6 +665,7 @@ static int ck__all_alive(struct ckrun *c)
 
 static void ck__release(struct ckrun *c)
 {
+	ck_procs_boost(c, 0);
 	for (size_t i = 0; i < c->nprocs; i++)
 		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
 }
@@ -675,7 +677,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck__round rc = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
-	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	pid_t *live = NULL, *zomb = NULL;
 	size_t nlive = 0, nz = 0;
 	int held = 0, r;
@@ -707,6 +709,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (r < 0)
 			goto fail;
 	}
+	/* The managers park, record and fork: let them run before the job's
+	 * own busy threads (as root; otherwise nothing changes). */
+	ck_procs_boost(c, 1);
+	t_ask = ck_now_ns(); /* the job runs untouched until here */
 	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
 		goto fail;
 	t_parked = ck_now_ns();
@@ -816,7 +822,9 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		goto fail;
 	m->time_ns = ck__wall_ns();
 	m->duration_ns = ck_now_ns() - t0;
-	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t0;
+	/* from the request to suspend (the first process to park cannot park
+	 * earlier) to the release of all */
+	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t_ask;
 	if ((r = ck_manifest_commit(c->store, m)) < 0)
 		goto fail;
 	ck__end_round(c, 0, flags & CK_ROUND_STOP);
@@ -827,7 +835,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
 				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s\n",
 			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9, (double)(t_parked - t0) / 1e9, req);
+			(double)m->frozen_ns / 1e9, (double)(t_parked - t_ask) / 1e9, req);
 	}
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);
