@@ -1110,16 +1110,18 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 			goto out;
 	}
 	/* Every process runs its restart code, then all go at once. */
-	while (restarted < m->nprocs) {
+	for (uint64_t until = ck_now_ns() + 60000000000ull; restarted < m->nprocs;) {
 		struct ck_jproc *from;
 		struct ck_msg msg;
 		pid_t sender;
-		r = ck_procs_wait(c, NULL, 0, 60000, &msg, &from, &sender);
-		if (r <= 0) {
+		r = ck_procs_wait(c, NULL, 0, 1000, &msg, &from, &sender);
+		if (r < 0 || (r == 0 && ck_now_ns() > until)) {
 			ck_err_set("the restored job did not come back: %s", r ? strerror(-r) : "timed out");
 			r = r ? r : -ETIMEDOUT;
 			goto out;
 		}
+		if (r == 0)
+			continue; /* a signal to ckrun (handled once the job runs), or a second gone by */
 		if (msg.type == CK_MSG_GONE) {
 			ck_err_set("a restored process exited before the job resumed");
 			r = -EIO;
