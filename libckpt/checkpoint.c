@@ -67,6 +67,8 @@ static void ck__send_simple(uint32_t type, const char *text)
 	ck__send(&m);
 }
 
+static uint64_t ck__round_seq;
+
 static void ck__send_snapshot(void)
 {
 	static struct ck_msg m;
@@ -76,6 +78,7 @@ static void ck__send_snapshot(void)
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__pd;
 	m.arg[1] = sizeof(ck__pd);
 	m.arg[2] = (uint64_t)ck__core.hold; /* the job has memory a fork does not freeze */
+	m.arg[3] = ck__round_seq;           /* a late snapshot of an ended round is told apart */
 	ck__send(&m);
 }
 
@@ -116,21 +119,23 @@ static void __attribute__((noinline)) ck__snapshot_child(void)
 }
 
 /* The snapshot is our child with no exit signal: the job's wait() and
- * SIGCHLD never see it (only __WALL does). ckrun kills it before DONE; if
- * ckrun is gone, we do. */
-static void ck__reap_snapshot(long child, int r)
+ * SIGCHLD never see it (only __WALL does). ckrun kills it before DONE; we
+ * kill it too, for a round that ended before ckrun knew of it (a process
+ * that was stopped) or a ckrun that is gone: it holds copies of every
+ * descriptor, pipe ends included. */
+static void ck__reap_snapshot(long child)
 {
-	if (r < 0)
-		ck_sys2(SYS_kill, child, SIGKILL);
+	ck_sys2(SYS_kill, child, SIGKILL);
 	while (ck_sys4(SYS_wait4, child, 0, 0x40000000 /* __WALL */, 0) == -EINTR)
 		;
 }
 
-void ck__round(uint32_t flags)
+void ck__round(uint32_t flags, uint64_t seq)
 {
 	struct ck_pd_thread *mgr;
 	int r;
 
+	ck__round_seq = seq;
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
 	r = ck__plugins_event(CK_EV_PRESUSPEND);
@@ -173,7 +178,7 @@ void ck__round(uint32_t flags)
 			ck__release_all();
 			if (r == CK_MSG_RELEASE)
 				r = ck__wait_msg(0);
-			ck__reap_snapshot(child, r);
+			ck__reap_snapshot(child);
 		} else {
 			ck__send_snapshot();
 			ck__wait_msg(0);
@@ -233,6 +238,6 @@ void *ck__manager(void *arg)
 			return NULL; /* the job runs on, uncheckpointed */
 		}
 		if (m.type == CK_MSG_CHECKPOINT)
-			ck__round((uint32_t)m.arg[0]);
+			ck__round((uint32_t)m.arg[0], m.arg[1]);
 	}
 }

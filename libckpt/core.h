@@ -53,7 +53,7 @@ int ck__reattach(void) CK_HIDDEN;
 /* checkpoint.c */
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
-void ck__round(uint32_t flags) CK_HIDDEN;
+void ck__round(uint32_t flags, uint64_t seq) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
 /* plugin.c */

@@ -539,6 +539,10 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			ck_err_set("process %d: %s", from->jpid, m.text);
 			return -ENOTSUP;
 		}
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != c->round_seq) {
+			kill(sender, SIGKILL); /* of a round that ended without it */
+			continue;
+		}
 		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
 			if (m.arg[1] != sizeof(struct ck_procdesc)) {
 				ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64

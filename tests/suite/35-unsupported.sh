@@ -20,6 +20,12 @@ refused() {
 	kill -USR2 "$pid"
 	sleep 1
 	[ -n "${UNHOOK:-}" ] && $UNHOOK
+	local t=0
+	while kill -0 "$pid" 2>/dev/null && (( t < 600 )); do # a hang fails, never blocks
+		sleep 0.1
+		t=$((t + 1))
+	done
+	kill -0 "$pid" 2>/dev/null && { echo "ckrun: test: the job hung; killed" >>"$W/$name.err"; pkill -9 -P "$pid"; kill -9 "$pid"; }
 	wait "$pid"
 	local rc=$?
 	if [ $rc -eq 0 ] && grep -Eq "$re" "$W/$name.err" && grep -q "keeps running" "$W/$name.err" &&
