@@ -114,6 +114,9 @@ void ck_procs_clear(struct ckrun *c);
 /* Live processes of the job namespace (init's descendants, zombies apart),
  * in ckrun's pid namespace. */
 int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, size_t *nz);
+/* Calls fn(tid, text after key) for each thread of pid whose status has a
+ * line starting with key, until fn returns non-zero; returns that. */
+int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 

@@ -97,18 +97,18 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	return 0;
 }
 
-/* A thread's tid in our namespace from its tid in the job's. */
-static pid_t ck__host_tid(pid_t pid, int32_t jtid)
+int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg)
 {
 	char path[320], line[256];
+	size_t klen = strlen(key);
 	struct dirent *d;
-	pid_t found = 0;
+	int r = 0;
 	DIR *dir;
 
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	if (!(dir = opendir(path)))
 		return 0;
-	while (!found && (d = readdir(dir))) {
+	while (!r && (d = readdir(dir))) {
 		FILE *f;
 		if (d->d_name[0] < '0' || d->d_name[0] > '9')
 			continue;
@@ -116,16 +116,27 @@ static pid_t ck__host_tid(pid_t pid, int32_t jtid)
 		if (!(f = fopen(path, "re")))
 			continue;
 		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "NSpid:", 6)) {
-				char *sp = strrchr(line, '\t');
-				if (sp && atoi(sp + 1) == jtid)
-					found = atoi(d->d_name);
+			if (!strncmp(line, key, klen)) {
+				r = fn((pid_t)atoi(d->d_name), line + klen, arg);
 				break;
 			}
 		fclose(f);
 	}
 	closedir(dir);
-	return found;
+	return r;
+}
+
+/* A thread's tid in our namespace from its tid in the job's (the last
+ * number of NSpid). */
+static int ck__match_tid(pid_t tid, const char *val, void *arg)
+{
+	const char *sp = strrchr(val, '\t');
+	return sp && atoi(sp + 1) == *(int32_t *)arg ? (int)tid : 0;
+}
+
+static pid_t ck__host_tid(pid_t pid, int32_t jtid)
+{
+	return (pid_t)ck_proc_each_task(pid, "NSpid:", ck__match_tid, &jtid);
 }
 
 void ck_procs_boost(struct ckrun *c, int on)

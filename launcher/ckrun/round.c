@@ -441,34 +441,17 @@ static int ck__record_tree(struct ckrun *c, struct ck_manifest *m, pid_t *zombie
 
 /* A tracer outside the job's namespace shows as TracerPid 0 inside it:
  * look from here. */
+static int ck__tracer_of(pid_t tid, const char *val, void *arg)
+{
+	(void)tid;
+	(void)arg;
+	return atoi(val);
+}
+
 static int ck__job_traced(pid_t pid, pid_t *tracer)
 {
-	char path[320], line[256];
-	struct dirent *d;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	if (!dir)
-		return 0;
-	while ((d = readdir(dir))) {
-		FILE *f;
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", pid, d->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, "TracerPid:", 10) && (*tracer = atoi(line + 10)) > 0)
-				break;
-		fclose(f);
-		if (*tracer > 0) {
-			closedir(dir);
-			return 1;
-		}
-	}
-	closedir(dir);
-	return 0;
+	*tracer = (pid_t)ck_proc_each_task(pid, "TracerPid:", ck__tracer_of, NULL);
+	return *tracer > 0;
 }
 
 static const char *ck__comm(pid_t pid, char *buf, size_t len)

@@ -174,6 +174,23 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 	return 0;
 }
 
+/* Descriptors that came with a message we read or peeked are ours now:
+ * close them. Non-zero if there were any. */
+static int ck__drop_rights(struct msghdr *mh)
+{
+	int any = 0;
+
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
+			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
+			for (int i = 0; i < k && i < 64; i++)
+				close(fds[i]);
+			any = 1;
+		}
+	return any;
+}
+
 /* Stream bytes queued toward s, without taking them. */
 static int ck__peek_stream(struct ck__sk *s)
 {
@@ -198,16 +215,11 @@ static int ck__peek_stream(struct ck__sk *s)
 	n = recvmsg(s->fd, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
-			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
-			for (int i = 0; i < k && i < 64; i++)
-				close(fds[i]);
-			ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported",
-				   s->jpid, s->f->fd);
-			return -ENOTSUP;
-		}
+	if (ck__drop_rights(&mh)) {
+		ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported",
+			   s->jpid, s->f->fd);
+		return -ENOTSUP;
+	}
 	s->ndata = (size_t)n;
 	return 0;
 }
@@ -277,14 +289,8 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 			break;
 		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 			rights = 1;
-		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-				int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
-				memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
-				for (int i = 0; i < k && i < 64; i++)
-					close(fds[i]);
-				rights = 1;
-			}
+		if (ck__drop_rights(&mh))
+			rights = 1;
 		len = (uint32_t)n;
 		memcpy(buf, &len, 4);
 		if (ck__append(s, buf, (size_t)n + 4) < 0)
