@@ -190,7 +190,7 @@ void ck__round(uint32_t flags, uint64_t seq)
 	}
 	/* Restored process: this thread was re-created by the restart code;
 	 * the restorer left our new channel at CK_CTL_FD. */
-	ck__core.ctl_fd = CK_CTL_FD;
+	ck__channel_restored();
 	ck__core.restarted = 1;
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);

@@ -50,6 +50,7 @@ int ck__collect_fds(void) CK_HIDDEN;
 void ck__fds_after_round(void) CK_HIDDEN;
 /* init.c */
 int ck__reattach(void) CK_HIDDEN;
+void ck__channel_restored(void) CK_HIDDEN;
 /* checkpoint.c */
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;

@@ -64,6 +64,22 @@ static int ck__connect_attach(void)
 	return fd;
 }
 
+/* Our channel's inode: an old channel of ours that ckrun closed (it left
+ * us at EOF) is replaced in place, while a descriptor the job put at that
+ * number after closing ours is left alone. */
+static uint64_t ck__channel_ino;
+
+static uint64_t ck__ino_of(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static int ck__is_our_channel(int fd)
+{
+	return ck__channel_ino && ck__ino_of(fd) == ck__channel_ino;
+}
+
 /* A channel of our own: a new socketpair, one end sent to ckrun over the
  * channel we inherited (with our pid), the other end at CK_CTL_FD (or, if
  * the job uses that number itself, at another close-on-exec one). The
@@ -85,7 +101,7 @@ static int ck__attach(int inherited)
 		close(sp[0]);
 		return (int)r;
 	}
-	if (inherited == CK_CTL_FD || fcntl(CK_CTL_FD, F_GETFD) < 0) {
+	if (inherited == CK_CTL_FD || fcntl(CK_CTL_FD, F_GETFD) < 0 || ck__is_our_channel(CK_CTL_FD)) {
 		if (dup3(sp[0], CK_CTL_FD, 0) < 0) {
 			close(sp[0]);
 			return -errno;
@@ -97,7 +113,17 @@ static int ck__attach(int inherited)
 	close(sp[0]);
 	if (inherited != CK_CTL_FD && inherited != ck__core.ctl_fd)
 		close(inherited);
-	return ck__core.ctl_fd < 0 ? -EBADF : 0;
+	if (ck__core.ctl_fd < 0)
+		return -EBADF;
+	ck__channel_ino = ck__ino_of(ck__core.ctl_fd);
+	return 0;
+}
+
+/* In a restored process: the restorer's channel is ours now. */
+void ck__channel_restored(void)
+{
+	ck__core.ctl_fd = CK_CTL_FD;
+	ck__channel_ino = ck__ino_of(CK_CTL_FD);
 }
 
 /* The manager lost its channel while ckrun still runs (the job closed our
