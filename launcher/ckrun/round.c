@@ -702,6 +702,11 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	t_ask = ck_now_ns(); /* the job runs untouched until here */
 	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
 		goto fail;
+	if (!c->nprocs) { /* every process exited while asked: the job is ending */
+		ck_err_set("the job ended during the checkpoint");
+		r = -ESRCH;
+		goto fail;
+	}
 	t_parked = ck_now_ns();
 	/* The job's main process first: a restore starts the tree from it, and
 	 * its end is the job's end. */
