@@ -123,6 +123,34 @@ static int ck__open_file(const struct ck_pd_fd *f)
 	return fd;
 }
 
+/* A deleted file made again under its own name and unlinked at once, so
+ * /proc shows "PATH (deleted)" as before (CRIU's ghost files). Its
+ * directory too, if the job removed it, and removed again. -1 if the name
+ * is taken or cannot be made. */
+static int ck__ghost_file(const char *path, mode_t mode)
+{
+	char dir[CK_PD_PATH], *made[64];
+	int nmade = 0, fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdir(dir, 0700) == 0 && nmade < 64)
+			made[nmade++] = strdup(dir);
+		*p = '/';
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd >= 0)
+		unlink(path);
+	while (nmade > 0) {
+		char *d = made[--nmade];
+		if (d)
+			rmdir(d);
+		free(d);
+	}
+	return fd;
+}
+
 static int ck__make_content_file(struct ck_reader *rd, const struct ck_pd_fd *f)
 {
 	char path[CK_PD_PATH], dir[CK_PD_PATH];
@@ -134,8 +162,10 @@ static int ck__make_content_file(struct ck_reader *rd, const struct ck_pd_fd *f)
 		const char *name = path + strlen("/memfd:");
 		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	} else {
+		fd = ck__ghost_file(path, f->mode & 07777);
 		snprintf(dir, sizeof(dir), "%s", path);
-		fd = open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		if (fd < 0)
+			fd = open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
 		if (fd < 0)
 			fd = memfd_create("ckpt-deleted", MFD_CLOEXEC);
 	}

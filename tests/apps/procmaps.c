@@ -102,6 +102,11 @@ int main(int argc, char **argv)
 	anon = mmap(NULL, 5 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (fmap == MAP_FAILED || anon == MAP_FAILED)
 		return 1;
+	/* Nothing left to remove at the end: a run killed between a removal
+	 * and its exit would leave a checkpoint whose file is gone. The
+	 * mapping keeps the file ("... (deleted)" in the maps). */
+	unlink(path);
+	rmdir(dir);
 	anon += PAGE;
 	mprotect(anon, 3 * PAGE, PROT_READ | PROT_WRITE);
 	memset(anon, 0x5a, 3 * PAGE);
@@ -116,7 +121,7 @@ int main(int argc, char **argv)
 		  "r--p", NULL, 0 },
 		{ "anonymous region, last page rw", (uintptr_t)anon + 2 * PAGE, (uintptr_t)anon + 3 * PAGE, "rw-p",
 		  NULL, 0 },
-		{ "shared file mapping", (uintptr_t)fmap, (uintptr_t)fmap + 8 * PAGE, "r--s", "/mapped.dat", 0 },
+		{ "shared file mapping", (uintptr_t)fmap, (uintptr_t)fmap + 8 * PAGE, "r--s", "/mapped.dat (deleted)", 0 },
 		{ "[heap]", 0, 0, "rw-p", "[heap]", 0 },
 		{ "[stack]", 0, 0, "rw-p", "[stack]", 0 },
 		{ "[vdso]", 0, 0, "r-xp", "[vdso]", 0 },
@@ -145,8 +150,6 @@ int main(int argc, char **argv)
 		rc = 1;
 	munmap(fmap, 8 * PAGE);
 	close(fd);
-	unlink(path);
-	rmdir(dir);
 	printf("compute %016llx\n", (unsigned long long)x);
 	printf("procmaps: %s\n", rc ? "FAIL" : "ok");
 	return rc;
