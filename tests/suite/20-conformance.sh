@@ -71,7 +71,9 @@ conf_one() {
 		h_rand n 1 3
 		times=()
 		for (( i = 0; i < n; i++ )); do
-			h_rand t 50 "$kill_at"
+			# not before ckrun can have a handler: a SIGUSR2 that lands while
+			# it is still being loaded (libcurl, libcrypto) ends it
+			h_rand t 150 "$(( kill_at > 150 ? kill_at : 150 ))"
 			times+=("$t")
 		done
 		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')
