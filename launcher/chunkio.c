@@ -773,3 +773,15 @@ void ck_writer_abort(struct ck_writer *w)
 {
 	writer_free(w);
 }
+
+int ck_mem_src(void *arg, uint64_t off, void *buf, size_t len)
+{
+	memcpy(buf, (const char *)arg + off, len);
+	return 0;
+}
+
+int ck_mem_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	memcpy((char *)arg + off, buf, len);
+	return 0;
+}

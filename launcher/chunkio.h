@@ -23,6 +23,10 @@ typedef int (*ck_read_fn)(void *arg, uint64_t off, void *buf, size_t len);
 /* Receives len verified bytes of the target at offset off. */
 typedef int (*ck_write_fn)(void *arg, uint64_t off, const void *buf, size_t len);
 
+/* A buffer in our memory as source (arg: its start) and as target. */
+int ck_mem_src(void *arg, uint64_t off, void *buf, size_t len);
+int ck_mem_sink(void *arg, uint64_t off, const void *buf, size_t len);
+
 struct ck_writer_opts {
 	int level;          /* zstd level, default 1 */
 	unsigned threads;   /* hashing/compression workers, default 1 */

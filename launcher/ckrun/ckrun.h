@@ -117,6 +117,8 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 /* Calls fn(tid, text after key) for each thread of pid whose status has a
  * line starting with key, until fn returns non-zero; returns that. */
 int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);
+/* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
+int ck_proc_state(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 

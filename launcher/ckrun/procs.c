@@ -270,7 +270,7 @@ int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *pp
 	return found == 3 ? 0 : -ENOENT;
 }
 
-static int ck__state(pid_t pid)
+int ck_proc_state(pid_t pid)
 {
 	char path[64], buf[512], *p;
 	FILE *f;
@@ -344,7 +344,7 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 		closedir(dir);
 	}
 	for (size_t i = 1; i < ntodo && r == 0; i++) {
-		int st = ck__state(todo[i]);
+		int st = ck_proc_state(todo[i]);
 		if (st == 'Z')
 			r = ck__push(zombies, nz, todo[i]);
 		else if (st)

@@ -57,13 +57,6 @@ static int ck__shm_sink(void *arg, uint64_t off, const void *buf, size_t len)
 	return 0;
 }
 
-/* Into a buffer of ckrun's (the old vDSO). */
-static int ck__buf_sink(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	memcpy((char *)arg + off, buf, len);
-	return 0;
-}
-
 static int ck__write_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct ck__sink *s = arg;
@@ -1023,7 +1016,7 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 				continue;
 			old_len = rg->end - rg->start;
 			old = calloc(1, old_len);
-			if (!old || (r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__buf_sink, old)) < 0) {
+			if (!old || (r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck_mem_sink, old)) < 0) {
 				free(old);
 				r = r < 0 ? r : -ENOMEM;
 				goto out;

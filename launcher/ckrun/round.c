@@ -289,13 +289,6 @@ static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procd
 	return 0;
 }
 
-/* A memory buffer as a writer source. */
-static int ck__buf_src(void *arg, uint64_t off, void *buf, size_t len)
-{
-	memcpy(buf, (const char *)arg + off, len);
-	return 0;
-}
-
 /* The unread bytes of every pipe and FIFO of the job, once per pipe, while
  * every process is parked: read through /proc (a second open of the same
  * pipe), put straight back, and saved with the first descriptor that
@@ -363,7 +356,7 @@ static int ck__save_pipes(struct ckrun *c, struct ck__round *rc, struct ck_write
 				put += (size_t)n;
 			}
 			if (got)
-				r = ck_writer_add(w, got, ck__buf_src, buf, &f->data_chunk, &f->data_nchunks);
+				r = ck_writer_add(w, got, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
 		next:
 			free(buf);
 			close(rfd);
@@ -469,23 +462,6 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
 	return buf;
 }
 
-/* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
-static int ck__proc_state(pid_t pid)
-{
-	char path[64], buf[256], *p;
-	FILE *f;
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if ((f = fopen(path, "re"))) {
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-	}
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return n && p && p[1] == ' ' ? p[2] : 0;
-}
-
 /* Ask: every process of the job parks its threads, records its state and
  * takes its snapshot, each as soon as it can (a parked process's own state
  * cannot change). Returns 0 when every attached process has a snapshot and
@@ -548,7 +524,7 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			 * still be open in a child that has not attached yet. A
 			 * stopped one (SIGSTOP, a debugger) never answers. */
 			for (size_t i = 0; i < c->nprocs; i++) {
-				int st = ck__proc_state(c->procs[i].pid);
+				int st = ck_proc_state(c->procs[i].pid);
 				if (c->procs[i].state == CK_JP_SNAPSHOT)
 					continue;
 				if (!st) {
@@ -641,7 +617,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 static int ck__all_alive(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++) {
-		int st = ck__proc_state(c->procs[i].pid);
+		int st = ck_proc_state(c->procs[i].pid);
 		if (!st || st == 'Z' || st == 'X') {
 			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -ESRCH;

@@ -34,18 +34,6 @@ struct ck__sysv_job {
 	char err[512];
 };
 
-static int ck__mem_src(void *arg, uint64_t off, void *buf, size_t len)
-{
-	memcpy(buf, (const char *)arg + off, len);
-	return 0;
-}
-
-static int ck__mem_sink(void *arg, uint64_t off, const void *buf, size_t len)
-{
-	memcpy((char *)arg + off, buf, len);
-	return 0;
-}
-
 static int ck__rows(const char *path)
 {
 	char line[512];
@@ -105,7 +93,7 @@ static int ck__save(struct ck__sysv_job *j)
 			r = -errno;
 			break;
 		}
-		r = ck_writer_add(j->w, x->size, ck__mem_src, p, &x->first_chunk, &x->nchunks);
+		r = ck_writer_add(j->w, x->size, ck_mem_src, p, &x->first_chunk, &x->nchunks);
 		shmdt(p);
 		j->m->nshms++;
 	}
@@ -141,7 +129,7 @@ static int ck__make(struct ck__sysv_job *j)
 			snprintf(j->err, sizeof(j->err), "cannot fill System V segment %d: %s", id, strerror(errno));
 			return -errno;
 		}
-		r = x->nchunks ? ck_reader_read(j->rd, x->first_chunk, x->nchunks, ck__mem_sink, p) : 0;
+		r = x->nchunks ? ck_reader_read(j->rd, x->first_chunk, x->nchunks, ck_mem_sink, p) : 0;
 		shmdt(p);
 		if (r < 0)
 			return r;

@@ -360,12 +360,6 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
 }
 
-static int ck__mem_src(void *arg, uint64_t off, void *buf, size_t len)
-{
-	memcpy(buf, (const char *)arg + off, len);
-	return 0;
-}
-
 int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
 		       struct ck_manifest *m)
 {
@@ -472,7 +466,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		struct ck__sk *s = &v[i];
 		ck__encode(s, s->f, s->partner >= 0 ? v[s->partner].f->ino : 0);
 		if (s->ndata)
-			r = ck_writer_add(w, s->ndata, ck__mem_src, s->data, &s->f->data_chunk, &s->f->data_nchunks);
+			r = ck_writer_add(w, s->ndata, ck_mem_src, s->data, &s->f->data_chunk, &s->f->data_nchunks);
 		if (r == 0 && s->state == CK_SOCK_EXTERNAL && m) {
 			struct ck_skip *k = realloc(m->skips, (m->nskips + 1) * sizeof(*k));
 			char what[320];
