@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
@@ -130,6 +131,17 @@ static void ck__reap_snapshot(long child)
 		;
 }
 
+/* ckrun saves System V segments itself, from their ids. The snapshot does
+ * not inherit our attachments: one would show in shm_nattch, to this job's
+ * processes still running while we park and to all while the image is
+ * written. (An attachment the job itself marked MADV_DONTFORK loses the
+ * mark: /proc/self/maps does not show it.) */
+static void ck__sysv_fork_advice(int advice)
+{
+	for (uint32_t i = 0; i < ck__pd.nsysv; i++)
+		ck_sys3(SYS_madvise, ck__sysv_maps[i].start, ck__sysv_maps[i].end - ck__sysv_maps[i].start, advice);
+}
+
 void ck__round(uint32_t flags, uint64_t seq)
 {
 	struct ck_pd_thread *mgr;
@@ -163,9 +175,13 @@ void ck__round(uint32_t flags, uint64_t seq)
 
 	if (ck_ctx_save(&mgr->ctx) == 0) {
 		if (!(flags & CK_CKPT_NOFORK)) {
-			long child = ck_sys5(SYS_clone, 0 /* no exit signal */, 0, 0, 0, 0);
+			long child;
+
+			ck__sysv_fork_advice(MADV_DONTFORK);
+			child = ck_sys5(SYS_clone, 0 /* no exit signal */, 0, 0, 0, 0);
 			if (child == 0)
 				ck__snapshot_child();
+			ck__sysv_fork_advice(MADV_DOFORK);
 			if (child < 0) {
 				ck__failf("cannot fork the snapshot (%s)", strerror((int)-child));
 				r = (int)child;

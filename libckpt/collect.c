@@ -165,7 +165,10 @@ static int ck__collect_timers(void)
 	return 0;
 }
 
-/* Mappings plugins rebuild themselves (device memory) stay out. */
+struct ck_sysv_map ck__sysv_maps[CK_MAX_SYSV_MAPS];
+
+/* Mappings plugins rebuild themselves (device memory) stay out; System V
+ * attachments are noted for the snapshot. */
 static int ck__collect_plugin_skips(void)
 {
 	static char maps[1 << 20];
@@ -173,6 +176,7 @@ static int ck__collect_plugin_skips(void)
 	long n = ck__read_file("/proc/self/maps", maps, sizeof(maps));
 
 	ck__pd.nskips = 0;
+	ck__pd.nsysv = 0;
 	if (n < 0) {
 		ck__core.hold = 1;
 		return 0;
@@ -207,6 +211,10 @@ static int ck__collect_plugin_skips(void)
 		len = (size_t)(eol - path) < sizeof(name) - 1 ? (size_t)(eol - path) : sizeof(name) - 1;
 		memcpy(name, path, len);
 		name[len] = 0;
+		if (!strncmp(name, "/SYSV", 5) && ck__pd.nsysv < CK_MAX_SYSV_MAPS) {
+			ck__sysv_maps[ck__pd.nsysv].start = start;
+			ck__sysv_maps[ck__pd.nsysv++].end = end;
+		}
 		if (ck__plugins_skip(start, end, name, &why)) {
 			struct ck_pd_skip *k;
 			if (ck__pd.nskips >= CK_PD_MAX_SKIPS) {

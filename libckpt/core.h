@@ -34,6 +34,14 @@ struct ck_core {
 
 extern struct ck_core ck__core CK_HIDDEN;
 extern struct ck_procdesc ck__pd CK_HIDDEN;
+/* System V attachments, from the round's scan of our maps: the snapshot
+ * does not inherit them (ckrun reads the segments itself), so that the
+ * job's IPC_STAT never counts a snapshot among its attachments. */
+#define CK_MAX_SYSV_MAPS 64
+struct ck_sysv_map {
+	uint64_t start, end;
+};
+extern struct ck_sysv_map ck__sysv_maps[CK_MAX_SYSV_MAPS] CK_HIDDEN;
 
 /* suspend.c */
 int ck__suspend_all(void) CK_HIDDEN;

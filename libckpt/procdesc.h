@@ -130,7 +130,8 @@ struct ck_procdesc {
 	uint32_t nthreads, nfds, nepitems;
 	uint32_t umask;
 	uint32_t nsiginfo, ntimers;
-	uint32_t nskips, pad3;
+	uint32_t nskips;
+	uint32_t nsysv; /* System V attachments the snapshot lacks: ckrun reads them from the process */
 	struct ck_pd_skip skips[CK_PD_MAX_SKIPS];
 	int32_t dumpable, pad2; /* PR_GET_DUMPABLE */
 	int32_t child_subreaper, pdeathsig;

@@ -161,11 +161,61 @@ static struct ck__shared *ck__shared_find(struct ck__round *rc, const struct ck_
 	return NULL;
 }
 
+static int ck__map_cmp(const void *a, const void *b)
+{
+	const struct ck_map *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* The snapshot lacks the System V attachments (libckpt: ck__sysv_maps);
+ * the parked process still has them, unchanged. */
+static int ck__add_sysv_maps(pid_t pid, struct ck_map **maps, size_t *n)
+{
+	struct ck_map *live = NULL, *v;
+	size_t nlive = 0, add = 0, k;
+	int r;
+
+	r = ck_maps_read(pid, &live, &nlive);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < nlive; i++)
+		if (live[i].path && !strncmp(live[i].path, "/SYSV", 5))
+			add++;
+	v = realloc(*maps, (*n + add) * sizeof(*v));
+	if (!v) {
+		r = -ENOMEM;
+		goto out;
+	}
+	*maps = v;
+	k = *n;
+	for (size_t i = 0; i < nlive; i++) {
+		int have = 0;
+
+		if (!live[i].path || strncmp(live[i].path, "/SYSV", 5))
+			continue;
+		for (size_t j = 0; j < *n && !have; j++)
+			have = v[j].start == live[i].start;
+		if (have)
+			continue;
+		v[k++] = live[i];
+		live[i].path = NULL; /* moved */
+	}
+	*n = k;
+	qsort(v, k, sizeof(*v), ck__map_cmp);
+out:
+	ck_maps_free(live, nlive);
+	return r;
+}
+
 /* Memory regions of the snapshot into the writer. Pass 0 takes what a
  * forked snapshot does not freeze (shared mappings), pass 1 the rest. */
-static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, pid_t snap, struct ck_proc *p,
-			    struct ck_manifest *m, unsigned flags, int pass, struct ck_procdesc *pd)
+static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
+			    struct ck_manifest *m, unsigned flags, int pass)
 {
+	pid_t snap = jp->snap;
+	struct ck_proc *p = jp->mp;
+	struct ck_procdesc *pd = jp->pd;
 	struct ck_map *maps = NULL;
 	size_t n = 0;
 	char pm[64];
@@ -174,8 +224,10 @@ static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, pid_t sna
 	if (pass == 1)
 		goto data;
 	r = ck_maps_read(snap, &maps, &n);
+	if (r == 0 && pd->nsysv)
+		r = ck__add_sysv_maps(jp->pid, &maps, &n);
 	if (r < 0)
-		return r;
+		goto out;
 	p->regions = calloc(n, sizeof(*p->regions));
 	if (!p->regions) {
 		r = -ENOMEM;
@@ -760,7 +812,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp->snap, jp->mp, m, flags, 0, jp->pd);
+		r = ck__save_regions(&rc, w, jp, m, flags, 0);
 		if (r == 0)
 			r = ck__save_fd_contents(w, jp->snap, jp->pd, flags);
 	}
@@ -772,7 +824,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp->snap, jp->mp, m, flags, 1, jp->pd);
+		r = ck__save_regions(&rc, w, jp, m, flags, 1);
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
