@@ -6,9 +6,13 @@
  * in a temporary directory the program creates and removes.
  *
  * Rollback safety: a restore goes back to the checkpoint while the files on
- * disk may hold later writes. The program therefore only reads shared pages
- * it has just written in the same step, and checks the whole file only at
- * the end, when every step has been replayed; the private file is read-only.
+ * disk keep later writes (no checkpointer rolls a regular file back). The
+ * program therefore only reads shared pages it has just written in the same
+ * step; a step whose check fails is written and checked once more, because
+ * a checkpoint may have stopped it half-way through its page, which a later
+ * step of a run killed afterwards rewrote. Before the whole-file check at the
+ * end, every written page is written again with its last content, for the
+ * same reason. The private file is read-only.
  * Usage: mmap_file [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -118,8 +122,11 @@ int main(int argc, char **argv)
 
 		fill(shr + (size_t)pg * PAGE / 8, seed);
 		last_seed[pg] = seed + 1; /* 0 = never written */
-		if (pread(sfd, page, PAGE, (off_t)pg * PAGE) != PAGE || !check_page(page, seed))
-			FAIL("step %ld: shared page %d not visible through read()", s, pg);
+		if (pread(sfd, page, PAGE, (off_t)pg * PAGE) != PAGE || !check_page(page, seed)) {
+			fill(shr + (size_t)pg * PAGE / 8, seed); /* see "Rollback safety" */
+			if (pread(sfd, page, PAGE, (off_t)pg * PAGE) != PAGE || !check_page(page, seed))
+				FAIL("step %ld: shared page %d not visible through read()", s, pg);
+		}
 		if (s % 7 == 0) { /* the private mapping keeps its state meanwhile */
 			int q = (int)(mix((uint64_t)s + 77) % NPAGES);
 			uint64_t want = q % 3 == 0 ? 1000000 + (uint64_t)q : (uint64_t)q;
@@ -129,6 +136,9 @@ int main(int argc, char **argv)
 		if ((s + 1) % (steps / 10 > 0 ? steps / 10 : 1) == 0)
 			printf("step %ld: shared page %d ok\n", s + 1, pg);
 	}
+	for (int i = 0; i < NPAGES; i++)
+		if (last_seed[i])
+			fill(shr + (size_t)i * PAGE / 8, last_seed[i] - 1);
 	if (msync(shr, FSIZE, MS_SYNC) != 0)
 		FAIL("msync");
 
