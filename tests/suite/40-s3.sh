@@ -133,6 +133,9 @@ fi
 # fails cleanly with the job running on; the newest committed checkpoint
 # always restores (after a kill -9) to an identical result.
 "$top/$B/tests/apps/sgd" 0.6 >"$W/sgd.bare"
+# the gateway test's job must outlive a gateway restart (several seconds)
+"$top/$B/tests/apps/sgd" 2 >"$W/sgd2.bare" &
+sgd2_pid=$!
 ck_fault() { # name, control line
     local name=$1 ctl=$2 store=$U/faultjobs job pid rc
     job=f-$name
@@ -148,7 +151,10 @@ ck_fault() { # name, control line
     kill -USR2 "$pid"                         # the second one meets the fault
     for _ in $(seq 1 400); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
     echo pass >"$W/fault.ctl"
-    kill -0 "$pid" 2>/dev/null || { echo "    the job or ckrun died"; return 1; }
+    if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid"; echo "    ckrun ended (status $?) before the test was done with it:"
+        tail -3 "$W/$job.err" | sed 's/^/    | /'; return 1
+    fi
     kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
         1<>"$W/$job.out" 2>>"$W/$job.err"
@@ -165,7 +171,8 @@ run ckrun-fault-dead ck_fault dead "reset 0 100000"
 # either way the newest committed checkpoint restores identically.
 gw_restart() {
     local store=$U/gwjobs job=gw pid rgw rc
-    setsid env CKPT_S3_TRIES=8 "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+    wait "$sgd2_pid"
+    setsid env CKPT_S3_TRIES=8 "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
         >"$W/$job.out" 2>"$W/$job.err" &
     pid=$!
     sleep 0.4
@@ -179,13 +186,16 @@ gw_restart() {
     radosgw -c "$CEPH_CONF" -n client.rgw.a 2>>"$W/$job.rgw.log"
     for _ in $(seq 1 100); do curl -s -o /dev/null --max-time 2 "$ENDPOINT/" && break; sleep 0.3; done
     for _ in $(seq 1 600); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
-    kill -0 "$pid" 2>/dev/null || { echo "    the job or ckrun died"; return 1; }
+    if ! kill -0 "$pid" 2>/dev/null; then
+        wait "$pid"; echo "    ckrun ended (status $?) before the test was done with it:"
+        tail -3 "$W/$job.err" | sed 's/^/    | /'; return 1
+    fi
     kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
         1<>"$W/$job.out" 2>>"$W/$job.err"
     rc=$?
     echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
-    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
+    [ $rc = 0 ] && cmp -s "$W/sgd2.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
 }
 run ckrun-gateway-restart gw_restart
 kill "$proxy_pid" 2>/dev/null; proxy_pid=
