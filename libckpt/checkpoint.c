@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -69,6 +70,16 @@ static void ck__send_simple(uint32_t type, const char *text)
 }
 
 static uint64_t ck__round_seq;
+/* When the round's phases ended (µs, CLOCK_MONOTONIC): ckrun's -v -v. */
+static uint64_t ck__t_ask, ck__t_parked, ck__t_recorded;
+
+static uint64_t ck__now_us(void)
+{
+	struct timespec ts;
+
+	ck_sys2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 static void ck__send_snapshot(void)
 {
@@ -80,6 +91,8 @@ static void ck__send_snapshot(void)
 	m.arg[1] = sizeof(ck__pd);
 	m.arg[2] = (uint64_t)ck__core.hold; /* the job has memory a fork does not freeze */
 	m.arg[3] = ck__round_seq;           /* a late snapshot of an ended round is told apart */
+	m.arg[4] = ((ck__t_parked - ck__t_ask) & 0xffffffffu) | (ck__t_recorded - ck__t_parked) << 32;
+	m.arg[5] = ck__now_us() - ck__t_recorded;
 	ck__send(&m);
 }
 
@@ -148,6 +161,7 @@ void ck__round(uint32_t flags, uint64_t seq)
 	int r;
 
 	ck__round_seq = seq;
+	ck__t_ask = ck__now_us();
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
 	r = ck__plugins_event(CK_EV_PRESUSPEND);
@@ -156,6 +170,7 @@ void ck__round(uint32_t flags, uint64_t seq)
 	r = ck__suspend_all();
 	if (r < 0)
 		goto fail_resume;
+	ck__t_parked = ck__now_us();
 	/* Our own state cannot change while we are parked: record it and take
 	 * the snapshot now. What crosses processes (pipes, sockets, shared
 	 * memory) ckrun reads once every process has its snapshot, and nobody
@@ -172,6 +187,7 @@ void ck__round(uint32_t flags, uint64_t seq)
 	ck__pd.restart_entry = (uint64_t)(uintptr_t)ck__restart_entry;
 	ck__pd.restart_arg = (uint64_t)(uintptr_t)&ck__pd;
 	ck__pd.restart_stack = (uint64_t)(uintptr_t)(ck__restart_stack + CK_RESTART_STACK_SIZE);
+	ck__t_recorded = ck__now_us();
 
 	if (ck_ctx_save(&mgr->ctx) == 0) {
 		if (!(flags & CK_CKPT_NOFORK)) {

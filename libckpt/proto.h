@@ -24,7 +24,9 @@ enum ck_msg_type {
 	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
 	/* job -> ckrun */
 	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; SCM_RIGHTS: the process's own channel */
-	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size */
+	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size, arg2: held,
+			   * arg3: round, arg4: µs to park (low 32 bits) and to record (high),
+			   * arg5: µs to fork the snapshot */
 	CK_MSG_FAILED,    /* text: why the round cannot be done */
 	CK_MSG_RESTARTED, /* restored process runs again */
 	CK_MSG_REQUEST,   /* ckpt_request() from the job */

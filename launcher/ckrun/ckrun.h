@@ -23,7 +23,10 @@ struct ck_jproc {
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
 	pid_t mgr_tid;      /* libckpt's manager thread, in ckrun's namespace (0: unknown) */
-	int mgr_nice;       /* its nice value before a round raised it */
+	/* this round, for -v -v: when its snapshot was announced (ckrun's
+	 * clock), and its own µs to park, record and fork */
+	uint64_t t_snap;
+	uint32_t us_park, us_record, us_fork;
 };
 enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 
@@ -108,7 +111,8 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		  struct ck_jproc **from, pid_t *sender);
 int ck_procs_send(struct ck_jproc *p, uint32_t type, uint64_t arg0);
 void ck_procs_drop(struct ckrun *c, struct ck_jproc *p);
-/* During a round, the managers run before the job's own threads (root). */
+/* boost.c: during a round every task of the job, and ckrun's coordinating
+ * thread above them, run before other work (root; else nothing). */
 void ck_procs_boost(struct ckrun *c, int on);
 void ck_procs_clear(struct ckrun *c);
 /* Live processes of the job namespace (init's descendants, zombies apart),

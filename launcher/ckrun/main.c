@@ -54,7 +54,7 @@ static void ck__usage(FILE *f)
 		   "  --no-fork          checkpoint without a copy-on-write snapshot\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
-		   "  -v, --verbose      report each checkpoint on stderr\n"
+		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
 		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
 }
 
@@ -151,7 +151,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		case 'F': c->nofork = 1; break;
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
-		case 'v': c->verbose = 1; break;
+		case 'v': c->verbose++; break;
 		case 'h': ck__usage(stdout); exit(0);
 		default: ck__usage(stderr); return -EINVAL;
 		}

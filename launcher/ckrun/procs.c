@@ -79,6 +79,11 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		p = &c->procs[c->nprocs++];
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
+		/* Its descriptor's buffer, with the pages a round fills touched
+		 * now: faulting them in is no business of the frozen time. */
+		p->pd = malloc(sizeof(*p->pd));
+		if (p->pd)
+			memset(p->pd, 0, offsetof(struct ck_procdesc, threads) + 8 * sizeof(p->pd->threads[0]));
 		if (!c->root_jpid)
 			c->root_jpid = jpid; /* the first to attach: the program ckrun started */
 	}
@@ -137,23 +142,6 @@ static int ck__match_tid(pid_t tid, const char *val, void *arg)
 static pid_t ck__host_tid(pid_t pid, int32_t jtid)
 {
 	return (pid_t)ck_proc_each_task(pid, "NSpid:", ck__match_tid, &jtid);
-}
-
-void ck_procs_boost(struct ckrun *c, int on)
-{
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_jproc *p = &c->procs[i];
-		if (!p->mgr_tid)
-			continue;
-		if (on) {
-			errno = 0;
-			p->mgr_nice = getpriority(PRIO_PROCESS, (id_t)p->mgr_tid);
-			if (errno || setpriority(PRIO_PROCESS, (id_t)p->mgr_tid, -10) < 0)
-				p->mgr_nice = 100; /* not ours to change */
-		} else if (p->mgr_nice != 100) {
-			setpriority(PRIO_PROCESS, (id_t)p->mgr_tid, p->mgr_nice);
-		}
-	}
 }
 
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,

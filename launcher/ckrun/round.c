@@ -564,6 +564,10 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			from->snap = c->nofork ? from->pid : sender;
 			from->pd_addr = m.arg[0];
 			from->held = m.arg[2] != 0;
+			from->t_snap = ck_now_ns();
+			from->us_park = (uint32_t)m.arg[4];
+			from->us_record = (uint32_t)(m.arg[4] >> 32);
+			from->us_fork = (uint32_t)m.arg[5];
 		}
 		for (size_t i = 0; i < c->nprocs; i++)
 			waiting += c->procs[i].state != CK_JP_SNAPSHOT;
@@ -626,9 +630,8 @@ static int ck__read_descriptors(struct ckrun *c)
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		int r;
-		free(p->pd);
-		p->pd = malloc(sizeof(*p->pd));
-		if (!p->pd)
+		/* kept from round to round: its pages are already there */
+		if (!p->pd && !(p->pd = malloc(sizeof(*p->pd))))
 			return -ENOMEM;
 		/* the header, then only the used threads, descriptors and epoll
 		 * items: a full descriptor is megabytes, most of it empty */
@@ -678,9 +681,71 @@ static int ck__all_alive(struct ckrun *c)
 	return 0;
 }
 
+/* Phases of a round after every process parked, for -v -v. */
+struct ck__phases {
+	uint64_t last;
+	size_t n;
+	struct {
+		const char *name;
+		uint64_t ns;
+	} v[12];
+};
+
+static void ck__phase(struct ck__phases *ph, const char *name)
+{
+	uint64_t now = ck_now_ns();
+
+	if (ph->n < sizeof(ph->v) / sizeof(ph->v[0]))
+		ph->v[ph->n++] = (typeof(ph->v[0])){name, now - ph->last};
+	ph->last = now;
+}
+
+static int ck__cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* -v -v: how the frozen time was spent. Per process (the slowest to
+ * announce its snapshot): waiting for its manager to run, parking its
+ * threads, recording its state, forking; then ckrun's own phases. */
+static void ck__print_phases(const struct ckrun *c, uint64_t seq, uint64_t t_ask, const struct ck__phases *ph)
+{
+	uint64_t *at = calloc(c->nprocs ? c->nprocs : 1, sizeof(*at));
+	const struct ck_jproc *slow = NULL;
+	char line[1024];
+	int o;
+
+	if (!at)
+		return;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		at[i] = c->procs[i].t_snap - t_ask;
+		if (!slow || c->procs[i].t_snap > slow->t_snap)
+			slow = &c->procs[i];
+	}
+	qsort(at, c->nprocs, sizeof(*at), ck__cmp_u64);
+	if (slow) {
+		uint64_t own = (uint64_t)slow->us_park + slow->us_record + slow->us_fork;
+		uint64_t total = (slow->t_snap - t_ask) / 1000;
+		fprintf(stderr,
+			"ckrun: checkpoint %" PRIu64 " phases: snapshots announced after %.1f (first), %.1f (median), "
+			"%.1f ms (last: process %d: %.1f ms to be scheduled and told, %.1f to park, %.1f to record, "
+			"%.1f to fork)\n",
+			seq, (double)at[0] / 1e6, (double)at[c->nprocs / 2] / 1e6, (double)at[c->nprocs - 1] / 1e6,
+			slow->jpid, total > own ? (double)(total - own) / 1e3 : 0.0, slow->us_park / 1e3,
+			slow->us_record / 1e3, slow->us_fork / 1e3);
+	}
+	o = snprintf(line, sizeof(line), "ckrun: checkpoint %" PRIu64 " phases after all parked:", seq);
+	for (size_t i = 0; i < ph->n && o > 0 && (size_t)o < sizeof(line); i++)
+		o += snprintf(line + o, sizeof(line) - (size_t)o, "%s %s %.1f ms", i ? "," : "", ph->v[i].name,
+			      (double)ph->v[i].ns / 1e6);
+	fprintf(stderr, "%s\n", line);
+	free(at);
+}
+
 static void ck__release(struct ckrun *c)
 {
-	ck_procs_boost(c, 0);
 	for (size_t i = 0; i < c->nprocs; i++)
 		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
 }
@@ -690,6 +755,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
 	const char *wt = getenv("CKPT_WRITER_THREADS");
 	struct ck__round rc = {0};
+	struct ck__phases ph = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
 	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
@@ -735,7 +801,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		r = -ESRCH;
 		goto fail;
 	}
-	t_parked = ck_now_ns();
+	t_parked = ph.last = ck_now_ns();
 	/* The job's main process first: a restore starts the tree from it, and
 	 * its end is the job's end. */
 	for (size_t i = 1; i < c->nprocs; i++)
@@ -753,6 +819,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if ((r = ck__read_descriptors(c)) < 0)
 		goto fail;
+	ck__phase(&ph, "descriptors");
 	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
 		goto fail;
 	m = calloc(1, sizeof(*m));
@@ -771,8 +838,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	m->argv = calloc(m->argc + 1, sizeof(char *));
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
+	ck__phase(&ph, "tree");
 	if ((r = ck__save_pipes(c, &rc, w)) < 0)
 		goto fail;
+	ck__phase(&ph, "pipes");
 	{
 		/* plugins' agent halves (sockets), while all are parked */
 		struct ck_procdesc **pds = calloc(c->nprocs, sizeof(*pds));
@@ -787,8 +856,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (r < 0)
 			goto fail;
 	}
+	ck__phase(&ph, "sockets");
 	if ((r = ck_sysv_save(c, w, m)) < 0)
 		goto fail;
+	ck__phase(&ph, "System V");
 	/* The main process first: restore starts the tree from it. */
 	for (size_t i = 0; i < c->nprocs; i++)
 		held |= c->procs[i].held;
@@ -806,9 +877,12 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if ((r = ck__all_alive(c)) < 0)
 		goto fail;
+	ck__phase(&ph, "liveness");
 	if (!c->nofork && !held) {
 		ck__release(c);
 		t_rel = ck_now_ns();
+		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
+		ck__phase(&ph, "release");
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
@@ -819,8 +893,11 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	if (r < 0)
 		goto fail;
 	if (!c->nofork && held) {
+		ck__phase(&ph, "shared memory, deleted files");
 		ck__release(c);
 		t_rel = ck_now_ns();
+		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
+		ck__phase(&ph, "release");
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
@@ -856,6 +933,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s\n",
 			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
 			(double)m->frozen_ns / 1e9, (double)(t_parked - t_ask) / 1e9, req);
+		if (c->verbose > 1)
+			ck__print_phases(c, m->seq, t_ask, &ph);
 	}
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);

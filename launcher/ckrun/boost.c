@@ -1,0 +1,130 @@
+/* Scheduling priority during a round (as root; otherwise nothing changes).
+ *
+ * While the job is being frozen, every one of its threads matters: a
+ * manager must run to park its process, and a job thread must run to take
+ * its parking signal. On a machine with fewer cores than processes, a
+ * runnable thread at the job's priority waits behind the others' forks.
+ * So every task of the job runs at CK_BOOST_NICE until RELEASE, and ckrun's
+ * own coordinating thread just above, so that it is not delayed by the
+ * processes it wakes. Each task gets its own nice value back. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/ckrun.h"
+
+#define CK_BOOST_NICE (-10)
+#define CK_BOOST_SELF (-11)
+
+struct ck_boost {
+	pid_t pid, tid;
+	int nice;
+};
+
+static struct ck_boost *ck__boosted;
+static size_t ck__nboosted, ck__boost_cap;
+static int ck__self_nice, ck__self_boosted;
+
+static int ck__tid_of(pid_t pid, pid_t tid)
+{
+	return syscall(SYS_tgkill, pid, tid, 0) == 0;
+}
+
+static void ck__boost_task(pid_t pid, pid_t tid)
+{
+	int old;
+
+	errno = 0;
+	old = getpriority(PRIO_PROCESS, (id_t)tid);
+	if (errno || old <= CK_BOOST_NICE)
+		return;
+	if (ck__nboosted == ck__boost_cap) {
+		size_t cap = ck__boost_cap ? ck__boost_cap * 2 : 64;
+		struct ck_boost *v = realloc(ck__boosted, cap * sizeof(*v));
+		if (!v)
+			return; /* it just runs at its own priority */
+		ck__boosted = v;
+		ck__boost_cap = cap;
+	}
+	if (setpriority(PRIO_PROCESS, (id_t)tid, CK_BOOST_NICE) == 0)
+		ck__boosted[ck__nboosted++] = (struct ck_boost){pid, tid, old};
+}
+
+/* Calls fn for every task of pid. */
+static void ck__each_task(pid_t pid, void (*fn)(pid_t pid, pid_t tid))
+{
+	char path[64];
+	struct dirent *d;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	dir = opendir(path);
+	if (!dir)
+		return;
+	while ((d = readdir(dir)))
+		if (d->d_name[0] >= '0' && d->d_name[0] <= '9')
+			fn(pid, (pid_t)atoi(d->d_name));
+	closedir(dir);
+}
+
+static const struct ck_boost *ck__boost_find(pid_t tid)
+{
+	for (size_t i = 0; i < ck__nboosted; i++)
+		if (ck__boosted[i].tid == tid)
+			return &ck__boosted[i];
+	return NULL;
+}
+
+/* A thread a boosted thread created before it parked inherited the boost:
+ * it gets its creator process's own value. */
+static void ck__unboost_new(pid_t pid, pid_t tid)
+{
+	int nice = 0;
+
+	if (ck__boost_find(tid))
+		return;
+	errno = 0;
+	if (getpriority(PRIO_PROCESS, (id_t)tid) != CK_BOOST_NICE || errno)
+		return;
+	for (size_t i = 0; i < ck__nboosted; i++)
+		if (ck__boosted[i].pid == pid && ck__boosted[i].tid == pid)
+			nice = ck__boosted[i].nice;
+	setpriority(PRIO_PROCESS, (id_t)tid, nice);
+}
+
+void ck_procs_boost(struct ckrun *c, int on)
+{
+	if (geteuid() != 0)
+		return;
+	if (on) {
+		ck__nboosted = 0;
+		errno = 0;
+		ck__self_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
+		ck__self_boosted = !errno && setpriority(PRIO_PROCESS, (id_t)gettid(), CK_BOOST_SELF) == 0;
+		for (size_t i = 0; i < c->nprocs; i++)
+			ck__each_task(c->procs[i].pid, ck__boost_task);
+		return;
+	}
+	if (!ck__nboosted && !ck__self_boosted)
+		return;
+	for (size_t i = 0; i < ck__nboosted; i++)
+		if (ck__tid_of(ck__boosted[i].pid, ck__boosted[i].tid))
+			setpriority(PRIO_PROCESS, (id_t)ck__boosted[i].tid, ck__boosted[i].nice);
+	/* Only processes with more threads than were boosted need a look. */
+	for (size_t i = 0; i < c->nprocs; i++) {
+		uint32_t had = 0;
+		for (size_t k = 0; k < ck__nboosted; k++)
+			had += ck__boosted[k].pid == c->procs[i].pid;
+		if (!c->procs[i].pd || c->procs[i].pd->nthreads != had)
+			ck__each_task(c->procs[i].pid, ck__unboost_new);
+	}
+	ck__nboosted = 0;
+	if (ck__self_boosted)
+		setpriority(PRIO_PROCESS, (id_t)gettid(), ck__self_nice);
+	ck__self_boosted = 0;
+}
