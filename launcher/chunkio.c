@@ -1,8 +1,9 @@
 /* Chunk writer: region data -> deduplicated, compressed chunks in packs.
  *
  * ck_writer_add cuts its input into batches of chunks. Worker threads read,
- * hash and compress the chunks of a batch in parallel; then the calling
- * thread appends them, in order, to the pack being filled. A full pack goes
+ * hash and compress the chunks of a batch in parallel while the calling
+ * thread appends those of the batch before, in order, to the pack being
+ * filled (two sets of slots take turns). A full pack goes
  * to the upload thread while the next one fills; the filler waits if the
  * previous upload has not finished, so at most two packs and one batch are
  * in memory whatever the size of the data. */
@@ -42,6 +43,8 @@ struct ck__slot {
 	uint8_t *cdata; /* compressed, ZSTD_compressBound(CK_CHUNK_SIZE) */
 	int rc;
 	char err[512];
+	ck_read_fn fn; /* where its bytes come from */
+	void *fn_arg;
 };
 
 struct ck_writer {
@@ -87,9 +90,10 @@ struct ck_writer {
 	/* workers */
 	unsigned nthreads;
 	pthread_t *workers;
-	ZSTD_CCtx **cctx; /* one per thread; [0] is the caller's */
-	struct ck__slot *slots;
-	unsigned nslots;
+	ZSTD_CCtx **cctx; /* one per worker */
+	struct ck__slot *slots; /* 2 * nslots: batches take turns */
+	unsigned nslots;        /* per batch */
+	unsigned wk_base;       /* first slot of the current batch */
 	pthread_mutex_t wk_lock;
 	pthread_cond_t wk_cv, wk_done_cv;
 	uint64_t wk_gen;
@@ -97,8 +101,6 @@ struct ck_writer {
 	unsigned wk_active;          /* slots in the current batch */
 	unsigned wk_next;            /* next slot to take */
 	unsigned wk_done;            /* slots finished */
-	ck_read_fn fn;
-	void *fn_arg;
 
 	int failed; /* an earlier error: refuse more work */
 };
@@ -278,7 +280,8 @@ static int open_pack(struct ck_writer *w)
 	int rc;
 
 	if (!w->cur) {
-		w->cur = malloc(w->pack_cap);
+		/* page-aligned: the file store writes it with O_DIRECT */
+		w->cur = aligned_alloc(4096, (w->pack_cap + 4095) & ~(size_t)4095);
 		if (!w->cur)
 			return -ENOMEM;
 	}
@@ -302,7 +305,7 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 	sl->found = 0;
 	sl->flags = 0;
 	sl->clen = 0;
-	rc = w->fn(w->fn_arg, sl->src_off, sl->data, sl->len);
+	rc = sl->fn(sl->fn_arg, sl->src_off, sl->data, sl->len);
 	if (rc < 0) {
 		sl->rc = rc;
 		snprintf(sl->err, sizeof(sl->err), "reading data at offset %llu: %s",
@@ -347,7 +350,7 @@ static void run_slots(struct ck_writer *w, ZSTD_CCtx *cctx)
 {
 	pthread_mutex_lock(&w->wk_lock);
 	while (w->wk_next < w->wk_active) {
-		struct ck__slot *sl = &w->slots[w->wk_next++];
+		struct ck__slot *sl = &w->slots[w->wk_base + w->wk_next++];
 
 		pthread_mutex_unlock(&w->wk_lock);
 		process_slot(w, sl, cctx);
@@ -385,16 +388,21 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static void run_batch(struct ck_writer *w, unsigned n)
+/* Hands slots [base, base + n) to the workers (none is busy). */
+static void batch_start(struct ck_writer *w, unsigned base, unsigned n)
 {
 	pthread_mutex_lock(&w->wk_lock);
+	w->wk_base = base;
 	w->wk_active = n;
 	w->wk_done = 0;
 	w->wk_next = 0;
 	w->wk_gen++;
 	pthread_cond_broadcast(&w->wk_cv);
 	pthread_mutex_unlock(&w->wk_lock);
-	run_slots(w, w->cctx[0]);
+}
+
+static void batch_wait(struct ck_writer *w)
+{
 	pthread_mutex_lock(&w->wk_lock);
 	while (w->wk_done < w->wk_active)
 		pthread_cond_wait(&w->wk_done_cv, &w->wk_lock);
@@ -520,7 +528,7 @@ static void writer_free(struct ck_writer *w)
 		w->wk_quit = 1;
 		pthread_cond_broadcast(&w->wk_cv);
 		pthread_mutex_unlock(&w->wk_lock);
-		for (i = 1; i < w->nthreads; i++)
+		for (i = 0; i < w->nthreads; i++)
 			if (w->workers[i])
 				pthread_join(w->workers[i], NULL);
 		free(w->workers);
@@ -535,7 +543,7 @@ static void writer_free(struct ck_writer *w)
 	for (i = 0; w->cctx && i < w->nthreads; i++)
 		ZSTD_freeCCtx(w->cctx[i]);
 	free(w->cctx);
-	for (i = 0; w->slots && i < w->nslots; i++) {
+	for (i = 0; w->slots && i < 2 * w->nslots; i++) {
 		free(w->slots[i].data);
 		free(w->slots[i].cdata);
 	}
@@ -631,12 +639,12 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 	}
 
 	w->nslots = w->nthreads * 4 < CK__MAX_SLOTS ? w->nthreads * 4 : CK__MAX_SLOTS;
-	w->slots = calloc(w->nslots, sizeof(*w->slots));
+	w->slots = calloc(2 * w->nslots, sizeof(*w->slots));
 	w->cctx = calloc(w->nthreads, sizeof(*w->cctx));
 	w->workers = calloc(w->nthreads, sizeof(*w->workers));
 	if (!w->slots || !w->cctx || !w->workers)
 		goto nomem;
-	for (i = 0; i < w->nslots; i++) {
+	for (i = 0; i < 2 * w->nslots; i++) {
 		w->slots[i].data = malloc(CK_CHUNK_SIZE);
 		w->slots[i].cdata = malloc(ZSTD_compressBound(CK_CHUNK_SIZE));
 		if (!w->slots[i].data || !w->slots[i].cdata)
@@ -653,7 +661,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 		goto thread_fail;
 	}
 	w->up_started = 1;
-	for (i = 1; i < w->nthreads; i++) {
+	for (i = 0; i < w->nthreads; i++) {
 		struct ck__wkarg *a = malloc(sizeof(*a));
 
 		if (!a)
@@ -684,6 +692,7 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
 		  uint32_t *nchunks)
 {
 	uint64_t total = (len + CK_CHUNK_SIZE - 1) / CK_CHUNK_SIZE, done = 0, off = 0;
+	unsigned turn = 0, pend_base = 0, pend_n = 0;
 	int rc = 0;
 
 	*first_chunk = w->nchunks;
@@ -697,26 +706,37 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
 			   (unsigned long long)w->seq, (unsigned long long)len);
 		return -EOVERFLOW;
 	}
-	w->fn = fn;
-	w->fn_arg = arg;
-	while (done < total) {
-		unsigned n = total - done < w->nslots ? (unsigned)(total - done) : w->nslots, i;
+	/* Batch k+1 is read, hashed and compressed while batch k is committed. */
+	while (done < total || pend_n) {
+		unsigned n = 0, base = turn * w->nslots, i;
 
+		if (done < total)
+			n = total - done < w->nslots ? (unsigned)(total - done) : w->nslots;
 		for (i = 0; i < n; i++) {
-			struct ck__slot *sl = &w->slots[i];
+			struct ck__slot *sl = &w->slots[base + i];
 
 			sl->src_off = off;
 			sl->len = (uint32_t)(len - off < CK_CHUNK_SIZE ? len - off : CK_CHUNK_SIZE);
 			sl->rc = 0;
+			sl->fn = fn;
+			sl->fn_arg = arg;
 			off += sl->len;
 		}
-		run_batch(w, n);
-		for (i = 0; i < n; i++) {
-			rc = commit_slot(w, &w->slots[i]);
-			if (rc < 0)
-				goto out;
+		if (pend_n)
+			batch_wait(w);
+		if (n)
+			batch_start(w, base, n);
+		for (i = 0; i < pend_n && rc == 0; i++)
+			rc = commit_slot(w, &w->slots[pend_base + i]);
+		if (rc < 0) {
+			if (n)
+				batch_wait(w); /* its slots are still being filled */
+			goto out;
 		}
+		pend_base = base;
+		pend_n = n;
 		done += n;
+		turn ^= 1;
 	}
 	*nchunks = (uint32_t)total;
 out:

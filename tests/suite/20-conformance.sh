@@ -70,10 +70,15 @@ conf_one() {
 		h_rand kill_at 150 "$win"
 		h_rand n 1 3
 		times=()
+		local last=$kill_at
+		# The first run must commit (see below): its rounds start in the
+		# first half of the run, so that the job cannot end in the middle
+		# of its only round.
+		(( cycle == 1 && last > win / 2 )) && last=$(( win / 2 ))
 		for (( i = 0; i < n; i++ )); do
 			# not before ckrun can have a handler: a SIGUSR2 that lands while
 			# it is still being loaded (libcurl, libcrypto) ends it
-			h_rand t 150 "$(( kill_at > 150 ? kill_at : 150 ))"
+			h_rand t 150 "$(( last > 150 ? last : 150 ))"
 			times+=("$t")
 		done
 		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')
