@@ -4,9 +4,10 @@
  * hash and compress the chunks of a batch in parallel while the calling
  * thread appends those of the batch before, in order, to the pack being
  * filled (two sets of slots take turns). A full pack goes
- * to the upload thread while the next one fills; the filler waits if the
- * previous upload has not finished, so at most two packs and one batch are
- * in memory whatever the size of the data. */
+ * to an upload thread while the next one fills; the filler waits if every
+ * upload thread is busy, so at most (upload threads + 1) packs and two
+ * batches are in memory whatever the size of the data. The store says how
+ * many uploads pay off at once (a disk: one; S3: a few). */
 #include "launcher/chunkio.h"
 
 #include <errno.h>
@@ -47,6 +48,18 @@ struct ck__slot {
 	void *fn_arg;
 };
 
+struct ck_writer;
+
+/* One upload thread and the pack it holds. */
+struct ck__upl {
+	struct ck_writer *w;
+	pthread_t th;
+	int started, busy;
+	uint8_t *buf;
+	size_t len;
+	char key[512];
+};
+
 struct ck_writer {
 	struct ck_store *s;
 	char *job;
@@ -76,15 +89,12 @@ struct ck_writer {
 	unsigned pack_no;
 	int cur_open;
 
-	/* upload thread */
-	pthread_t up_thread;
-	int up_started;
+	/* upload threads */
+	struct ck__upl *upl;
+	unsigned nupl;
 	pthread_mutex_t up_lock;
 	pthread_cond_t up_cv;
-	uint8_t *up_buf;
-	size_t up_len;
-	char up_key[512];
-	int up_busy, up_quit, up_rc;
+	int up_quit, up_rc;
 	char up_err[1024];
 
 	/* workers */
@@ -189,28 +199,37 @@ static void fail(struct ck_writer *w, int rc)
 
 static void *uploader(void *arg)
 {
-	struct ck_writer *w = arg;
+	struct ck__upl *u = arg;
+	struct ck_writer *w = u->w;
 	int rc;
 
 	pthread_mutex_lock(&w->up_lock);
 	for (;;) {
-		while (!w->up_busy && !w->up_quit)
+		while (!u->busy && !w->up_quit)
 			pthread_cond_wait(&w->up_cv, &w->up_lock);
-		if (!w->up_busy)
+		if (!u->busy)
 			break;
 		pthread_mutex_unlock(&w->up_lock);
 		/* The upload runs unlocked: the filler may check on us. */
-		rc = ck_store_put(w->s, w->up_key, w->up_buf, w->up_len, 0);
+		rc = ck_store_put(w->s, u->key, u->buf, u->len, 0);
 		pthread_mutex_lock(&w->up_lock);
 		if (rc < 0 && !w->up_rc) {
 			w->up_rc = rc;
 			snprintf(w->up_err, sizeof(w->up_err), "%s", ck_err_msg());
 		}
-		w->up_busy = 0;
+		u->busy = 0;
 		pthread_cond_broadcast(&w->up_cv);
 	}
 	pthread_mutex_unlock(&w->up_lock);
 	return NULL;
+}
+
+static int upl_busy(const struct ck_writer *w)
+{
+	for (unsigned i = 0; i < w->nupl; i++)
+		if (w->upl[i].busy)
+			return 1;
+	return 0;
 }
 
 /* Waits until no upload runs; reports a failed one. */
@@ -219,7 +238,7 @@ static int upload_wait(struct ck_writer *w)
 	int rc;
 
 	pthread_mutex_lock(&w->up_lock);
-	while (w->up_busy)
+	while (upl_busy(w))
 		pthread_cond_wait(&w->up_cv, &w->up_lock);
 	rc = w->up_rc;
 	if (rc < 0)
@@ -228,24 +247,36 @@ static int upload_wait(struct ck_writer *w)
 	return rc;
 }
 
-/* Hands the filled pack to the uploader and takes the buffer it is done
- * with as the next pack. */
+/* Hands the filled pack to an idle upload thread and takes the buffer it
+ * is done with as the next pack. */
 static int seal_pack(struct ck_writer *w)
 {
+	struct ck__upl *u = NULL;
 	uint8_t *free_buf;
 	int rc;
 
 	if (!w->cur_open)
 		return 0;
-	rc = upload_wait(w);
-	if (rc < 0)
-		return rc;
 	pthread_mutex_lock(&w->up_lock);
-	free_buf = w->up_buf;
-	w->up_buf = w->cur;
-	w->up_len = w->cur_len;
-	snprintf(w->up_key, sizeof(w->up_key), "%s/%s", w->job, w->packs[w->cur_idx]);
-	w->up_busy = 1;
+	for (;;) {
+		for (unsigned i = 0; i < w->nupl && !u; i++)
+			if (!w->upl[i].busy)
+				u = &w->upl[i];
+		if (u || w->up_rc)
+			break;
+		pthread_cond_wait(&w->up_cv, &w->up_lock);
+	}
+	rc = w->up_rc;
+	if (rc < 0) {
+		ck_err_set("checkpoint %s@%llu: %s", w->job, (unsigned long long)w->seq, w->up_err);
+		pthread_mutex_unlock(&w->up_lock);
+		return rc;
+	}
+	free_buf = u->buf;
+	u->buf = w->cur;
+	u->len = w->cur_len;
+	snprintf(u->key, sizeof(u->key), "%s/%s", w->job, w->packs[w->cur_idx]);
+	u->busy = 1;
 	pthread_cond_broadcast(&w->up_cv);
 	pthread_mutex_unlock(&w->up_lock);
 	w->cur = free_buf;
@@ -533,12 +564,17 @@ static void writer_free(struct ck_writer *w)
 				pthread_join(w->workers[i], NULL);
 		free(w->workers);
 	}
-	if (w->up_started) {
+	if (w->upl) {
 		pthread_mutex_lock(&w->up_lock);
 		w->up_quit = 1;
 		pthread_cond_broadcast(&w->up_cv);
 		pthread_mutex_unlock(&w->up_lock);
-		pthread_join(w->up_thread, NULL);
+		for (i = 0; i < w->nupl; i++) {
+			if (w->upl[i].started)
+				pthread_join(w->upl[i].th, NULL);
+			free(w->upl[i].buf);
+		}
+		free(w->upl);
 	}
 	for (i = 0; w->cctx && i < w->nthreads; i++)
 		ZSTD_freeCCtx(w->cctx[i]);
@@ -555,7 +591,6 @@ static void writer_free(struct ck_writer *w)
 	free(w->prev_map);
 	free(w->tab);
 	free(w->cur);
-	free(w->up_buf);
 	free(w->job);
 	pthread_mutex_destroy(&w->tab_lock);
 	pthread_mutex_destroy(&w->up_lock);
@@ -655,12 +690,21 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 		if (!w->cctx[i])
 			goto nomem;
 	}
-	rc = pthread_create(&w->up_thread, NULL, uploader, w);
-	if (rc) {
-		rc = -rc;
-		goto thread_fail;
+	w->nupl = s->puts_in_flight ? s->puts_in_flight : 1;
+	if (w->nupl > 8)
+		w->nupl = 8;
+	w->upl = calloc(w->nupl, sizeof(*w->upl));
+	if (!w->upl)
+		goto nomem;
+	for (i = 0; i < w->nupl; i++) {
+		w->upl[i].w = w;
+		rc = pthread_create(&w->upl[i].th, NULL, uploader, &w->upl[i]);
+		if (rc) {
+			rc = -rc;
+			goto thread_fail;
+		}
+		w->upl[i].started = 1;
 	}
-	w->up_started = 1;
 	for (i = 0; i < w->nthreads; i++) {
 		struct ck__wkarg *a = malloc(sizeof(*a));
 

@@ -44,6 +44,7 @@ struct ck_store_ops {
 struct ck_store {
 	const struct ck_store_ops *ops;
 	char *uri; /* as given, for messages (never holds credentials) */
+	unsigned puts_in_flight; /* large puts that pay off at once (0: 1) */
 };
 
 /* Options that only some backends use. Zeroed means defaults. */

@@ -344,6 +344,9 @@ int ck_store_s3_open(const char *uri, const struct ck_store_opts *opts, struct c
 	pthread_mutex_init(&s->lock, NULL);
 	s->base.ops = &s3_ops;
 	s->base.uri = strdup(uri);
+	/* A gateway serves several objects at once far better than one: the
+	 * chunk writer keeps 3 packs (each itself in parallel parts) in flight. */
+	s->base.puts_in_flight = 3;
 	s->bucket = strndup(b, bl);
 	/* prefix: no leading '/', exactly one trailing '/' unless empty */
 	if (slash) {
