@@ -250,18 +250,9 @@ void *ck__manager(void *arg)
 {
 	static struct ck_msg m;
 
-	int told = -1;
-
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
 	for (;;) {
-		if (told != ck__core.restart_count) { /* at start, and in a restored process */
-			told = ck__core.restart_count;
-			memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
-			m.type = CK_MSG_MANAGER;
-			m.arg[0] = (uint64_t)ck__core.manager_tid;
-			ck__send(&m);
-		}
 		if (ck__recv(&m) < 0) {
 			/* The job closed our descriptor, or ckrun is gone: in the
 			 * first case its attach socket answers. */

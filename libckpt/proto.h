@@ -49,9 +49,6 @@ enum ck_msg_type {
 	CK_MSG_RST_PGID_DONE,
 	/* ckrun -> restorer: end as the saved zombie did (arg0: wait status) */
 	CK_MSG_RST_EXIT,
-	/* job -> ckrun: the manager thread runs (arg0: its tid in the job's
-	 * namespace), so ckrun can raise its priority during rounds */
-	CK_MSG_MANAGER,
 };
 
 struct ck_rst_child {

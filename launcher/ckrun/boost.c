@@ -7,10 +7,8 @@
  * So every task of the job runs at CK_BOOST_NICE until RELEASE, and ckrun's
  * own coordinating thread just above, so that it is not delayed by the
  * processes it wakes. Each task gets its own nice value back. */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -35,41 +33,26 @@ static int ck__tid_of(pid_t pid, pid_t tid)
 	return syscall(SYS_tgkill, pid, tid, 0) == 0;
 }
 
-static void ck__boost_task(pid_t pid, pid_t tid)
+static int ck__boost_task(pid_t pid, pid_t tid, void *arg)
 {
 	int old;
 
+	(void)arg;
 	errno = 0;
 	old = getpriority(PRIO_PROCESS, (id_t)tid);
 	if (errno || old <= CK_BOOST_NICE)
-		return;
+		return 0;
 	if (ck__nboosted == ck__boost_cap) {
 		size_t cap = ck__boost_cap ? ck__boost_cap * 2 : 64;
 		struct ck_boost *v = realloc(ck__boosted, cap * sizeof(*v));
 		if (!v)
-			return; /* it just runs at its own priority */
+			return 0; /* it just runs at its own priority */
 		ck__boosted = v;
 		ck__boost_cap = cap;
 	}
 	if (setpriority(PRIO_PROCESS, (id_t)tid, CK_BOOST_NICE) == 0)
 		ck__boosted[ck__nboosted++] = (struct ck_boost){pid, tid, old};
-}
-
-/* Calls fn for every task of pid. */
-static void ck__each_task(pid_t pid, void (*fn)(pid_t pid, pid_t tid))
-{
-	char path[64];
-	struct dirent *d;
-	DIR *dir;
-
-	snprintf(path, sizeof(path), "/proc/%d/task", pid);
-	dir = opendir(path);
-	if (!dir)
-		return;
-	while ((d = readdir(dir)))
-		if (d->d_name[0] >= '0' && d->d_name[0] <= '9')
-			fn(pid, (pid_t)atoi(d->d_name));
-	closedir(dir);
+	return 0;
 }
 
 static const struct ck_boost *ck__boost_find(pid_t tid)
@@ -82,19 +65,21 @@ static const struct ck_boost *ck__boost_find(pid_t tid)
 
 /* A thread a boosted thread created before it parked inherited the boost:
  * it gets its creator process's own value. */
-static void ck__unboost_new(pid_t pid, pid_t tid)
+static int ck__unboost_new(pid_t pid, pid_t tid, void *arg)
 {
 	int nice = 0;
 
+	(void)arg;
 	if (ck__boost_find(tid))
-		return;
+		return 0;
 	errno = 0;
 	if (getpriority(PRIO_PROCESS, (id_t)tid) != CK_BOOST_NICE || errno)
-		return;
+		return 0;
 	for (size_t i = 0; i < ck__nboosted; i++)
 		if (ck__boosted[i].pid == pid && ck__boosted[i].tid == pid)
 			nice = ck__boosted[i].nice;
 	setpriority(PRIO_PROCESS, (id_t)tid, nice);
+	return 0;
 }
 
 void ck_procs_boost(struct ckrun *c, int on)
@@ -107,7 +92,7 @@ void ck_procs_boost(struct ckrun *c, int on)
 		ck__self_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
 		ck__self_boosted = !errno && setpriority(PRIO_PROCESS, (id_t)gettid(), CK_BOOST_SELF) == 0;
 		for (size_t i = 0; i < c->nprocs; i++)
-			ck__each_task(c->procs[i].pid, ck__boost_task);
+			ck_proc_each_tid(c->procs[i].pid, ck__boost_task, NULL);
 		return;
 	}
 	if (!ck__nboosted && !ck__self_boosted)
@@ -121,7 +106,7 @@ void ck_procs_boost(struct ckrun *c, int on)
 		for (size_t k = 0; k < ck__nboosted; k++)
 			had += ck__boosted[k].pid == c->procs[i].pid;
 		if (!c->procs[i].pd || c->procs[i].pd->nthreads != had)
-			ck__each_task(c->procs[i].pid, ck__unboost_new);
+			ck_proc_each_tid(c->procs[i].pid, ck__unboost_new, NULL);
 	}
 	ck__nboosted = 0;
 	if (ck__self_boosted)

@@ -22,7 +22,6 @@ struct ck_jproc {
 	int held;     /* it has memory a fork does not freeze */
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
-	pid_t mgr_tid;      /* libckpt's manager thread, in ckrun's namespace (0: unknown) */
 	/* this round, for -v -v: when its snapshot was announced (ckrun's
 	 * clock), and its own µs to park, record and fork */
 	uint64_t t_snap;
@@ -118,6 +117,9 @@ void ck_procs_clear(struct ckrun *c);
 /* Live processes of the job namespace (init's descendants, zombies apart),
  * in ckrun's pid namespace. */
 int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, size_t *nz);
+/* Calls fn(pid, tid, arg) for each thread of pid until fn returns non-zero;
+ * returns that. */
+int ck_proc_each_tid(pid_t pid, int (*fn)(pid_t pid, pid_t tid, void *arg), void *arg);
 /* Calls fn(tid, text after key) for each thread of pid whose status has a
  * line starting with key, until fn returns non-zero; returns that. */
 int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -102,10 +101,9 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	return 0;
 }
 
-int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg)
+int ck_proc_each_tid(pid_t pid, int (*fn)(pid_t pid, pid_t tid, void *arg), void *arg)
 {
-	char path[320], line[256];
-	size_t klen = strlen(key);
+	char path[64];
 	struct dirent *d;
 	int r = 0;
 	DIR *dir;
@@ -113,35 +111,44 @@ int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const cha
 	snprintf(path, sizeof(path), "/proc/%d/task", pid);
 	if (!(dir = opendir(path)))
 		return 0;
-	while (!r && (d = readdir(dir))) {
-		FILE *f;
-		if (d->d_name[0] < '0' || d->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/task/%s/status", pid, d->d_name);
-		if (!(f = fopen(path, "re")))
-			continue;
-		while (fgets(line, sizeof(line), f))
-			if (!strncmp(line, key, klen)) {
-				r = fn((pid_t)atoi(d->d_name), line + klen, arg);
-				break;
-			}
-		fclose(f);
-	}
+	while (!r && (d = readdir(dir)))
+		if (d->d_name[0] >= '0' && d->d_name[0] <= '9')
+			r = fn(pid, (pid_t)atoi(d->d_name), arg);
 	closedir(dir);
 	return r;
 }
 
-/* A thread's tid in our namespace from its tid in the job's (the last
- * number of NSpid). */
-static int ck__match_tid(pid_t tid, const char *val, void *arg)
+struct ck__status_line {
+	const char *key;
+	int (*fn)(pid_t tid, const char *val, void *arg);
+	void *arg;
+};
+
+static int ck__status_line_of(pid_t pid, pid_t tid, void *arg)
 {
-	const char *sp = strrchr(val, '\t');
-	return sp && atoi(sp + 1) == *(int32_t *)arg ? (int)tid : 0;
+	struct ck__status_line *q = arg;
+	size_t klen = strlen(q->key);
+	char path[96], line[256];
+	int r = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", pid, tid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, q->key, klen)) {
+			r = q->fn(tid, line + klen, q->arg);
+			break;
+		}
+	fclose(f);
+	return r;
 }
 
-static pid_t ck__host_tid(pid_t pid, int32_t jtid)
+int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg)
 {
-	return (pid_t)ck_proc_each_task(pid, "NSpid:", ck__match_tid, &jtid);
+	struct ck__status_line q = {key, fn, arg};
+
+	return ck_proc_each_tid(pid, ck__status_line_of, &q);
 }
 
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
@@ -218,10 +225,6 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 			}
 			if (newfd >= 0)
 				close(newfd);
-			if (m->type == CK_MSG_MANAGER && p) {
-				p->mgr_tid = ck__host_tid(p->pid, (int32_t)m->arg[0]);
-				continue;
-			}
 			*from = p;
 			return 1;
 		}
