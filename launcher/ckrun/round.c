@@ -790,8 +790,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (r < 0)
 			goto fail;
 	}
-	/* The managers park, record and fork: let them run before the job's
-	 * own busy threads (as root; otherwise nothing changes). */
+	/* Every task of the job, and this thread above them, runs boosted
+	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
 	t_ask = ck_now_ns(); /* the job runs untouched until here */
 	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
