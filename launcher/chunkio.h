@@ -54,9 +54,15 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
  * data at offsets relative to the first chunk. A bad chunk fails with
  * -EBADMSG and a message naming the checkpoint, the chunk and the store. */
 int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg);
+/* The same, but zero chunks (still checked) reach fn with buf NULL: for
+ * destinations that already read as zeros (fresh anonymous memory), so
+ * that the restore neither writes nor faults in pages that held nothing. */
+int ck_reader_read_sparse(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg);
 void ck_reader_close(struct ck_reader *r);
 /* Number of ranged reads kept in flight (1..16, default 3); call before the
- * first ck_reader_read. Each costs one buffer of about 4.5 MiB. */
+ * first ck_reader_read. Each costs buffers of about 12.5 MiB (4.5 MiB stored,
+ * up to 8 MiB decoded). */
 void ck_reader_set_parallel(struct ck_reader *r, unsigned n);
+const struct ck_manifest *ck_reader_manifest(const struct ck_reader *r);
 
 #endif

@@ -1,10 +1,10 @@
 /* Chunk reader: packs -> verified region data.
  *
  * Neighbouring chunks of one pack are fetched with a single ranged read of
- * up to CK__SPAN_MAX bytes; a few such reads run ahead in fetch threads
- * while the caller's thread decodes. Every chunk is decompressed into its
- * own buffer and its length and SHA-256 are checked before the consumer
- * (always called on the caller's thread, in order) sees a byte. */
+ * up to CK__SPAN_MAX bytes (and CK__OUT_MAX bytes once decoded); a few such
+ * groups are fetched, decompressed and checked (length, SHA-256) by worker
+ * threads at once, so decoding runs beside the consumer, which is always
+ * called on the caller's thread, in order, and sees only verified bytes. */
 #include "launcher/chunkio.h"
 
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include "launcher/ck_err.h"
 
 #define CK__SPAN_MAX (4u << 20) /* one ranged read */
+#define CK__OUT_MAX (8u << 20) /* the decoded chunks of one group */
 #define CK__GAP_MAX (64u << 10) /* bytes of other chunks worth reading over */
 #define CK__FETCH_DEFAULT 3      /* ranged reads in flight */
 #define CK__FETCH_MAX 16
@@ -36,14 +37,13 @@ struct ck__fslot {
 	int rc;
 	char err[1024];
 	uint8_t *buf; /* CK__SPAN_MAX + one largest chunk */
+	uint8_t *out; /* CK__OUT_MAX: the group's compressed chunks, decoded */
 };
 
 struct ck_reader {
 	struct ck_store *s;
 	char *job;
 	const struct ck_manifest *m;
-	ZSTD_DCtx *dctx;
-	uint8_t *out;  /* CK_CHUNK_SIZE */
 	uint8_t *zero; /* CK_CHUNK_SIZE zero bytes */
 	uint8_t zero_hash[CK_HASH_LEN];
 
@@ -57,11 +57,15 @@ struct ck_reader {
 	int quit;
 };
 
+static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
 static int fetch_err(struct ck_reader *r, uint64_t idx, uint64_t span_end, int rc);
+static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx);
 
 static void *fetcher(void *arg)
 {
 	struct ck_reader *r = arg;
+	ZSTD_DCtx *dctx = ZSTD_createDCtx();
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
@@ -83,16 +87,21 @@ static void *fetcher(void *arg)
 		pthread_mutex_unlock(&r->lock);
 		snprintf(key, sizeof(key), "%s/%s", r->job, r->m->packs[sl->pack]);
 		rc = ck_store_get_range(r->s, key, sl->span_start, sl->buf, (size_t)(sl->span_end - sl->span_start));
-		if (rc < 0) {
+		if (rc < 0)
 			rc = fetch_err(r, sl->first, sl->span_end, rc);
+		else if (!dctx)
+			rc = chunk_err(r, sl->first, -ENOMEM, "out of memory for a decoder");
+		else
+			rc = decode_group(r, sl, dctx);
+		if (rc < 0)
 			snprintf(sl->err, sizeof(sl->err), "%s", ck_err_msg());
-		}
 		pthread_mutex_lock(&r->lock);
 		sl->rc = rc;
 		sl->state = CK__DONE;
 		pthread_cond_broadcast(&r->done_cv);
 	}
 	pthread_mutex_unlock(&r->lock);
+	ZSTD_freeDCtx(dctx);
 	return NULL;
 }
 
@@ -118,8 +127,10 @@ static void free_ring(struct ck_reader *r)
 {
 	unsigned i;
 
-	for (i = 0; r->ring && i < r->nring; i++)
+	for (i = 0; r->ring && i < r->nring; i++) {
 		free(r->ring[i].buf);
+		free(r->ring[i].out);
+	}
 	free(r->ring);
 	r->ring = NULL;
 }
@@ -138,7 +149,8 @@ static int start_threads(struct ck_reader *r)
 		goto nomem;
 	for (i = 0; i < r->nring; i++) {
 		r->ring[i].buf = malloc(CK__SPAN_MAX + 2 * CK_CHUNK_SIZE);
-		if (!r->ring[i].buf)
+		r->ring[i].out = malloc(CK__OUT_MAX);
+		if (!r->ring[i].buf || !r->ring[i].out)
 			goto nomem;
 	}
 	for (i = 0; i < r->nthreads; i++) {
@@ -181,10 +193,8 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
 	r->m = m;
 	r->nthreads = CK__FETCH_DEFAULT;
 	r->job = strdup(job);
-	r->dctx = ZSTD_createDCtx();
-	r->out = malloc(CK_CHUNK_SIZE);
 	r->zero = calloc(1, CK_CHUNK_SIZE);
-	if (!r->job || !r->dctx || !r->out || !r->zero)
+	if (!r->job || !r->zero)
 		goto nomem;
 	ck_sha256(r->zero, CK_CHUNK_SIZE, r->zero_hash);
 	*out = r;
@@ -201,8 +211,6 @@ void ck_reader_close(struct ck_reader *r)
 		return;
 	stop_threads(r);
 	free_ring(r);
-	ZSTD_freeDCtx(r->dctx);
-	free(r->out);
 	free(r->zero);
 	free(r->job);
 	pthread_mutex_destroy(&r->lock);
@@ -211,8 +219,6 @@ void ck_reader_close(struct ck_reader *r)
 	free(r);
 }
 
-static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
 static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt, ...)
 {
 	const struct ck_chunk *c = &r->m->chunks[idx];
@@ -232,27 +238,48 @@ static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt,
 	return rc;
 }
 
-/* Turns the stored bytes of chunk idx into verified data in *data. */
-static int decode_chunk(struct ck_reader *r, uint64_t idx, const uint8_t *stored, const uint8_t **data)
+/* Where the verified data of chunk idx of a decoded group lies: raw
+ * chunks in the fetched bytes, compressed ones in the group's output,
+ * which holds them back to back from *out_pos on. */
+static const uint8_t *chunk_data(const struct ck_reader *r, const struct ck__fslot *sl, uint64_t idx,
+				 size_t *out_pos)
 {
 	const struct ck_chunk *c = &r->m->chunks[idx];
-	uint8_t hash[CK_HASH_LEN];
+	const uint8_t *p;
 
-	if (c->flags & CK_CHUNK_RAW) {
-		*data = stored;
-	} else {
-		size_t n = ZSTD_decompressDCtx(r->dctx, r->out, c->len, stored, c->clen);
+	if (c->flags & CK_CHUNK_RAW)
+		return sl->buf + (c->off - sl->span_start);
+	p = sl->out + *out_pos;
+	*out_pos += c->len;
+	return p;
+}
 
-		if (ZSTD_isError(n))
-			return chunk_err(r, idx, -EBADMSG, "cannot decompress: %s", ZSTD_getErrorName(n));
-		if (n != c->len)
-			return chunk_err(r, idx, -EBADMSG, "length mismatch (%zu bytes, expected %u)", n, c->len);
-		*data = r->out;
+/* Decompresses and checks every chunk of a fetched group (worker thread). */
+static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx)
+{
+	size_t pos = 0;
+	uint64_t idx;
+
+	for (idx = sl->first; idx < sl->end; idx++) {
+		const struct ck_chunk *c = &r->m->chunks[idx];
+		const uint8_t *stored = sl->buf + (c->off - sl->span_start);
+		uint8_t hash[CK_HASH_LEN];
+		const uint8_t *data = chunk_data(r, sl, idx, &pos);
+
+		if (!(c->flags & CK_CHUNK_RAW)) {
+			size_t n = ZSTD_decompressDCtx(dctx, (uint8_t *)data, c->len, stored, c->clen);
+
+			if (ZSTD_isError(n))
+				return chunk_err(r, idx, -EBADMSG, "cannot decompress: %s", ZSTD_getErrorName(n));
+			if (n != c->len)
+				return chunk_err(r, idx, -EBADMSG, "length mismatch (%zu bytes, expected %u)", n,
+						 c->len);
+		}
+		if (ck_sha256(data, c->len, hash) < 0)
+			return chunk_err(r, idx, -EIO, "SHA-256 failed");
+		if (memcmp(hash, c->hash, CK_HASH_LEN))
+			return chunk_err(r, idx, -EBADMSG, "hash mismatch");
 	}
-	if (ck_sha256(*data, c->len, hash) < 0)
-		return chunk_err(r, idx, -EIO, "SHA-256 failed");
-	if (memcmp(hash, c->hash, CK_HASH_LEN))
-		return chunk_err(r, idx, -EBADMSG, "hash mismatch");
 	return 0;
 }
 
@@ -284,7 +311,7 @@ static int fetch_err(struct ck_reader *r, uint64_t idx, uint64_t span_end, int r
 static void plan(struct ck_reader *r, struct ck__fslot *sl, uint64_t i, uint64_t end)
 {
 	const struct ck_chunk *c = &r->m->chunks[i];
-	uint64_t j;
+	uint64_t j, out;
 
 	sl->first = i;
 	sl->rc = 0;
@@ -302,21 +329,27 @@ static void plan(struct ck_reader *r, struct ck__fslot *sl, uint64_t i, uint64_t
 	sl->pack = c->pack;
 	sl->span_start = c->off;
 	sl->span_end = c->off + c->clen;
+	out = (c->flags & CK_CHUNK_RAW) ? 0 : c->len;
 	for (j = i + 1; j < end; j++) {
 		const struct ck_chunk *d = &r->m->chunks[j];
+		uint64_t dout = (d->flags & CK_CHUNK_RAW) ? 0 : d->len;
 
 		if ((d->flags & CK_CHUNK_ZERO) || d->pack != c->pack || d->off < sl->span_end ||
-		    d->off - sl->span_end > CK__GAP_MAX || d->off + d->clen - sl->span_start > CK__SPAN_MAX)
+		    d->off - sl->span_end > CK__GAP_MAX || d->off + d->clen - sl->span_start > CK__SPAN_MAX ||
+		    out + dout > CK__OUT_MAX)
 			break;
 		sl->span_end = d->off + d->clen;
+		out += dout;
 	}
 	sl->end = j;
 	sl->state = CK__QUEUED;
 }
 
-/* Verifies the chunks of a fetched group and hands them on. */
-static int consume(struct ck_reader *r, struct ck__fslot *sl, ck_write_fn fn, void *arg, uint64_t *out_off)
+/* Hands on the chunks of a fetched and verified group. */
+static int consume(struct ck_reader *r, struct ck__fslot *sl, ck_write_fn fn, void *arg, uint64_t *out_off,
+		   int sparse)
 {
+	size_t pos = 0;
 	uint64_t i;
 	int rc;
 
@@ -330,17 +363,14 @@ static int consume(struct ck_reader *r, struct ck__fslot *sl, ck_write_fn fn, vo
 			ck_sha256(r->zero, c->len, hash);
 		if (memcmp(hash, c->hash, CK_HASH_LEN))
 			return chunk_err(r, sl->first, -EBADMSG, "hash mismatch");
-		rc = fn(arg, *out_off, r->zero, c->len);
+		rc = fn(arg, *out_off, sparse ? NULL : r->zero, c->len);
 		*out_off += c->len;
 		return rc;
 	}
 	for (i = sl->first; i < sl->end; i++) {
 		const struct ck_chunk *c = &r->m->chunks[i];
-		const uint8_t *data = NULL;
+		const uint8_t *data = chunk_data(r, sl, i, &pos);
 
-		rc = decode_chunk(r, i, sl->buf + (c->off - sl->span_start), &data);
-		if (rc < 0)
-			return rc;
 		rc = fn(arg, *out_off, data, c->len);
 		if (rc < 0)
 			return rc;
@@ -349,7 +379,7 @@ static int consume(struct ck_reader *r, struct ck__fslot *sl, ck_write_fn fn, vo
 	return 0;
 }
 
-int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg)
+static int read_chunks(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg, int sparse)
 {
 	const struct ck_manifest *m = r->m;
 	uint64_t i, end = first + n, next = first, head = 0, tail = 0, out_off = 0;
@@ -401,7 +431,7 @@ int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn 
 			rc = sl->rc;
 			break;
 		}
-		rc = consume(r, sl, fn, arg, &out_off);
+		rc = consume(r, sl, fn, arg, &out_off, sparse);
 		if (rc < 0)
 			break;
 		pthread_mutex_lock(&r->lock);
@@ -419,6 +449,21 @@ int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn 
 	}
 	pthread_mutex_unlock(&r->lock);
 	return rc;
+}
+
+int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg)
+{
+	return read_chunks(r, first, n, fn, arg, 0);
+}
+
+int ck_reader_read_sparse(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg)
+{
+	return read_chunks(r, first, n, fn, arg, 1);
+}
+
+const struct ck_manifest *ck_reader_manifest(const struct ck_reader *r)
+{
+	return r->m;
 }
 
 int ck_chunk_verify(const struct ck_chunk *c, const void *stored, void *scratch, const char **why)

@@ -61,6 +61,8 @@ static int ck__write_sink(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct ck__sink *s = arg;
 
+	if (!buf)
+		return 0; /* a zero chunk of fresh anonymous memory (sparse read) */
 	if (s->fd >= 0) {
 		size_t done = 0;
 		while (done < len) {
@@ -618,6 +620,52 @@ static int ck__prepare_shm_files(const struct ck_manifest *m)
 	return 0;
 }
 
+/* Memory the restorer maps fresh and anonymous: it reads as zeros before
+ * it is filled, so zero chunks need not be written (nor faulted in). */
+static int ck__fresh_anon(const struct ck_region *r)
+{
+	return !(r->flags & (CK_REG_SHARED | CK_REG_FILE | CK_REG_DELETED | CK_REG_VDSO | CK_REG_VVAR |
+			     CK_REG_VSYSCALL | CK_REG_SYSV | CK_REG_PLUGIN | CK_REG_NODATA));
+}
+
+/* Whether the kernel gives huge pages only where asked (THP "madvise"),
+ * the case where asking for them while filling helps. With "always" the
+ * fill gets them anyway; with "never" not at all. */
+static int ck__thp_on_request(void)
+{
+	static int mode = -1;
+	char buf[128] = "";
+	FILE *f;
+
+	if (mode >= 0)
+		return mode;
+	mode = 0;
+	f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+	if (f) {
+		if (fgets(buf, sizeof(buf), f))
+			mode = strstr(buf, "[madvise]") != NULL;
+		fclose(f);
+	}
+	return mode;
+}
+
+/* A large, dense region of fresh anonymous memory is filled through huge
+ * pages: on a VM each 4 KiB first touch costs a trip to the hypervisor, a
+ * 2 MiB page one trip for 512. Only when 90% or more of its chunks hold
+ * data: a huge page is allocated whole, so a sparse region would grow. */
+static uint32_t ck__thp_fill(const struct ck_manifest *m, const struct ck_region *r)
+{
+	uint64_t data = 0;
+
+	if (!ck__fresh_anon(r) || r->end - r->start < (4u << 20) || !r->nchunks || !ck__thp_on_request() ||
+	    r->first_chunk + r->nchunks > m->nchunks)
+		return 0;
+	for (uint32_t k = 0; k < r->nchunks; k++)
+		if (!(m->chunks[r->first_chunk + k].flags & CK_CHUNK_ZERO))
+			data += m->chunks[r->first_chunk + k].len;
+	return data * 10 >= (r->end - r->start) * 9;
+}
+
 /* The layout the restorer maps: header, regions, strings. Regions backed
  * by a shared memory object get its descriptor (appended to the plan) and
  * are not filled through the process (shmfill[i] = 1). */
@@ -1008,6 +1056,11 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 	if (r < 0)
 		goto out;
 	{
+		struct ck_rst_region *lr = (struct ck_rst_region *)((struct ck_rst_layout *)layout + 1);
+		for (size_t i = 0; i < p->nregions; i++)
+			lr[i].thp = shmfill[i] ? 0 : ck__thp_fill(ck_reader_manifest(rd), &p->regions[i]);
+	}
+	{
 		void *old = NULL;
 		size_t old_len = 0;
 		for (size_t i = 0; i < p->nregions; i++) {
@@ -1055,7 +1108,8 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 		struct ck__sink s = {jp->pid, rg->start, -1};
 		if (!rg->nchunks || shmfill[i] || ((rg->flags & CK_REG_VDSO) && vdso_mode == 0))
 			continue; /* the kernel's own vDSO sits there */
-		r = ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s);
+		r = ck__fresh_anon(rg) ? ck_reader_read_sparse(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s)
+				       : ck_reader_read(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s);
 		if (r < 0)
 			goto out;
 	}

@@ -345,6 +345,8 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 	}
 	if (r < 0)
 		ck__die("restorer: cannot map a saved region (address taken?)", r);
+	if (rg->thp) /* a hint: filled through huge pages where the kernel has them */
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_HUGEPAGE);
 }
 
 /* Descriptors: ckrun sends each prepared one with its target number. They
@@ -507,10 +509,6 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
 		ck_close(CK_RST_SHARED_FD + (int)i);
 
-	/* Shared-memory objects are mapped: their descriptors go. */
-	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
-		ck_close(CK_RST_SHARED_FD + (int)i);
-
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
 	ck__recv(NULL, 0, NULL);
 	if (ck__msg.type != CK_MSG_RST_FILLED)
@@ -518,6 +516,11 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 
 	if (l->vdso_mode == 1)
 		ck__write_trampolines(l);
+	/* Filled: later faults get small pages again, as the job asked for no
+	 * huge pages (the pages already filled stay huge). */
+	for (uint32_t i = 0; i < l->nregions; i++)
+		if (rg[i].thp)
+			(void)ck_sys3(SYS_madvise, rg[i].start, rg[i].end - rg[i].start, MADV_NOHUGEPAGE);
 	for (uint32_t i = 0; i < l->nregions; i++) {
 		if (rg[i].flags & (CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN))
 			continue;
