@@ -20,7 +20,7 @@
 #define CK__SPAN_MAX (4u << 20) /* one ranged read */
 #define CK__OUT_MAX (8u << 20) /* the decoded chunks of one group */
 #define CK__GAP_MAX (64u << 10) /* bytes of other chunks worth reading over */
-#define CK__FETCH_DEFAULT 3      /* ranged reads in flight */
+#define CK__FETCH_DEFAULT 3      /* groups fetched and decoded at once */
 #define CK__FETCH_MAX 16
 
 enum { CK__FREE, CK__QUEUED, CK__BUSY, CK__DONE };
