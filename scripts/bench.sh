@@ -45,6 +45,10 @@ t0=$(now); zstd -1 -T2 -q -c "$work/sample" > /dev/null; t1=$(now)
 zstd_bw=$(mbps $((MIB << 20)) "$(secs "$t0" "$t1")")
 rm -f "$work/sample"
 limit=$(( disk_w < zstd_bw ? disk_w : zstd_bw ))
+# what a written page costs here (µs per 4 KiB page, 256 MiB each way):
+# sets the floor of the progress a forked snapshot costs the job
+pc=$("$B/tests/bench/pagecost" 256)
+pcv() { awk -v k="$1" '$1 == k { print $2 }' <<<"$pc"; }
 
 # --- the job bare, under ckrun without checkpoints, with one checkpoint ----
 run_job() { # run_job MODE OUT: prints wall seconds of the work phase (ready -> checksum)
@@ -165,6 +169,7 @@ echo "| restart (to running) | ${t_restore} s, ${rs_bw} MB/s of stored data | di
 echo "| overhead without checkpoints | ${overhead_small}% (64 MiB CPU-bound job, medians of 3 runs each in turn: ${su_med} s under ckrun vs ${sb_med} s bare; runs ${su[*]} vs ${sb[*]}; ckrun's start and end around /bin/true: ${st_med} s); the ${MIB} MiB job once: ${overhead}% (${t_under} s vs ${t_bare} s) | target < 1% |"
 echo "| ckrun peak memory (VmHWM) | $(( peak / 1024 )) MiB | target < 256 MiB |"
 echo "| result with checkpoints equals bare | ${same} | |"
+echo "| this machine: µs per 4 KiB page written | fresh memory $(pcv first_touch) (through huge pages $(pcv first_touch_thp)); copy-on-write while a forked snapshot lives $(pcv after_fork), first write after it $(pcv after_fork_exit); userfaultfd write-protect lifted 2 MiB per fault $(pcv uffd_wp_2m), lifted ahead $(pcv uffd_wp_lifted) | |"
 } | tee "$B/bench.md"
 
 # the multi-process job (appends its own table); CKPT_BENCH_MP=0 skips it

@@ -7,3 +7,8 @@ $(BUILD)/tests/bench/mpbench: tests/bench/mpbench.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 ALL_TARGETS += $(BUILD)/tests/bench/mpbench
+
+$(BUILD)/tests/bench/pagecost: tests/bench/pagecost.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $<
+ALL_TARGETS += $(BUILD)/tests/bench/pagecost

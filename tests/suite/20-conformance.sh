@@ -72,9 +72,9 @@ conf_one() {
 		times=()
 		local last=$kill_at
 		# The first run must commit (see below): its rounds start in the
-		# first half of the run, so that the job cannot end in the middle
+		# first third of the run, so that the job cannot end in the middle
 		# of its only round.
-		(( cycle == 1 && last > win / 2 )) && last=$(( win / 2 ))
+		(( cycle == 1 && last > win / 3 )) && last=$(( win / 3 ))
 		for (( i = 0; i < n; i++ )); do
 			# not before ckrun can have a handler: a SIGUSR2 that lands while
 			# it is still being loaded (libcurl, libcrypto) ends it
