@@ -241,22 +241,6 @@ h_start() {
 	fi
 	H_PID=$!
 	H_PGIDS+=("$H_PID")
-	h_wait_handler "$H_PID"
-}
-
-# h_wait_handler PID: waits (at most 5 s) until PID catches SIGUSR2, i.e.
-# ckrun has installed its handlers: a SIGUSR2 that lands before, while the
-# loader is still mapping libcurl and libcrypto, ends it (seen after 200 ms
-# under the suite's load). Returns at once if PID has ended.
-h_wait_handler() {
-	local pid=$1 i cgt
-	for (( i = 0; i < 500; i++ )); do
-		cgt=$(awk '/^SigCgt:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
-		[ -n "$cgt" ] || return 0
-		(( (16#$cgt >> 11) & 1 )) && return 0
-		sleep 0.01
-	done
-	return 0
 }
 
 # h_wait PID LIMIT_MS: waits for a child started by h_start. Returns its exit
