@@ -60,6 +60,14 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		it.it_interval.tv_usec = (long)pd->itimer[w][1];
 		it.it_value.tv_sec = (long)pd->itimer[w][2];
 		it.it_value.tv_usec = (long)pd->itimer[w][3];
+		/* A periodic ITIMER_REAL whose SIGALRM was pending at the cut
+		 * reads 0: the kernel re-arms it only when that signal is taken,
+		 * and the signal raised again here is not the timer's. Arm it
+		 * for its next period, or it never fires again. (A disarmed
+		 * ITIMER_REAL reads a zero interval too; the CPU-time timers
+		 * keep their interval when disarmed, so they are left alone.) */
+		if (w == ITIMER_REAL && !it.it_value.tv_sec && !it.it_value.tv_usec)
+			it.it_value = it.it_interval;
 		if (it.it_value.tv_sec || it.it_value.tv_usec)
 			ck_sys3(SYS_setitimer, w, &it, NULL);
 	}
