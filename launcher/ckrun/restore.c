@@ -669,8 +669,8 @@ static uint32_t ck__thp_fill(const struct ck_manifest *m, const struct ck_region
 /* The layout the restorer maps: header, regions, strings. Regions backed
  * by a shared memory object get its descriptor (appended to the plan) and
  * are not filled through the process (shmfill[i] = 1). */
-static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *pd, struct ck__fdplan *pl,
-			    struct ck__objs *objs, uint8_t *shmfill, void **out, size_t *len)
+static int ck__build_layout(const struct ck_manifest *m, const struct ck_proc *p, const struct ck_procdesc *pd,
+			    struct ck__fdplan *pl, struct ck__objs *objs, uint8_t *shmfill, void **out, size_t *len)
 {
 	size_t strings = 1, off = 1, size;
 	struct ck_rst_layout *l;
@@ -757,6 +757,7 @@ static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *p
 			rg[i].fill = 0;
 			shmfill[i] = 1;
 		}
+		rg[i].thp = shmfill[i] ? 0 : ck__thp_fill(m, r);
 		if (r->path) {
 			rg[i].path_off = (uint32_t)off;
 			memcpy(s + off, r->path, strlen(r->path) + 1);
@@ -1052,14 +1053,9 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 	r = ck__prepare_fds(rd, pd, &plan, objs);
 	if (r < 0)
 		goto out;
-	r = ck__build_layout(p, pd, &plan, objs, shmfill, &layout, &layout_len);
+	r = ck__build_layout(ck_reader_manifest(rd), p, pd, &plan, objs, shmfill, &layout, &layout_len);
 	if (r < 0)
 		goto out;
-	{
-		struct ck_rst_region *lr = (struct ck_rst_region *)((struct ck_rst_layout *)layout + 1);
-		for (size_t i = 0; i < p->nregions; i++)
-			lr[i].thp = shmfill[i] ? 0 : ck__thp_fill(ck_reader_manifest(rd), &p->regions[i]);
-	}
 	{
 		void *old = NULL;
 		size_t old_len = 0;
