@@ -17,7 +17,7 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT};
+struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT, .devfd = -1};
 struct ck_procdesc ck__pd;
 char ck__restart_stack[CK_RESTART_STACK_SIZE] __attribute__((aligned(64)));
 
@@ -39,18 +39,45 @@ int ck__send(struct ck_msg *m)
 	return (int)ck_send_with_creds(ck__core.ctl_fd, m, __builtin_offsetof(struct ck_msg, text) + m->len);
 }
 
-int ck__recv(struct ck_msg *m)
+/* One message; a descriptor that came with it is returned in *fd (the
+ * caller's to close), or closed here when fd is NULL. */
+static int ck__recv_fd(struct ck_msg *m, int *fd)
 {
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {m, sizeof(*m)};
+	struct msghdr mh;
+	struct cmsghdr *c;
+	int got = -1;
 	long r;
 
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
 	do
-		r = ck_sys6(SYS_recvfrom, ck__core.ctl_fd, (long)m, sizeof(*m), 0, 0, 0);
+		r = ck_sys3(SYS_recvmsg, ck__core.ctl_fd, (long)&mh, MSG_CMSG_CLOEXEC);
 	while (r == -EINTR);
+	for (c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+			ck_memcpy(&got, CMSG_DATA(c), sizeof(int));
+	if (fd)
+		*fd = got;
+	else if (got >= 0)
+		ck_close(got);
 	if (r == 0)
 		return -EPIPE;
 	if (r < (long)__builtin_offsetof(struct ck_msg, text))
 		return r < 0 ? (int)r : -EBADMSG;
 	return 0;
+}
+
+int ck__recv(struct ck_msg *m)
+{
+	return ck__recv_fd(m, NULL);
 }
 
 static void ck__send_simple(uint32_t type, const char *text)
@@ -81,11 +108,26 @@ static uint64_t ck__now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void ck__send_snapshot(void)
+/* uffd >= 0: a write-protect snapshot; ckrun gets the descriptor and
+ * where the protected ranges are. */
+static int ck__wp_err; /* why this round's write protection was not armed (errno), for ckrun -v */
+
+static void ck__send_snapshot(int uffd)
 {
-	static struct ck_msg m;
+	/* On our stack, which stays unprotected: until ckrun has the
+	 * userfaultfd, a write to protected memory would wait forever. */
+	struct ck_msg m;
 
 	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	if (uffd >= 0) {
+		struct ck_wp_info wi = {(uint64_t)(uintptr_t)ck__wp_ranges, ck__wp_nranges, 0};
+		ck_memcpy(m.text, &wi, sizeof(wi));
+		m.len = sizeof(wi);
+	} else if (ck__wp_err) {
+		int32_t e = ck__wp_err;
+		ck_memcpy(m.text, &e, sizeof(e));
+		m.len = sizeof(e);
+	}
 	m.type = CK_MSG_SNAPSHOT;
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__pd;
 	m.arg[1] = sizeof(ck__pd);
@@ -93,7 +135,7 @@ static void ck__send_snapshot(void)
 	m.arg[3] = ck__round_seq;           /* a late snapshot of an ended round is told apart */
 	m.arg[4] = ((ck__t_parked - ck__t_ask) & 0xffffffffu) | (ck__t_recorded - ck__t_parked) << 32;
 	m.arg[5] = ck__now_us() - ck__t_recorded;
-	ck__send(&m);
+	ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len, uffd);
 }
 
 /* Waits for one of ckrun's messages: DONE (the round's verdict: resume),
@@ -127,7 +169,7 @@ static void __attribute__((noinline)) ck__snapshot_child(void)
 	 * group) never meets it, and names itself for ps. */
 	ck_sys0(SYS_setsid);
 	ck_sys2(SYS_prctl, 15 /* PR_SET_NAME */, (long)"ckpt-snapshot");
-	ck__send_snapshot();
+	ck__send_snapshot(-1);
 	for (;;)
 		ck_sys0(SYS_pause);
 }
@@ -155,12 +197,22 @@ static void ck__sysv_fork_advice(int advice)
 		ck_sys3(SYS_madvise, ck__sysv_maps[i].start, ck__sysv_maps[i].end - ck__sysv_maps[i].start, advice);
 }
 
-void ck__round(uint32_t flags, uint64_t seq)
+/* ckrun's /dev/userfaultfd for this round is kept in ck__core, not in a
+ * local: it changes after ck_ctx_save. */
+static void ck__devfd_close(void)
+{
+	if (ck__core.devfd >= 0)
+		ck_close(ck__core.devfd);
+	ck__core.devfd = -1;
+}
+
+void ck__round(uint32_t flags, uint64_t seq, int devfd)
 {
 	struct ck_pd_thread *mgr;
 	int r;
 
 	ck__round_seq = seq;
+	ck__core.devfd = devfd;
 	ck__t_ask = ck__now_us();
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
@@ -190,9 +242,35 @@ void ck__round(uint32_t flags, uint64_t seq)
 	ck__t_recorded = ck__now_us();
 
 	if (ck_ctx_save(&mgr->ctx) == 0) {
-		if (!(flags & CK_CKPT_NOFORK)) {
+		int uffd = -1;
+
+		ck__wp_err = 0;
+		if ((flags & CK_CKPT_WP) && !(flags & CK_CKPT_NOFORK)) {
+			ck__core.wp_busy = (int)ck_getpid(); /* now: once armed, this memory is protected */
+			/* Once armed, nothing but the stack is written until
+			 * SNAPSHOT is sent (ck__send_snapshot). */
+			uffd = ck__wp_arm(ck__core.devfd);
+			if (uffd < 0) {
+				ck__wp_err = -uffd;
+				ck__wp_idle();
+			}
+		}
+		if (uffd >= 0) {
+			/* Nothing but this stack is written until ckrun has the
+			 * descriptor. Then it holds the only reference: when it
+			 * closes it, or dies, every protection goes with it. */
+			ck__send_snapshot(uffd);
+			ck_close(uffd);
+			ck__devfd_close();
+			r = ck__wait_msg(CK_MSG_RELEASE);
+			ck__release_all();
+			if (r == CK_MSG_RELEASE)
+				ck__wait_msg(0);
+			ck__wp_idle();
+		} else if (!(flags & CK_CKPT_NOFORK)) {
 			long child;
 
+			ck__devfd_close();
 			ck__sysv_fork_advice(MADV_DONTFORK);
 			child = ck_sys5(SYS_clone, 0 /* no exit signal */, 0, 0, 0, 0);
 			if (child == 0)
@@ -212,7 +290,8 @@ void ck__round(uint32_t flags, uint64_t seq)
 				r = ck__wait_msg(0);
 			ck__reap_snapshot(child);
 		} else {
-			ck__send_snapshot();
+			ck__devfd_close();
+			ck__send_snapshot(-1);
 			ck__wait_msg(0);
 			ck__release_all();
 		}
@@ -223,6 +302,8 @@ void ck__round(uint32_t flags, uint64_t seq)
 	/* Restored process: this thread was re-created by the restart code;
 	 * the restorer left our new channel at CK_CTL_FD. */
 	ck__channel_restored();
+	ck__core.devfd = -1; /* the saving round's, not open here */
+	ck__core.wp_busy = 0; /* saved while ckrun read the process */
 	ck__core.restarted = 1;
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);
@@ -238,6 +319,7 @@ void ck__round(uint32_t flags, uint64_t seq)
 fail_release:
 	ck__release_all();
 fail_resume:
+	ck__devfd_close();
 	ck__plugins_event(CK_EV_RESUME);
 	if (!ck__core.fail[0])
 		ck__failf("checkpoint failed (%s)", strerror(-r));
@@ -253,7 +335,9 @@ void *ck__manager(void *arg)
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
 	for (;;) {
-		if (ck__recv(&m) < 0) {
+		int devfd = -1;
+
+		if (ck__recv_fd(&m, &devfd) < 0) {
 			/* The job closed our descriptor, or ckrun is gone: in the
 			 * first case its attach socket answers. */
 			if (ck__reattach() == 0)
@@ -261,6 +345,8 @@ void *ck__manager(void *arg)
 			return NULL; /* the job runs on, uncheckpointed */
 		}
 		if (m.type == CK_MSG_CHECKPOINT)
-			ck__round((uint32_t)m.arg[0], m.arg[1]);
+			ck__round((uint32_t)m.arg[0], m.arg[1], devfd);
+		else if (devfd >= 0)
+			ck_close(devfd);
 	}
 }

@@ -28,6 +28,8 @@ struct ck_core {
 	volatile int restarted; /* 1 in a restored process */
 	int restart_count;
 	int hold; /* this round must keep threads parked until ckrun says RELEASE */
+	int devfd; /* this round's /dev/userfaultfd from ckrun (-1: none): not the job's */
+	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	uint64_t stdio_dev[3], stdio_ino[3]; /* identity of inherited stdio */
 	char fail[512]; /* why the current round failed */
 };
@@ -56,13 +58,18 @@ int ck__collect_process(void) CK_HIDDEN;
 /* fds.c */
 int ck__collect_fds(void) CK_HIDDEN;
 void ck__fds_after_round(void) CK_HIDDEN;
+/* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
+int ck__wp_arm(int devfd) CK_HIDDEN;
+void ck__wp_idle(void) CK_HIDDEN; /* the round's verdict came: exits may go on */
+extern struct ck_wp_range ck__wp_ranges[CK_WP_MAX_RANGES] CK_HIDDEN;
+extern uint32_t ck__wp_nranges CK_HIDDEN;
 /* init.c */
 int ck__reattach(void) CK_HIDDEN;
 void ck__channel_restored(void) CK_HIDDEN;
 /* checkpoint.c */
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
-void ck__round(uint32_t flags, uint64_t seq) CK_HIDDEN;
+void ck__round(uint32_t flags, uint64_t seq, int devfd) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
 /* plugin.c */

@@ -147,7 +147,7 @@ static int ck__collect_one(int fd, int dirfd)
 	long n;
 	int r;
 
-	if (fd == ck__core.ctl_fd || fd == dirfd)
+	if (fd == ck__core.ctl_fd || fd == dirfd || fd == ck__core.devfd)
 		return 0;
 	if (ck__pd.nfds >= CK_PD_MAX_FDS) {
 		ck__failf("more than %d open descriptors", CK_PD_MAX_FDS);

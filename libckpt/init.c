@@ -164,6 +164,8 @@ static int ck__is_socket(int fd)
 /* In a forked child: only the forking thread exists; the manager is gone. */
 static void ck__atfork_child(void)
 {
+	ck__core.wp_busy = 0; /* the parent's round, not ours */
+	ck__core.devfd = -1;
 	if (ck__core.ctl_fd < 0)
 		return;
 	ck__core.pid = getpid();

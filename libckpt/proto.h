@@ -26,7 +26,9 @@ enum ck_msg_type {
 	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; SCM_RIGHTS: the process's own channel */
 	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size, arg2: held,
 			   * arg3: round, arg4: µs to park (low 32 bits) and to record (high),
-			   * arg5: µs to fork the snapshot */
+			   * arg5: µs to fork the snapshot (or to write-protect);
+			   * SCM_RIGHTS: a write-protect snapshot's userfaultfd, then
+			   * text: struct ck_wp_info */
 	CK_MSG_FAILED,    /* text: why the round cannot be done */
 	CK_MSG_RESTARTED, /* restored process runs again */
 	CK_MSG_REQUEST,   /* ckpt_request() from the job */
@@ -68,6 +70,21 @@ struct ck_rst_child {
 
 #define CK_CKPT_NOFORK 0x1
 #define CK_CKPT_STOP 0x2
+/* A write-protect snapshot may be taken instead of a fork; the message
+ * may carry ckrun's /dev/userfaultfd (SCM_RIGHTS). */
+#define CK_CKPT_WP 0x4
+
+/* Write-protect snapshot: the ranges the process registered (private
+ * anonymous memory, adjacent mappings merged), in its own memory. */
+#define CK_WP_MAX_RANGES 8192
+struct ck_wp_range {
+	uint64_t start, end;
+};
+struct ck_wp_info {
+	uint64_t ranges; /* address of struct ck_wp_range[nranges] */
+	uint32_t nranges;
+	uint32_t pad;
+};
 
 #define CK_MSG_TEXT 4000
 

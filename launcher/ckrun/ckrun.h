@@ -20,6 +20,9 @@ struct ck_jproc {
 	pid_t snap;   /* its snapshot child (fork mode) */
 	uint64_t pd_addr;
 	int held;     /* it has memory a fork does not freeze */
+	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck__ask_all takes it (-1: none) */
+	struct ck_wp_proc *wp; /* this round: its write-protect snapshot (NULL: forked) */
+	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
 	/* this round, for -v -v: when its snapshot was announced (ckrun's
@@ -41,6 +44,7 @@ struct ckrun {
 	int resume;
 	unsigned keep;
 	int nofork;
+	int snapshot_fork; /* --snapshot fork: never a write-protect snapshot */
 	int verbose;
 	int writer_nice; /* nice value of the writer threads (default 10) */
 	struct ck_store_opts sopts;
@@ -61,6 +65,9 @@ struct ckrun {
 	int32_t root_jpid; /* the job's main process, in the job's namespace */
 	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
 	unsigned round_ckflags;
+	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
+	struct ck_wp *wp;     /* this round's write-protect snapshots */
+	uint64_t wp_faults, wp_aside; /* the last round's, for -v */
 	uint64_t round_seq;
 	int status_fd;  /* init reports the job's wait status here */
 	int job_ready;  /* libckpt said hello (or restarted) */

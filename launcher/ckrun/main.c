@@ -51,7 +51,9 @@ static void ck__usage(FILE *f)
 		   "  --interval D       checkpoint every D (500ms, 30s, 10m, 2h)\n"
 		   "  --resume           restart from the newest checkpoint of JOB if there is one\n"
 		   "  --keep N           keep the newest N checkpoints (default 3)\n"
-		   "  --no-fork          checkpoint without a copy-on-write snapshot\n"
+		   "  --no-fork          checkpoint without a snapshot: the job waits while it is written\n"
+		   "  --snapshot MODE    wp (default): write-protect the job's memory and read it live,\n"
+		   "                     falling back to fork where that cannot be armed; fork: always fork\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
 		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
@@ -115,6 +117,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"store", required_argument, 0, 's'},   {"job", required_argument, 0, 'j'},
 		{"interval", required_argument, 0, 'i'}, {"resume", no_argument, 0, 'r'},
 		{"keep", required_argument, 0, 'k'},    {"no-fork", no_argument, 0, 'F'},
+		{"snapshot", required_argument, 0, 'S'},
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
@@ -149,6 +152,13 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 			break;
 		}
 		case 'F': c->nofork = 1; break;
+		case 'S':
+			if (strcmp(optarg, "wp") && strcmp(optarg, "fork")) {
+				fprintf(stderr, "ckrun: bad --snapshot '%s' (wp or fork)\n", optarg);
+				return -EINVAL;
+			}
+			c->snapshot_fork = !strcmp(optarg, "fork");
+			break;
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
 		case 'v': c->verbose++; break;
@@ -322,6 +332,7 @@ int main(int argc, char **argv)
 	int r;
 
 	memset(&c, 0, sizeof(c));
+	c.round_devfd = -1;
 	c.agent_fd = c.status_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;

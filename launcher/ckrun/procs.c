@@ -38,6 +38,8 @@ void ck_procs_drop(struct ckrun *c, struct ck_jproc *p)
 
 	if (p->fd >= 0)
 		close(p->fd);
+	if (p->wp_fd >= 0)
+		close(p->wp_fd);
 	free(p->pd);
 	memmove(p, p + 1, (c->nprocs - i - 1) * sizeof(*p));
 	c->nprocs--;
@@ -78,6 +80,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		p = &c->procs[c->nprocs++];
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
+		p->wp_fd = -1;
 		/* Its descriptor's buffer, with the pages a round fills touched
 		 * now: faulting them in is no business of the frozen time. */
 		p->pd = malloc(sizeof(*p->pd));
@@ -95,7 +98,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = c->round_ckflags;
 		m.arg[1] = c->round_seq;
-		if (ck_chan_send(fd, &m, NULL, 0) == 0)
+		if (ck_chan_send(fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL, c->round_devfd >= 0) == 0)
 			p->state = CK_JP_ASKED;
 	}
 	return 0;
@@ -223,6 +226,14 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 				*from = ck_procs_find(c, *sender);
 				return 1;
 			}
+			/* A write-protect snapshot of this round: ck__ask_all takes
+			 * it. Any other descriptor is closed, a late snapshot's
+			 * userfaultfd included, which lifts its protection. */
+			if (newfd >= 0 && p && m->type == CK_MSG_SNAPSHOT && c->round_asking &&
+			    m->arg[3] == c->round_seq && p->wp_fd < 0) {
+				p->wp_fd = newfd;
+				newfd = -1;
+			}
 			if (newfd >= 0)
 				close(newfd);
 			*from = p;
@@ -326,8 +337,8 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 				int snap = 0;
 				if (e == s)
 					break;
-				for (size_t i = 0; i < c->nprocs; i++)
-					snap |= c->procs[i].snap == (pid_t)kid;
+				for (size_t i = 0; i < c->nprocs; i++) /* (with --no-fork or write protection: the process itself) */
+					snap |= c->procs[i].snap == (pid_t)kid && c->procs[i].snap != c->procs[i].pid;
 				if (kid > 0 && !snap)
 					r = ck__push(&todo, &ntodo, (pid_t)kid);
 			}

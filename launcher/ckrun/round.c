@@ -32,6 +32,7 @@
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/agent_plugin.h"
+#include "launcher/ckrun/wpsnap.h"
 #include "libckpt/proto.h"
 
 uint64_t ck_now_ns(void)
@@ -54,6 +55,8 @@ struct ck__src {
 	int pagemap_fd; /* >= 0: skip pages that are not present (private anonymous) */
 	int file_fd;    /* >= 0: read a descriptor's contents instead of memory */
 	unsigned stop;
+	struct ck_wp_proc *wp; /* a write-protect snapshot's memory */
+	int live;              /* the running process of a write-protect snapshot */
 };
 
 static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
@@ -62,6 +65,8 @@ static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 
 	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2)
 		return -ECANCELED;
+	if (s->wp)
+		return ck_wp_read(s->wp, s->base + off, buf, len);
 	if (s->file_fd >= 0) {
 		size_t done = 0;
 		while (done < len) {
@@ -90,7 +95,11 @@ static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 			}
 		}
 	}
-	return ck_mem_read(s->pid, s->base + off, buf, len);
+	{
+		int r = ck_mem_read(s->pid, s->base + off, buf, len);
+		/* the process ended or exec'd after RELEASE: a fork repeats the round */
+		return r < 0 && s->live ? -ESTALE : r;
+	}
 }
 
 static int ck__endswith(const char *s, const char *suf)
@@ -208,8 +217,25 @@ out:
 	return r;
 }
 
-/* Memory regions of the snapshot into the writer. Pass 0 takes what a
- * forked snapshot does not freeze (shared mappings), pass 1 the rest. */
+/* Which pass reads a region. Pass 0 takes what the snapshot does not
+ * freeze: for a fork, shared mappings; for a write-protect snapshot, all
+ * but the protected memory, mappings of files the job cannot write to
+ * (without an mprotect first: a known limit) and the vDSO. With a fork,
+ * pass 0 runs after RELEASE unless the process holds its threads; with
+ * write protection, always before. */
+static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg)
+{
+	if (!jp->wp)
+		return rg->flags & CK_REG_SHARED ? 0 : 1;
+	if (ck_wp_covers(jp->wp, rg->start, rg->end))
+		return 1;
+	if ((rg->flags & CK_REG_VDSO) ||
+	    ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_SHARED) && !(rg->prot & PROT_WRITE)))
+		return 1;
+	return 0;
+}
+
+/* Memory regions of the snapshot into the writer, those of one pass. */
 static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
 {
@@ -269,16 +295,19 @@ data:
 	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
 	for (size_t i = 0; i < p->nregions; i++) {
 		struct ck_region *rg = &p->regions[i];
-		struct ck__src src = {snap, rg->start, -1, -1, flags};
+		struct ck__src src = {snap, rg->start, -1, -1, flags, NULL, 0};
 
-		if ((rg->flags & CK_REG_NODATA) || !!(rg->flags & CK_REG_SHARED) != (pass == 0))
+		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != pass)
 			continue;
 		/* Only anonymous private memory: fork copies its page table, so a
 		 * page absent there was never touched. (The vDSO's pages are not
 		 * copied by fork, file pages fault in lazily.) */
-		if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
+		src.live = jp->wp && pass == 1;
+		if (jp->wp && ck_wp_covers(jp->wp, rg->start, rg->end))
+			src.wp = jp->wp;
+		else if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
 			src.pagemap_fd = pagemap;
-		if (pass == 0) {
+		if (rg->flags & CK_REG_SHARED) {
 			struct ck__shared *x = ck__shared_find(rc, rg);
 			if (x) {
 				rg->first_chunk = x->first_chunk;
@@ -291,7 +320,7 @@ data:
 			ck_err_wrap("region %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end, rg->path ? rg->path : "");
 			goto out;
 		}
-		if (pass == 0) {
+		if (rg->flags & CK_REG_SHARED) {
 			struct ck__shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
 			if (!ns) {
 				r = -ENOMEM;
@@ -316,7 +345,7 @@ static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procd
 {
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		struct ck_pd_fd *f = &pd->fds[i];
-		struct ck__src src = {snap, 0, -1, -1, flags};
+		struct ck__src src = {snap, 0, -1, -1, flags, NULL, 0};
 		char path[64];
 		off_t size;
 		int r;
@@ -532,7 +561,10 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = ckflags;
 		m.arg[1] = c->round_seq;
-		c->procs[i].state = ck_chan_send(c->procs[i].fd, &m, NULL, 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+		c->procs[i].state = ck_chan_send(c->procs[i].fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL,
+						 c->round_devfd >= 0) == 0
+					    ? CK_JP_ASKED
+					    : CK_JP_IDLE;
 		c->procs[i].snap = 0;
 	}
 	for (;;) {
@@ -551,7 +583,8 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			return -ENOTSUP;
 		}
 		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != c->round_seq) {
-			kill(sender, SIGKILL); /* of a round that ended without it */
+			if (sender != from->pid) /* a forked one; a write-protect one lifted already */
+				kill(sender, SIGKILL); /* of a round that ended without it */
 			continue;
 		}
 		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
@@ -562,6 +595,29 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			}
 			from->state = CK_JP_SNAPSHOT;
 			from->snap = c->nofork ? from->pid : sender;
+			from->wp_errno = 0;
+			if (from->wp_fd < 0 && m.len == sizeof(int32_t)) {
+				int32_t e;
+				memcpy(&e, m.text, sizeof(e));
+				from->wp_errno = e;
+			}
+			if (from->wp_fd >= 0) {
+				struct ck_wp_info wi;
+				int fd = from->wp_fd;
+
+				from->wp_fd = -1;
+				from->snap = from->pid;
+				if (m.len != sizeof(wi)) {
+					close(fd);
+					ck_err_set("process %d: a write-protect snapshot without its ranges", from->jpid);
+					return -EPROTO;
+				}
+				memcpy(&wi, m.text, sizeof(wi));
+				if ((r = ck_wp_add(&c->wp, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
+					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
+					return -ESTALE; /* the round is repeated with a fork */
+				}
+			}
 			from->pd_addr = m.arg[0];
 			from->held = m.arg[2] != 0;
 			from->t_snap = ck_now_ns();
@@ -644,6 +700,11 @@ static int ck__read_descriptors(struct ckrun *c)
 				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
 		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
 				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
+			int st = ck_proc_state(p->pid);
+			if (!st || st == 'Z' || st == 'X') { /* read from the process itself (no fork) */
+				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);
+				return -ESRCH;
+			}
 			ck_err_wrap("process %d: its descriptor", p->jpid);
 			return r < 0 ? r : -EPROTO;
 		}
@@ -654,6 +715,13 @@ static int ck__read_descriptors(struct ckrun *c)
 static void ck__end_round(struct ckrun *c, int result, int stop)
 {
 	c->round_asking = 0;
+	/* Before DONE: what is still protected is lifted, and ckrun's
+	 * userfaultfds (the last references) are closed. */
+	ck_wp_stop(c->wp, &c->wp_faults, &c->wp_aside);
+	c->wp = NULL;
+	if (c->round_devfd >= 0)
+		close(c->round_devfd);
+	c->round_devfd = -1;
 	ck_procs_boost(c, 0); /* (already, if released) */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
@@ -664,6 +732,10 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 		if (!stop && p->state != CK_JP_IDLE)
 			ck_procs_send(p, CK_MSG_DONE, (uint64_t)(int64_t)result);
 		p->state = CK_JP_IDLE;
+		p->wp = NULL;
+		if (p->wp_fd >= 0)
+			close(p->wp_fd);
+		p->wp_fd = -1;
 	}
 }
 
@@ -731,7 +803,7 @@ static void ck__print_phases(const struct ckrun *c, uint64_t seq, uint64_t t_ask
 		fprintf(stderr,
 			"ckrun: checkpoint %" PRIu64 " phases: snapshots announced after %.1f (first), %.1f (median), "
 			"%.1f ms (last: process %d: %.1f ms to be scheduled and told, %.1f to park, %.1f to record, "
-			"%.1f to fork)\n",
+			"%.1f to fork or write-protect)\n",
 			seq, (double)at[0] / 1e6, (double)at[c->nprocs / 2] / 1e6, (double)at[c->nprocs - 1] / 1e6,
 			slow->jpid, total > own ? (double)(total - own) / 1e3 : 0.0, slow->us_park / 1e3,
 			slow->us_record / 1e3, slow->us_fork / 1e3);
@@ -750,7 +822,56 @@ static void ck__release(struct ckrun *c)
 		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
 }
 
+/* Mappings a write-protect snapshot read live without protection (files
+ * the job cannot write to, the vDSO) must still be there as they were: a
+ * job that unmapped or replaced one meanwhile may have been read wrong. */
+static int ck__wp_verify_maps(const struct ck_jproc *jp)
+{
+	struct ck_map *maps = NULL;
+	size_t n = 0, j = 0;
+	int r = ck_maps_read(jp->pid, &maps, &n);
+
+	if (r < 0) {
+		ck_err_wrap("process %d: after its write-protect snapshot", jp->jpid);
+		return -ESTALE;
+	}
+	for (size_t i = 0; i < jp->mp->nregions && r == 0; i++) {
+		const struct ck_region *rg = &jp->mp->regions[i];
+
+		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->wp, rg->start, rg->end))
+			continue;
+		while (j < n && maps[j].start < rg->start)
+			j++;
+		if (j == n || maps[j].start != rg->start || maps[j].end != rg->end || maps[j].prot != rg->prot ||
+		    maps[j].ino != rg->ino || maps[j].off != rg->file_off) {
+			ck_err_set("process %d changed its mapping 0x%" PRIx64 "-0x%" PRIx64 " %s during the write-protect "
+				   "snapshot", jp->jpid, rg->start, rg->end, rg->path ? rg->path : "");
+			r = -ESTALE;
+		}
+	}
+	ck_maps_free(maps, n);
+	return r;
+}
+
+static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp);
+
+/* A write-protect snapshot the job broke (it unmapped or moved memory not
+ * read yet, or exec'd) fails its round with -ESTALE; the round is then
+ * repeated at once with a fork. */
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
+{
+	int try_wp = !c->nofork && !c->snapshot_fork;
+	int r = ck__round_once(c, flags, seq_out, try_wp);
+
+	if (r == -ESTALE && try_wp) {
+		if (c->verbose)
+			fprintf(stderr, "ckrun: %s; repeating the checkpoint with a forked snapshot\n", ck_err_msg());
+		r = ck__round_once(c, flags, seq_out, 0);
+	}
+	return r;
+}
+
+static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp)
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
 	const char *wt = getenv("CKPT_WRITER_THREADS");
@@ -761,7 +882,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	pid_t *live = NULL, *zomb = NULL;
 	size_t nlive = 0, nz = 0;
-	int held = 0, r;
+	int held = 0, any_wp = 0, r;
+	unsigned ckflags = c->nofork ? CK_CKPT_NOFORK : 0;
 
 	if (wt && atoi(wt) > 0)
 		wo.threads = (unsigned)atoi(wt);
@@ -793,8 +915,17 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
+	c->wp_faults = c->wp_aside = 0;
+	if (try_wp) {
+		/* Opened here, not by the job: it runs in a user namespace where
+		 * userfaultfd(2) would need a privilege it lacks. Without it the
+		 * job tries userfaultfd(2), then forks. */
+		if (!getenv("CKPT_TEST_NO_UFFD_DEV")) /* test knob: as if it were not ours to open */
+			c->round_devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		ckflags |= CK_CKPT_WP;
+	}
 	t_ask = ck_now_ns(); /* the job runs untouched until here */
-	if ((r = ck__ask_all(c, c->nofork ? CK_CKPT_NOFORK : 0)) < 0)
+	if ((r = ck__ask_all(c, ckflags)) < 0)
 		goto fail;
 	if (!c->nprocs) { /* every process exited while asked: the job is ending */
 		ck_err_set("the job ended during the checkpoint");
@@ -861,8 +992,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		goto fail;
 	ck__phase(&ph, "System V");
 	/* The main process first: restore starts the tree from it. */
-	for (size_t i = 0; i < c->nprocs; i++)
+	for (size_t i = 0; i < c->nprocs; i++) {
 		held |= c->procs[i].held;
+		any_wp |= c->procs[i].wp != NULL;
+	}
 	m->nprocs = c->nprocs;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *jp = &c->procs[i];
@@ -878,7 +1011,7 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	if ((r = ck__all_alive(c)) < 0)
 		goto fail;
 	ck__phase(&ph, "liveness");
-	if (!c->nofork && !held) {
+	if (!c->nofork && !held && !any_wp) {
 		ck__release(c);
 		t_rel = ck_now_ns();
 		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
@@ -892,8 +1025,8 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	if (r < 0)
 		goto fail;
-	if (!c->nofork && held) {
-		ck__phase(&ph, "shared memory, deleted files");
+	if (!c->nofork && (held || any_wp)) {
+		ck__phase(&ph, any_wp ? "unprotected memory" : "shared memory, deleted files");
 		ck__release(c);
 		t_rel = ck_now_ns();
 		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
@@ -911,6 +1044,11 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 				ck__skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
 			}
 	}
+	for (size_t i = 0; i < c->nprocs && r == 0; i++)
+		if (c->procs[i].wp)
+			r = ck__wp_verify_maps(&c->procs[i]);
+	if (r == 0)
+		r = ck_wp_check(c->wp);
 	if (r < 0)
 		goto fail;
 	r = ck_writer_finish(w, m);
@@ -927,12 +1065,23 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	ck__end_round(c, 0, flags & CK_ROUND_STOP);
 	if (c->verbose) {
 		char req[64] = "";
+		char snap[128] = "";
+		if (any_wp)
+			snprintf(snap, sizeof(snap), ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside",
+				 c->wp_faults, c->wp_aside);
+		else if (!c->nofork) {
+			int e = 0;
+			for (size_t i = 0; i < c->nprocs && !e; i++)
+				e = c->procs[i].wp_errno;
+			snprintf(snap, sizeof(snap), ", forked snapshot%s%s%s", e ? " (write protection: " : "",
+				 e ? strerror(e) : "", e ? ")" : "");
+		}
 		if (ck_s3_request_count && ck_s3_request_count() > req0)
 			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
-				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s\n",
+				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s%s\n",
 			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9, (double)(t_parked - t_ask) / 1e9, req);
+			(double)m->frozen_ns / 1e9, (double)(t_parked - t_ask) / 1e9, snap, req);
 		if (c->verbose > 1)
 			ck__print_phases(c, m->seq, t_ask, &ph);
 	}

@@ -1,0 +1,39 @@
+/* The write-protect snapshot, ckrun side (libckpt/wpsnap.c arms it).
+ *
+ * A process that armed one runs on after RELEASE while its memory is read
+ * live, 2 MiB block by block. Each block is taken once, by whoever needs
+ * it first: the writer, or the handler thread serving a write fault of the
+ * job. Taking a block reads it (pages not protected at the cut were absent
+ * then and read as zeros), keeps the copy aside until the writer has
+ * consumed it, and lifts the block's protection, which wakes the job's
+ * threads waiting on it. Unmapping, discarding or moving memory not taken
+ * yet breaks the snapshot: the round fails with -ESTALE and is repeated
+ * with a fork. */
+#ifndef CK_CKRUN_WPSNAP_H
+#define CK_CKRUN_WPSNAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "libckpt/proto.h"
+
+struct ck_wp;      /* one per round: the handler thread and what it serves */
+struct ck_wp_proc; /* one process's protected ranges and blocks */
+
+/* Starts serving the process's userfaultfd `uffd` (taken over: closed by
+ * ck_wp_stop, or here on failure). The ranges are read from the process,
+ * which is parked. *wp is created on first use. */
+int ck_wp_add(struct ck_wp **wp, pid_t pid, int32_t jpid, int uffd, const struct ck_wp_info *info,
+	      struct ck_wp_proc **out);
+/* 1 when [start, end) lies within one protected range. */
+int ck_wp_covers(const struct ck_wp_proc *p, uint64_t start, uint64_t end);
+/* The snapshot's bytes at addr: what the process held at the cut. */
+int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len);
+/* 0, or -ESTALE with ck_err set when the snapshot broke. */
+int ck_wp_check(struct ck_wp *wp);
+/* Lifts what is still protected, stops the handler, closes every
+ * userfaultfd and frees it all; NULL is fine. Counters for -v. */
+void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside);
+
+#endif

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The write-protect snapshot (launcher/ckrun/wpsnap.c, libckpt/wpsnap.c):
+#   used      it is the default, the job's writes during a round are served
+#             (faults > 0), and a restore from it gives the bare output;
+#   churn     a job that unmaps, discards and moves memory all the time: a
+#             round that meets such a change is repeated with a fork, and
+#             the restored output is still the bare one;
+#   fallback  without /dev/userfaultfd (CKPT_TEST_NO_UFFD_DEV) the job, in
+#             its user namespace, cannot arm one: every round forks;
+#   fork      --snapshot fork never write-protects.
+# The conformance suite runs every app with the default (write-protect)
+# snapshot too; this suite checks that each path is the one taken.
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+B=$top/${BUILD:-build}
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-wpsnap.XXXXXX")
+trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
+APPS=$B/tests/apps
+
+# run NAME APP SCALE KIND [ckrun options...]: the app bare, then under
+# ckrun with checkpoints every 200 ms until it ends, then a restore from
+# its newest checkpoint but one (run to the end). Checks both outputs.
+# KIND: wp (every commit by write protection, some faults served), fork
+# (every commit forked), fallback (forked, saying why), churn (write protection, output only; reports
+# how many rounds were repeated with a fork).
+run() {
+	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults seq
+	shift 4
+	rm -rf "$W/st" "$W/out" "$W/err" "$W/out2"
+	"$APPS/$app" "$scale" >"$W/bare" 2>/dev/null
+	"$B/ckrun" -v --interval 200ms --keep 100 --store "$W/st" --job j "$@" -- "$APPS/$app" "$scale" \
+		>"$W/out" 2>"$W/err"
+	rc=$?
+	nwp=$(grep -c 'committed.*write-protect snapshot' "$W/err")
+	nfork=$(grep -c 'committed.*forked snapshot' "$W/err")
+	nrep=$(grep -c 'repeating the checkpoint with a forked snapshot' "$W/err")
+	nfaults=$(sed -n 's/.*write-protect snapshot: \([0-9]*\) faults.*/\1/p' "$W/err" | awk '{s += $1} END {print s + 0}')
+	if [ $rc != 0 ] || ! cmp -s "$W/bare" "$W/out"; then
+		echo "FAIL wpsnap/$name: exit status $rc or output differs from the bare run"
+		diff "$W/bare" "$W/out" | head -5 | sed 's/^/    | /'
+		grep -v committed "$W/err" | head -5 | sed 's/^/    | /'
+		return
+	fi
+	case $kind in
+	wp) if [ "$nwp" -lt 2 ] || [ "$nfork" != 0 ] || [ "$nfaults" -lt 1 ]; then
+		echo "FAIL wpsnap/$name: $nwp write-protect and $nfork forked commits, $nfaults faults served"
+		return
+	    fi ;;
+	fallback) if ! grep -q 'forked snapshot (write protection: Operation not permitted)' "$W/err"; then
+		echo "FAIL wpsnap/$name: the rounds do not say why write protection was not armed"
+		grep committed "$W/err" | head -2 | sed 's/^/    | /'
+		return
+	    fi ;&
+	fork) if [ "$nfork" -lt 2 ] || [ "$nwp" != 0 ]; then
+		echo "FAIL wpsnap/$name: $nwp write-protect and $nfork forked commits (all should fork)"
+		return
+	      fi ;;
+	churn) if [ "$nwp" -lt 1 ]; then
+		echo "FAIL wpsnap/$name: no commit by write protection ($nfork forked)"
+		return
+	       fi ;;
+	esac
+	# A restore from the second newest checkpoint (the newest may be
+	# one taken at the very end), run to its end.
+	seq=$(ls "$W/st/j/manifests" | sort | tail -2 | head -1)
+	"$B/ckpt" rm --store "$W/st" "j@$((10#$(ls "$W/st/j/manifests" | sort | tail -1)))" >/dev/null
+	rm -f "$W/out2"
+	"$B/ckrun" --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" >"$W/out2" 2>>"$W/err"
+	rc=$?
+	# The restored job writes on into the file it had (the first run's
+	# output), which must end up equal to the bare output again.
+	if [ $rc != 0 ] || ! cmp -s "$W/bare" "$W/out"; then
+		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)): exit status $rc or output differs"
+		diff "$W/bare" "$W/out" | head -5 | sed 's/^/    | /'
+		tail -3 "$W/err" | sed 's/^/    | /'
+		return
+	fi
+	echo "PASS wpsnap/$name: $nwp commits by write protection ($nfaults faults served), $nfork forked," \
+		"$nrep repeated with a fork; restore from checkpoint $((10#$seq)) matches"
+}
+
+run used memgrow 0.5 wp
+run churn mmchurn 0.5 churn
+CKPT_TEST_NO_UFFD_DEV=1 run fallback-unprivileged memgrow 0.5 fallback
+run fork-option memgrow 0.5 fork --snapshot fork
