@@ -24,7 +24,7 @@
 #define CK__BLOCK (2ull << 20)
 /* Blocks the job wrote before the writer read them wait aside; beyond
  * this much the handler lets the job's faults wait for the writer. */
-#define CK__ASIDE_MAX (192ull << 20)
+#define CK__ASIDE_MAX (128ull << 20)
 #define CK__PM_UFFD_WP (1ull << 57) /* pagemap: the page is write-protected */
 
 enum { CK__UNREAD, CK__ASIDE, CK__DONE };
@@ -52,12 +52,12 @@ struct ck_wp_proc {
 
 struct ck_wp {
 	pthread_mutex_t lock;
-	pthread_cond_t room;
 	pthread_t th;
 	int started, evfd, stop;
 	struct ck_wp_proc **procs;
 	size_t nprocs;
 	uint64_t aside, faults, taken_aside;
+	int want_room; /* a fault waits for blocks aside to be consumed */
 	int broken;
 	char why[512];
 };
@@ -117,7 +117,6 @@ static void ck__break(struct ck_wp *wp, const char *fmt, ...)
 					p->r[j].blk[k].state = CK__DONE;
 				}
 	}
-	pthread_cond_broadcast(&wp->room);
 }
 
 /* Under the lock: block k of r is read aside and its protection lifted.
@@ -232,7 +231,12 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 			b->buf = NULL;
 			b->state = CK__DONE;
 			wp->aside -= e - s;
-			pthread_cond_broadcast(&wp->room);
+			if (wp->want_room) {
+				uint64_t one = 1;
+				wp->want_room = 0;
+				if (write(wp->evfd, &one, sizeof(one)) < 0) { /* the handler polls again within 1 ms */
+				}
+			}
 		}
 		buf = (char *)buf + n;
 		addr += n;
@@ -269,7 +273,7 @@ static void ck__layout_event(struct ck_wp_proc *p, uint64_t s, uint64_t e, const
 
 /* Answers a write fault: the block is taken (or was), the page unprotected
  * (which wakes the waiting thread). -EAGAIN: a layout event is still
- * unread; the fault is answered again after the handler reads it. */
+ * unread, or too much is aside; the fault is answered again later. */
 static int ck__fault(struct ck_wp *wp, struct ck_wp_proc *p, uint64_t addr)
 {
 	uint64_t page = addr & ~4095ull;
@@ -277,8 +281,10 @@ static int ck__fault(struct ck_wp *wp, struct ck_wp_proc *p, uint64_t addr)
 
 	if (r) {
 		size_t k = (size_t)(addr / CK__BLOCK - r->start / CK__BLOCK);
-		while (r->blk[k].state == CK__UNREAD && wp->aside > CK__ASIDE_MAX && !wp->stop && !wp->broken)
-			pthread_cond_wait(&wp->room, &wp->lock);
+		if (r->blk[k].state == CK__UNREAD && wp->aside > CK__ASIDE_MAX && !wp->stop && !wp->broken) {
+			wp->want_room = 1; /* the writer wakes us when it frees a block */
+			return -EAGAIN;
+		}
 		if (r->blk[k].state == CK__UNREAD && !wp->broken) {
 			int rc = ck__take(p, r, k, 1);
 			if (rc == -EAGAIN)
@@ -424,7 +430,6 @@ int ck_wp_add(struct ck_wp **wpp, pid_t pid, int32_t jpid, int uffd, const struc
 			return -ENOMEM;
 		}
 		pthread_mutex_init(&wp->lock, NULL);
-		pthread_cond_init(&wp->room, NULL);
 		wp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 		if (wp->evfd < 0 || pthread_create(&wp->th, NULL, ck__handler, wp) != 0) {
 			ck_err_set("cannot start the write-protect handler: %s", strerror(errno));
@@ -532,7 +537,6 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 		return;
 	pthread_mutex_lock(&wp->lock);
 	wp->stop = 1;
-	pthread_cond_broadcast(&wp->room);
 	pthread_mutex_unlock(&wp->lock);
 	if (wp->started) {
 		uint64_t one = 1;
@@ -562,6 +566,5 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 	free(wp->procs);
 	close(wp->evfd);
 	pthread_mutex_destroy(&wp->lock);
-	pthread_cond_destroy(&wp->room);
 	free(wp);
 }
