@@ -246,10 +246,11 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 
 		ck__wp_err = 0;
 		if ((flags & CK_CKPT_WP) && !(flags & CK_CKPT_NOFORK)) {
-			ck__core.wp_busy = (int)ck_getpid(); /* now: once armed, this memory is protected */
 			/* Once armed, nothing but the stack is written until
 			 * SNAPSHOT is sent (ck__send_snapshot). */
-			uffd = ck__wp_arm(ck__core.devfd);
+			uffd = ck__wp_begin();
+			if (uffd == 0)
+				uffd = ck__wp_arm(ck__core.devfd);
 			if (uffd < 0) {
 				ck__wp_err = -uffd;
 				ck__wp_idle();
@@ -304,6 +305,7 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	ck__channel_restored();
 	ck__core.devfd = -1; /* the saving round's, not open here */
 	ck__core.wp_busy = 0; /* saved while ckrun read the process */
+	ck__core.exiting = 0;
 	ck__core.restarted = 1;
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);

@@ -30,6 +30,7 @@ struct ck_core {
 	int hold; /* this round must keep threads parked until ckrun says RELEASE */
 	int devfd; /* this round's /dev/userfaultfd from ckrun (-1: none): not the job's */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
+	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	uint64_t stdio_dev[3], stdio_ino[3]; /* identity of inherited stdio */
 	char fail[512]; /* why the current round failed */
 };
@@ -60,6 +61,7 @@ int ck__collect_fds(void) CK_HIDDEN;
 void ck__fds_after_round(void) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
 int ck__wp_arm(int devfd) CK_HIDDEN;
+int ck__wp_begin(void) CK_HIDDEN; /* before arming: -ESRCH when the process is ending */
 void ck__wp_idle(void) CK_HIDDEN; /* the round's verdict came: exits may go on */
 extern struct ck_wp_range ck__wp_ranges[CK_WP_MAX_RANGES] CK_HIDDEN;
 extern uint32_t ck__wp_nranges CK_HIDDEN;

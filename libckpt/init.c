@@ -165,6 +165,7 @@ static int ck__is_socket(int fd)
 static void ck__atfork_child(void)
 {
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
+	ck__core.exiting = 0;
 	ck__core.devfd = -1;
 	if (ck__core.ctl_fd < 0)
 		return;

@@ -197,12 +197,30 @@ int ck__wp_arm(int devfd)
  * previous checkpoint stays the newest. */
 static void ck__wp_wait_idle(void)
 {
-	int busy;
+	int busy, me = (int)ck_getpid();
 
-	/* The pid of the process being read: a child forked meanwhile has a
-	 * copy of the flag, and vfork children share it; neither waits. */
-	while ((busy = ck__core.wp_busy) != 0 && busy == (int)ck_getpid())
+	/* Pids, not flags: a child forked meanwhile has a copy of both, and
+	 * vfork children share them; neither waits nor marks us. With the
+	 * manager's order (busy, then exiting; ours is the reverse, each
+	 * behind a full fence) one of us sees the other: either this exit
+	 * waits, or the round forks a snapshot that outlives us. */
+	ck__core.exiting = me;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	while ((busy = ck__core.wp_busy) != 0 && busy == me)
 		ck_futex(&ck__core.wp_busy, FUTEX_WAIT, busy, NULL);
+}
+
+int ck__wp_begin(void)
+{
+	int me = (int)ck_getpid();
+
+	ck__core.wp_busy = me;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (ck__core.exiting == me) { /* ending: a fork's snapshot outlives it */
+		ck__wp_idle();
+		return -ESRCH;
+	}
+	return 0;
 }
 
 void ck__wp_idle(void)

@@ -45,6 +45,7 @@ struct ckrun {
 	unsigned keep;
 	int nofork;
 	int snapshot_fork; /* --snapshot fork: never a write-protect snapshot */
+	uint64_t wp_aside_max; /* --snapshot-memory: bytes of blocks held aside */
 	int verbose;
 	int writer_nice; /* nice value of the writer threads (default 10) */
 	struct ck_store_opts sopts;

@@ -54,10 +54,34 @@ static void ck__usage(FILE *f)
 		   "  --no-fork          checkpoint without a snapshot: the job waits while it is written\n"
 		   "  --snapshot MODE    wp (default): write-protect the job's memory and read it live,\n"
 		   "                     falling back to fork where that cannot be armed; fork: always fork\n"
+		   "  --snapshot-memory M  memory for the parts the job rewrites before ckrun has read\n"
+		   "                     them (write-protect snapshot; 512M, 4G; default 256M); when it\n"
+		   "                     is full such writes wait for ckrun\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
 		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
 		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
+}
+
+/* "4096", "512K", "256M", "4G". */
+static int ck__parse_size(const char *s, uint64_t *bytes)
+{
+	char *end;
+	double v = strtod(s, &end);
+	uint64_t mul = 1;
+
+	if (end == s || v < 0)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mul = 1ull << 10, end++;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1ull << 20, end++;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1ull << 30, end++;
+	if (*end || v * (double)mul > 1e15)
+		return -EINVAL;
+	*bytes = (uint64_t)(v * (double)mul);
+	return 0;
 }
 
 /* "500ms", "30s", "10m", "2h"; plain numbers are seconds. */
@@ -117,13 +141,14 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"store", required_argument, 0, 's'},   {"job", required_argument, 0, 'j'},
 		{"interval", required_argument, 0, 'i'}, {"resume", no_argument, 0, 'r'},
 		{"keep", required_argument, 0, 'k'},    {"no-fork", no_argument, 0, 'F'},
-		{"snapshot", required_argument, 0, 'S'},
+		{"snapshot", required_argument, 0, 'S'}, {"snapshot-memory", required_argument, 0, 'M'},
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0}};
 	int o;
 
 	c->keep = 3;
+	c->wp_aside_max = 256ull << 20;
 	c->writer_nice = 10;
 	if (getenv("CKPT_WRITER_NICE"))
 		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));
@@ -158,6 +183,12 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 				return -EINVAL;
 			}
 			c->snapshot_fork = !strcmp(optarg, "fork");
+			break;
+		case 'M':
+			if (ck__parse_size(optarg, &c->wp_aside_max) < 0) {
+				fprintf(stderr, "ckrun: bad --snapshot-memory '%s' (bytes, or with K, M, G)\n", optarg);
+				return -EINVAL;
+			}
 			break;
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;

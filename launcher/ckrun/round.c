@@ -613,7 +613,7 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 					return -EPROTO;
 				}
 				memcpy(&wi, m.text, sizeof(wi));
-				if ((r = ck_wp_add(&c->wp, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
+				if ((r = ck_wp_add(&c->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
 					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
 					return -ESTALE; /* the round is repeated with a fork */
 				}
@@ -855,6 +855,23 @@ static int ck__wp_verify_maps(const struct ck_jproc *jp)
 
 static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp);
 
+/* After RELEASE this thread appends chunks to packs while the job runs:
+ * at the writer threads' nice value, not the job's (the write-protect
+ * handler keeps its own priority: the job's faults wait for it). */
+static void ck__round_nice(struct ckrun *c, int on)
+{
+	static int saved = 0, lowered = 0;
+
+	if (on && !lowered) {
+		saved = getpriority(PRIO_PROCESS, (id_t)gettid());
+		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
+		lowered = 1;
+	} else if (!on && lowered) {
+		setpriority(PRIO_PROCESS, (id_t)gettid(), saved);
+		lowered = 0;
+	}
+}
+
 /* A write-protect snapshot the job broke (it unmapped or moved memory not
  * read yet, or exec'd) fails its round with -ESTALE; the round is then
  * repeated at once with a fork. */
@@ -1015,6 +1032,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		ck__release(c);
 		t_rel = ck_now_ns();
 		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
+		ck__round_nice(c, 1);
 		ck__phase(&ph, "release");
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
@@ -1030,6 +1048,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		ck__release(c);
 		t_rel = ck_now_ns();
 		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
+		ck__round_nice(c, 1);
 		ck__phase(&ph, "release");
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
@@ -1105,6 +1124,7 @@ fail:
 	}
 	ck_manifest_free(m);
 out:
+	ck__round_nice(c, 0);
 	free(live);
 	free(zomb);
 	free(rc.shared);

@@ -16,22 +16,24 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 
 #define CK__BLOCK (2ull << 20)
-/* Blocks the job wrote before the writer read them wait aside; beyond
- * this much the handler lets the job's faults wait for the writer. */
-#define CK__ASIDE_MAX (128ull << 20)
 #define CK__PM_UFFD_WP (1ull << 57) /* pagemap: the page is write-protected */
+#define CK__WRITER_SLOTS 8u /* slots of the pool only the writer may use */
 
-enum { CK__UNREAD, CK__ASIDE, CK__DONE };
+/* BUSY: being read (outside the lock); DONE: consumed, or given up. */
+enum { CK__UNREAD, CK__BUSY, CK__ASIDE, CK__DONE };
 
 struct ck__blk {
 	uint8_t state;
-	uint32_t used; /* bytes the writer consumed */
+	uint8_t lifted; /* its protection was lifted (only once its bytes are safe) */
+	uint8_t pooled; /* buf is a slot of the pool (else malloc'd by the writer) */
+	uint32_t used;  /* bytes the writer consumed */
 	uint8_t *buf;
 };
 
@@ -56,8 +58,17 @@ struct ck_wp {
 	int started, evfd, stop;
 	struct ck_wp_proc **procs;
 	size_t nprocs;
-	uint64_t aside, faults, taken_aside;
+	uint64_t faults, taken_aside;
+	int nbusy;             /* blocks being read: no event is read meanwhile */
+	pthread_cond_t change; /* a block stopped being BUSY */
 	int want_room; /* a fault waits for blocks aside to be consumed */
+	/* Blocks the job wrote before the writer read them wait aside in a
+	 * pool of 2 MiB slots (huge pages: on a VM a fresh small page costs
+	 * a hypervisor trip); when it is full the job's faults wait for the
+	 * writer. Blocks the writer takes itself use the pool or malloc. */
+	uint8_t *pool, *pool_map;
+	size_t pool_len;
+	uint32_t *free_slot, nfree;
 	int broken;
 	char why[512];
 };
@@ -119,32 +130,58 @@ static void ck__break(struct ck_wp *wp, const char *fmt, ...)
 	}
 }
 
+static void ck__buf_free(struct ck_wp *wp, uint8_t *buf, int pooled)
+{
+	if (!pooled) {
+		free(buf);
+		return;
+	}
+	wp->free_slot[wp->nfree++] = (uint32_t)((size_t)(buf - wp->pool) / CK__BLOCK);
+	if (wp->want_room) {
+		uint64_t one = 1;
+		wp->want_room = 0;
+		if (write(wp->evfd, &one, sizeof(one)) < 0) { /* the handler polls again within 1 ms */
+		}
+	}
+}
+
 /* Under the lock: block k of r is read aside and its protection lifted.
  * Pages without the write-protect bit were not present at the cut (a
  * present page got the bit then, and loses it only when its block is
  * taken): they read as zeros, whatever the job put there since. */
 static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int handler)
 {
+	struct ck_wp *wp = p->wp;
 	struct ck__blk *b = &r->blk[k];
 	uint64_t s, e, pm[CK__BLOCK / 4096];
 	uint8_t *buf;
 	size_t pages;
-	int rc;
+	int rc = 0, pooled = 0;
 
 	ck__blk_bounds(r, k, &s, &e);
 	pages = (e - s) / 4096;
-	buf = malloc(e - s);
-	if (!buf) {
-		ck__break(p->wp, "out of memory for a block of process %d", p->jpid);
+	/* The handler leaves a few slots to the writer: a malloc'd block
+	 * costs a fault per page here, a recycled slot none. */
+	if (wp->nfree > (handler ? CK__WRITER_SLOTS : 0)) {
+		pooled = 1;
+		buf = wp->pool + (size_t)wp->free_slot[--wp->nfree] * CK__BLOCK;
+	} else if (handler) {
+		wp->want_room = 1; /* the writer wakes us when it frees a slot */
+		return -EAGAIN;
+	} else if (!(buf = malloc(e - s))) {
+		ck__break(wp, "out of memory for a block of process %d", p->jpid);
 		return -ENOMEM;
 	}
-	if (pread(p->pagemap, pm, pages * 8, (off_t)(s / 4096 * 8)) != (ssize_t)(pages * 8)) {
-		ck__break(p->wp, "cannot read the page map of process %d: %s", p->jpid, strerror(errno));
-		goto fail;
-	}
+	/* Read without the lock (the writer's other thread and the handler go
+	 * on); the handler reads no layout event until nothing is BUSY. */
+	b->state = CK__BUSY;
+	wp->nbusy++;
+	pthread_mutex_unlock(&wp->lock);
+	if (pread(p->pagemap, pm, pages * 8, (off_t)(s / 4096 * 8)) != (ssize_t)(pages * 8))
+		rc = errno ? -errno : -EIO;
 	/* Only the runs of protected pages are read: reading an absent page
 	 * would make it resident (a sparse reservation would come back full). */
-	for (size_t i = 0; i < pages;) {
+	for (size_t i = 0; i < pages && rc == 0;) {
 		size_t j = i;
 
 		if (!(pm[i] & CK__PM_UFFD_WP)) {
@@ -155,40 +192,42 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 		while (j < pages && (pm[j] & CK__PM_UFFD_WP))
 			j++;
 		rc = ck_mem_read(p->pid, s + i * 4096, buf + i * 4096, (j - i) * 4096);
-		if (rc < 0) {
-			ck__break(p->wp, "process %d: %s", p->jpid, ck_err_msg());
-			goto fail;
-		}
 		i = j;
 	}
-	/* EAGAIN: the job is changing its layout and the handler has not read
-	 * that event yet. The writer lets it (the bytes read stay valid: the
-	 * protected pages cannot change, and an event that reaches this block
-	 * while it is still unread breaks the snapshot); the handler itself
-	 * answers the fault later (-EAGAIN). */
-	while ((rc = ck__unprotect(p, s, e)) == -EAGAIN && !handler) {
-		pthread_mutex_unlock(&p->wp->lock);
-		usleep(200);
-		pthread_mutex_lock(&p->wp->lock);
-		if (p->wp->broken || b->state != CK__UNREAD) {
-			free(buf);
-			return p->wp->broken ? -ESTALE : 0; /* taken meanwhile by the handler */
-		}
-	}
-	if (rc == -EAGAIN) {
-		free(buf);
-		return -EAGAIN;
-	}
-	if (rc < 0) { /* the process exec'd or exited: its memory is not ours to read */
-		ck__break(p->wp, "process %d left its memory during the snapshot (%s)", p->jpid, strerror(-rc));
+	pthread_mutex_lock(&wp->lock);
+	wp->nbusy--;
+	pthread_cond_broadcast(&wp->change);
+	if (rc < 0 && !wp->broken)
+		ck__break(wp, "process %d: cannot read its memory at 0x%" PRIx64 ": %s", p->jpid, s, strerror(-rc));
+	if (wp->broken)
 		goto fail;
+	/* The writer leaves the protection on: lifting it block by block
+	 * flushes the job's TLB each time (on this VM that tripled the job's
+	 * own CPU time). Closing the descriptor at the end lifts it all at
+	 * once; a write meanwhile faults and lifts that block (ck__fault).
+	 * The handler lifts the block it takes for the job at once.
+	 * EAGAIN: the job is changing its layout and that event is still
+	 * unread; the fault is answered after the handler reads it. */
+	if (handler) {
+		rc = ck__unprotect(p, s, e);
+		if (rc == -EAGAIN) {
+			ck__buf_free(wp, buf, pooled);
+			b->state = CK__UNREAD;
+			return -EAGAIN;
+		}
+		if (rc < 0) { /* the process exec'd or exited: its memory is not ours to read */
+			ck__break(wp, "process %d left its memory during the snapshot (%s)", p->jpid, strerror(-rc));
+			goto fail;
+		}
+		b->lifted = 1;
 	}
 	b->buf = buf;
+	b->pooled = (uint8_t)pooled;
 	b->state = CK__ASIDE;
-	p->wp->aside += e - s;
 	return 0;
 fail:
-	free(buf);
+	ck__buf_free(wp, buf, pooled);
+	b->state = CK__DONE;
 	return -ESTALE;
 }
 
@@ -216,27 +255,31 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 		k = (size_t)(addr / CK__BLOCK - r->start / CK__BLOCK);
 		b = &r->blk[k];
 		ck__blk_bounds(r, k, &s, &e);
-		if (b->state == CK__UNREAD && (rc = ck__take(p, r, k, 0)) < 0)
-			break;
+		if (b->state == CK__BUSY) { /* the handler or our other thread reads it */
+			pthread_cond_wait(&wp->change, &wp->lock);
+			continue;
+		}
+		if (b->state == CK__UNREAD) {
+			if ((rc = ck__take(p, r, k, 0)) < 0)
+				break;
+			continue; /* the lock was let go: look again */
+		}
 		if (b->state != CK__ASIDE) { /* consumed already: the writer read a byte twice */
 			ck__break(wp, "process %d: block at 0x%" PRIx64 " read twice", p->jpid, s);
 			rc = -ESTALE;
 			break;
 		}
+		/* Copied without the lock: only the consumer of its last byte
+		 * frees a block, and this part is not counted yet. */
 		n = e - addr < len ? (size_t)(e - addr) : len;
+		pthread_mutex_unlock(&wp->lock);
 		memcpy(buf, b->buf + (addr - s), n);
+		pthread_mutex_lock(&wp->lock);
 		b->used += (uint32_t)n;
 		if (b->used >= e - s) {
-			free(b->buf);
+			ck__buf_free(wp, b->buf, b->pooled);
 			b->buf = NULL;
 			b->state = CK__DONE;
-			wp->aside -= e - s;
-			if (wp->want_room) {
-				uint64_t one = 1;
-				wp->want_room = 0;
-				if (write(wp->evfd, &one, sizeof(one)) < 0) { /* the handler polls again within 1 ms */
-				}
-			}
 		}
 		buf = (char *)buf + n;
 		addr += n;
@@ -262,7 +305,7 @@ static void ck__layout_event(struct ck_wp_proc *p, uint64_t s, uint64_t e, const
 			if (r->end <= lo || r->start >= (a + CK__BLOCK < e ? a + CK__BLOCK : e))
 				continue;
 			size_t k = (size_t)((lo > r->start ? lo : r->start) / CK__BLOCK - r->start / CK__BLOCK);
-			if (k < r->nblk && r->blk[k].state == CK__UNREAD) {
+			if (k < r->nblk && (r->blk[k].state == CK__UNREAD || r->blk[k].state == CK__BUSY)) {
 				ck__break(p->wp, "process %d %s 0x%" PRIx64 "-0x%" PRIx64 " during the snapshot", p->jpid,
 					  what, s, e);
 				return;
@@ -281,19 +324,31 @@ static int ck__fault(struct ck_wp *wp, struct ck_wp_proc *p, uint64_t addr)
 
 	if (r) {
 		size_t k = (size_t)(addr / CK__BLOCK - r->start / CK__BLOCK);
-		if (r->blk[k].state == CK__UNREAD && wp->aside > CK__ASIDE_MAX && !wp->stop && !wp->broken) {
-			wp->want_room = 1; /* the writer wakes us when it frees a block */
-			return -EAGAIN;
-		}
-		if (r->blk[k].state == CK__UNREAD && !wp->broken) {
+		struct ck__blk *b = &r->blk[k];
+		if (b->state == CK__BUSY)
+			return -EAGAIN; /* being read: answered when it is taken */
+		if (b->state == CK__UNREAD && !wp->broken) {
 			int rc = ck__take(p, r, k, 1);
 			if (rc == -EAGAIN)
 				return rc;
 			if (rc == 0)
 				wp->taken_aside++;
 		}
+		if (!b->lifted && (b->state == CK__ASIDE || b->state == CK__DONE)) {
+			/* read by the writer, still protected: lift the block */
+			uint64_t s, e;
+			int rc;
+			ck__blk_bounds(r, k, &s, &e);
+			rc = ck__unprotect(p, s, e);
+			if (rc == -EAGAIN)
+				return rc;
+			b->lifted = 1;
+			if (rc == 0)
+				return 0;
+		}
 	}
-	/* Taken meanwhile, or not ours: lifting again only wakes. */
+	/* Lifted already (a fault that raced with it), or not ours: lifting
+	 * the page again only wakes the thread. */
 	return ck__unprotect(p, page, page + 4096) == -EAGAIN ? -EAGAIN : 0;
 }
 
@@ -365,6 +420,9 @@ static void *ck__handler(void *arg)
 				continue;
 		}
 		pthread_mutex_lock(&wp->lock);
+		/* No block half read when an event lets the job's munmap go on. */
+		while (wp->nbusy)
+			pthread_cond_wait(&wp->change, &wp->lock);
 		for (nfds_t i = 1; i < n; i++) {
 			struct uffd_msg msg[16];
 			ssize_t got;
@@ -410,8 +468,31 @@ static void *ck__handler(void *arg)
 	return NULL;
 }
 
-int ck_wp_add(struct ck_wp **wpp, pid_t pid, int32_t jpid, int uffd, const struct ck_wp_info *info,
-	      struct ck_wp_proc **out)
+/* The pool: aside_max bytes in 2 MiB slots for the handler, and a few
+ * for the writer; 2 MiB aligned, huge pages. */
+static int ck__pool_init(struct ck_wp *wp, uint64_t aside_max)
+{
+	uint32_t n = (uint32_t)(aside_max / CK__BLOCK) + CK__WRITER_SLOTS;
+	uint8_t *m;
+
+	wp->free_slot = calloc(n, sizeof(*wp->free_slot));
+	m = mmap(NULL, (size_t)n * CK__BLOCK + CK__BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (!wp->free_slot || m == MAP_FAILED) {
+		free(wp->free_slot);
+		wp->free_slot = NULL;
+		return -ENOMEM;
+	}
+	wp->pool_map = m;
+	wp->pool_len = (size_t)n * CK__BLOCK + CK__BLOCK;
+	wp->pool = (uint8_t *)(((uintptr_t)m + CK__BLOCK - 1) & ~(uintptr_t)(CK__BLOCK - 1));
+	madvise(wp->pool, (size_t)n * CK__BLOCK, MADV_HUGEPAGE);
+	for (uint32_t i = 0; i < n; i++)
+		wp->free_slot[wp->nfree++] = n - 1 - i;
+	return 0;
+}
+
+int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
+	      const struct ck_wp_info *info, struct ck_wp_proc **out)
 {
 	struct ck_wp *wp = *wpp;
 	struct ck_wp_range *rg = NULL;
@@ -430,11 +511,16 @@ int ck_wp_add(struct ck_wp **wpp, pid_t pid, int32_t jpid, int uffd, const struc
 			return -ENOMEM;
 		}
 		pthread_mutex_init(&wp->lock, NULL);
+		pthread_cond_init(&wp->change, NULL);
 		wp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (wp->evfd < 0 || pthread_create(&wp->th, NULL, ck__handler, wp) != 0) {
+		if (wp->evfd < 0 || ck__pool_init(wp, aside_max) < 0 ||
+		    pthread_create(&wp->th, NULL, ck__handler, wp) != 0) {
 			ck_err_set("cannot start the write-protect handler: %s", strerror(errno));
 			if (wp->evfd >= 0)
 				close(wp->evfd);
+			if (wp->pool_map)
+				munmap(wp->pool_map, wp->pool_len);
+			free(wp->free_slot);
 			free(wp);
 			close(uffd);
 			return -EAGAIN;
@@ -552,7 +638,8 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 		struct ck_wp_proc *p = wp->procs[i];
 		for (size_t j = 0; j < p->nr; j++) {
 			for (size_t k = 0; k < p->r[j].nblk; k++)
-				free(p->r[j].blk[k].buf);
+				if (!p->r[j].blk[k].pooled)
+					free(p->r[j].blk[k].buf);
 			free(p->r[j].blk);
 		}
 		free(p->r);
@@ -564,7 +651,11 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 		free(p);
 	}
 	free(wp->procs);
+	if (wp->pool_map)
+		munmap(wp->pool_map, wp->pool_len);
+	free(wp->free_slot);
 	close(wp->evfd);
 	pthread_mutex_destroy(&wp->lock);
+	pthread_cond_destroy(&wp->change);
 	free(wp);
 }

@@ -23,9 +23,10 @@ struct ck_wp_proc; /* one process's protected ranges and blocks */
 
 /* Starts serving the process's userfaultfd `uffd` (taken over: closed by
  * ck_wp_stop, or here on failure). The ranges are read from the process,
- * which is parked. *wp is created on first use. */
-int ck_wp_add(struct ck_wp **wp, pid_t pid, int32_t jpid, int uffd, const struct ck_wp_info *info,
-	      struct ck_wp_proc **out);
+ * which is parked. *wp is created on first use, with room for aside_max
+ * bytes of blocks the job writes before the writer has read them. */
+int ck_wp_add(struct ck_wp **wp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
+	      const struct ck_wp_info *info, struct ck_wp_proc **out);
 /* 1 when [start, end) lies within one protected range. */
 int ck_wp_covers(const struct ck_wp_proc *p, uint64_t start, uint64_t end);
 /* The snapshot's bytes at addr: what the process held at the cut. */
