@@ -348,8 +348,19 @@ static int ck__fault(struct ck_wp *wp, struct ck_wp_proc *p, uint64_t addr)
 		}
 	}
 	/* Lifted already (a fault that raced with it), or not ours: lifting
-	 * the page again only wakes the thread. */
-	return ck__unprotect(p, page, page + 4096) == -EAGAIN ? -EAGAIN : 0;
+	 * the page again only wakes the thread. If even that fails (the page
+	 * is gone), wake it anyway: it faults again, or finds its page gone,
+	 * rather than wait for ever. */
+	{
+		int rc = ck__unprotect(p, page, page + 4096);
+		if (rc == -EAGAIN)
+			return rc;
+		if (rc < 0) {
+			struct uffdio_range wr = {page, 4096};
+			ioctl(p->uffd, UFFDIO_WAKE, &wr);
+		}
+	}
+	return 0;
 }
 
 static void ck__layout_msg(struct ck_wp_proc *p, const struct uffd_msg *m)
