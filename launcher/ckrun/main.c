@@ -55,7 +55,7 @@ static void ck__usage(FILE *f)
 		   "  --snapshot MODE    wp (default): write-protect the job's memory and read it live,\n"
 		   "                     falling back to fork where that cannot be armed; fork: always fork\n"
 		   "  --snapshot-memory M  memory for the parts the job rewrites before ckrun has read\n"
-		   "                     them (write-protect snapshot; 512M, 4G; default 256M); when it\n"
+		   "                     them (write-protect snapshot; 512M, 4G; default 128M); when it\n"
 		   "                     is full such writes wait for ckrun\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
@@ -148,7 +148,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 	int o;
 
 	c->keep = 3;
-	c->wp_aside_max = 256ull << 20;
+	c->wp_aside_max = 128ull << 20;
 	c->writer_nice = 10;
 	if (getenv("CKPT_WRITER_NICE"))
 		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));
