@@ -6,19 +6,20 @@
 #
 # Variants: apps whose tests/apps/APP.desc says "variants=... nofork ..."
 # are run once more with --no-fork, those with "interval" with
-# --interval 300ms.
+# --interval 300ms, those with "wp" with --snapshot wp (the write-protect
+# snapshot).
 #
 # Prints "PASS conformance[-VARIANT]/APP" or "FAIL ...: reason" followed by a
 # diff excerpt, the ckrun stderr tail and the schedule. Replay one app with
 #   CKPT_TEST_SEED=N CKPT_TEST_APPS=APP bash tests/suite/20-conformance.sh
 # (the seed fixes the schedule of signals, not the scheduler's timing).
 # More: CKPT_TEST_KILLS (default 3), CKPT_TEST_VARIANTS (default
-# "default nofork interval"), and the variables in tests/lib/harness.sh.
+# "default nofork interval wp"), and the variables in tests/lib/harness.sh.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
 KILLS=${CKPT_TEST_KILLS:-3}
-VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval}
+VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval wp}
 
 # Runs APP bare once; the reference for every variant.
 bare_one() {
@@ -36,6 +37,7 @@ bare_one() {
 variant_opts() {
 	case $1 in
 	nofork) OPTS=(--no-fork) ;;
+	wp) OPTS=(--snapshot wp) ;;
 	interval) OPTS=(--interval 300ms) ;;
 	*) OPTS=() ;;
 	esac

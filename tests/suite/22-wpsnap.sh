@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The write-protect snapshot (launcher/ckrun/wpsnap.c, libckpt/wpsnap.c):
-#   used      it is the default, the job's writes during a round are served
+#   used      with --snapshot wp, the job's writes during a round are served
 #             (faults > 0), and a restore from it gives the bare output;
 #   churn     a job that unmaps, discards and moves memory all the time: a
 #             round that meets such a change is repeated with a fork, and
 #             the restored output is still the bare one;
 #   fallback  without /dev/userfaultfd (CKPT_TEST_NO_UFFD_DEV) the job, in
 #             its user namespace, cannot arm one: every round forks;
-#   fork      --snapshot fork never write-protects.
-# The conformance suite runs every app with the default (write-protect)
-# snapshot too; this suite checks that each path is the one taken.
+#   default-fork  without --snapshot wp (the default) no round
+#             write-protects.
+# The conformance suite runs a set of apps with --snapshot wp too (their
+# .desc: variants=wp); this suite checks that each path is the one taken.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$top/${BUILD:-build}
@@ -79,7 +80,7 @@ run() {
 		"$nrep repeated with a fork; restore from checkpoint $((10#$seq)) matches"
 }
 
-run used memgrow 0.5 wp
-run churn mmchurn 0.5 churn
-CKPT_TEST_NO_UFFD_DEV=1 run fallback-unprivileged memgrow 0.5 fallback
-run fork-option memgrow 0.5 fork --snapshot fork
+run used memgrow 0.5 wp --snapshot wp
+run churn mmchurn 0.5 churn --snapshot wp
+CKPT_TEST_NO_UFFD_DEV=1 run fallback-unprivileged memgrow 0.5 fallback --snapshot wp
+run default-fork memgrow 0.5 fork
