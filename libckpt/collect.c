@@ -17,7 +17,7 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-static long ck__read_file(const char *path, char *buf, size_t len)
+long ck__read_file(const char *path, char *buf, size_t len)
 {
 	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n, got = 0;
 

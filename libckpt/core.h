@@ -54,7 +54,9 @@ void ck__thread_restored(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__save_kernel_thread_state(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__capture_pending(const char *path, const char *key, int tid) CK_HIDDEN;
 
-/* collect.c: process-wide state into ck__pd (threads parked) */
+/* collect.c: process-wide state into ck__pd (threads parked); a whole
+ * small file into buf, NUL-terminated: bytes read or -errno */
+long ck__read_file(const char *path, char *buf, size_t len) CK_HIDDEN;
 int ck__collect_process(void) CK_HIDDEN;
 /* fds.c */
 int ck__collect_fds(void) CK_HIDDEN;

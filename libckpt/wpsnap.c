@@ -74,15 +74,10 @@ static int ck__wp_refused(const char *path, const char *eol)
 static int ck__wp_pinned(void)
 {
 	static char buf[8192];
-	long fd = ck_openat(AT_FDCWD, "/proc/self/status", O_RDONLY | O_CLOEXEC, 0), n, got = 0;
 	const char *p;
 
-	if (fd < 0)
+	if (ck__read_file("/proc/self/status", buf, sizeof(buf)) < 0)
 		return 1;
-	while ((size_t)got < sizeof(buf) - 1 && (n = ck_read((int)fd, buf + got, sizeof(buf) - 1 - (size_t)got)) > 0)
-		got += n;
-	ck_close((int)fd);
-	buf[got] = 0;
 	for (p = buf; *p; p++) {
 		if (!ck_strncmp(p, "VmPin:", 6)) {
 			for (p += 6; *p == ' ' || *p == '\t'; p++)
@@ -99,17 +94,13 @@ static int ck__wp_pinned(void)
 static int ck__wp_scan(uint64_t sp)
 {
 	static char maps[1 << 20];
-	long fd = ck_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0), n, got = 0;
+	long got = ck__read_file("/proc/self/maps", maps, sizeof(maps));
 	const char *p = maps;
 
-	if (fd < 0)
-		return (int)fd;
-	while ((size_t)got < sizeof(maps) - 1 && (n = ck_read((int)fd, maps + got, sizeof(maps) - 1 - (size_t)got)) > 0)
-		got += n;
-	ck_close((int)fd);
+	if (got < 0)
+		return (int)got;
 	if ((size_t)got >= sizeof(maps) - 1)
 		return -E2BIG;
-	maps[got] = 0;
 	ck__wp_nranges = 0;
 	while (*p) {
 		const char *eol = p, *perms, *path;
