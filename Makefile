@@ -25,12 +25,16 @@ BENCH_TARGETS :=
 INSTALL_BINS  :=
 INSTALL_LIBS  :=
 
-.PHONY: all deps test test-unit bench demo install clean lint format
+.PHONY: all build-all deps-check test test-unit bench demo install clean lint format
+# The packages come first, the build in a second make: with -j, a rule
+# that only listed deps-check as a prerequisite compiled next to apt-get
+# (gelf.h missing on a fresh machine).
 all: deps-check
+	@$(MAKE) --no-print-directory build-all
 
 include $(sort $(wildcard libckpt/build.mk launcher/build.mk plugins/*/build.mk tests/build.mk tests/*/build.mk scripts/build.mk))
 
-all: $(ALL_TARGETS)
+build-all: $(ALL_TARGETS)
 
 # Installs missing Debian packages when root, else prints the apt-get line.
 deps-check:
@@ -42,7 +46,8 @@ $(BUILD)/%.o: %.c
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-test-unit: all $(UNIT_TESTS)
+test-unit: all
+	@$(MAKE) --no-print-directory $(UNIT_TESTS)
 	@scripts/run-unit.sh $(UNIT_TESTS)
 
 test: all

@@ -9,6 +9,10 @@
 
 /* 1 if all len bytes are zero. */
 int ck_chunk_is_zero(const void *buf, size_t len);
+#define CK_PAGE_SIZE 4096u
+/* How many 4 KiB pages of buf[0..len) hold a non-zero byte (the last one
+ * may be short). */
+uint64_t ck_data_pages(const void *buf, size_t len);
 /* SHA-256 of buf; 0 or -EIO. */
 int ck_sha256(const void *buf, size_t len, uint8_t out[CK_HASH_LEN]);
 

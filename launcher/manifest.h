@@ -47,6 +47,7 @@ struct ck_chunk {
 #define CK_REG_GROWSDOWN 0x200
 #define CK_REG_PLUGIN 0x400 /* left out for a plugin (device memory): not saved, not mapped */
 #define CK_REG_SYSV 0x800   /* System V shared memory: ino is the segment's id, bytes in the SYSV section */
+#define CK_REG_DENSE 0x1000 /* private anonymous, 90% or more of its pages held data at the cut (a restore hint) */
 
 struct ck_region {
 	uint64_t start, end; /* [start, end) */

@@ -32,19 +32,55 @@
 #define CK_TRAMP_STACK 256
 static char ck__tramp_stacks[CK_PD_MAX_THREADS][CK_TRAMP_STACK] __attribute__((aligned(16)));
 
+static struct ck_msg ck__fail_msg;
+
+static size_t ck__append(char *to, size_t at, size_t cap, const char *s)
+{
+	while (*s && at < cap)
+		to[at++] = *s++;
+	return at;
+}
+
+/* Ends the restart: ckrun learns why over the channel the restorer left
+ * at CK_CTL_FD (it names the checkpoint in its one error line), and the
+ * process exits 128 + errno. what2 may name the thing (a path) or be NULL. */
+static __attribute__((noreturn)) void ck__restart_fail2(const char *what, const char *what2, long err)
+{
+	struct ck_msg *m = &ck__fail_msg;
+	size_t cap = sizeof(m->text) - 24, n;
+	char num[24];
+	long e = -err;
+	int k = 0;
+
+	ck_memset(m, 0, sizeof(*m));
+	n = ck__append(m->text, 0, cap, "process restart: ");
+	n = ck__append(m->text, n, cap, what);
+	if (what2) {
+		n = ck__append(m->text, n, cap, " ");
+		n = ck__append(m->text, n, cap, what2);
+	}
+	if (err < 0) {
+		n = ck__append(m->text, n, sizeof(m->text), " (errno ");
+		do
+			num[k++] = (char)('0' + e % 10);
+		while ((e /= 10) && k < 20);
+		while (k && n < sizeof(m->text))
+			m->text[n++] = num[--k];
+		n = ck__append(m->text, n, sizeof(m->text), ")");
+	}
+	m->type = CK_MSG_RST_ERROR;
+	m->len = (uint32_t)n;
+	m->arg[0] = (uint64_t)err;
+	if (ck_send_with_creds(CK_CTL_FD, m, __builtin_offsetof(struct ck_msg, text) + n) < 0) {
+		m->text[n] = '\n';
+		ck_write(2, m->text, n + 1); /* no ckrun to tell: the job's stderr */
+	}
+	ck_exit_group(128 + (int)(-err & 0x3f));
+}
+
 static __attribute__((noreturn)) void ck__restart_fail(const char *what, long err)
 {
-	char msg[160];
-	size_t n = ck_strlen(what);
-
-	/* The channel to ckrun is still ours: tell it, then go. */
-	if (n > 100)
-		n = 100;
-	ck_memcpy(msg, "restart: ", 9);
-	ck_memcpy(msg + 9, what, n);
-	msg[9 + n] = '\n';
-	ck_write(2, msg, 10 + n);
-	ck_exit_group(128 + (int)(-err & 0x3f));
+	ck__restart_fail2(what, NULL, err);
 }
 
 static void ck__restore_process_state(const struct ck_procdesc *pd)
@@ -94,8 +130,13 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		ck_sys2(SYS_prctl, 1 /* PR_SET_PDEATHSIG */, pd->pdeathsig);
 	if (pd->child_subreaper > 0)
 		ck_sys2(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1);
-	if (pd->cwd[0])
-		ck_sys1(SYS_chdir, pd->cwd);
+	/* A job put back in another directory would read and write the wrong
+	 * files through relative paths: no way back is a failed restart. */
+	if (pd->cwd[0]) {
+		long r = ck_sys1(SYS_chdir, pd->cwd);
+		if (r < 0)
+			ck__restart_fail2("cannot return to the saved working directory", pd->cwd, r);
+	}
 }
 
 static void ck__restore_epoll(const struct ck_procdesc *pd)

@@ -45,7 +45,8 @@ npacks=$("$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 ls "$U/big/packs/" | grep 
 # the same bytes with awscli: the packs, up and down. The upload runs
 # while the job still computes, as ckrun's checkpoint did: both share the
 # 2 cores with the job and the gateway.
-"$B/ckpt" cp "$U" "$W/local" big > /dev/null 2>&1
+t0=$(now); "$B/ckpt" cp "$U" "$W/local" big > /dev/null 2>&1; t1=$(now)
+cp_down1=$(secs "$t0" "$t1")
 t0=$(now); "$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 cp --recursive --only-show-errors "$W/local/big/packs" "s3://$CKPT_S3_BUCKET/awsbench/"; t1=$(now)
 aws_up=$(secs "$t0" "$t1")
 kill -9 $pid; wait $pid 2>/dev/null
@@ -61,6 +62,22 @@ t0=$(now); "$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 cp --recursive --only-sh
 aws_down=$(secs "$t0" "$t1")
 bytes=$(du -sb "$W/local/big/packs" | cut -f1)
 
+# Moving a checkpoint between stores, nothing else running: ckpt cp (every
+# chunk decompressed and checked against its SHA-256, files fsync'd)
+# against awscli moving the same packs, twice each, in turns.
+aws_cp() { local t0 t1; t0=$(now); "$AWS" --endpoint-url "$CKPT_S3_ENDPOINT" s3 cp --recursive --only-show-errors "$1" "$2"; t1=$(now); secs "$t0" "$t1"; }
+ck_cp() { local t0 t1; t0=$(now); "$B/ckpt" cp "$1" "$2" big > /dev/null || echo "bench-s3: ckpt cp $1 $2 failed" >&2; t1=$(now); secs "$t0" "$t1"; }
+cp_up1=$(ck_cp "$W/local" "s3://$CKPT_S3_BUCKET/cp1")
+aws_up1=$(aws_cp "$W/local/big/packs" "s3://$CKPT_S3_BUCKET/awscp1/")
+aws_up2=$(aws_cp "$W/local/big/packs" "s3://$CKPT_S3_BUCKET/awscp2/")
+cp_up2=$(ck_cp "$W/local" "s3://$CKPT_S3_BUCKET/cp2")
+rm -rf "$W/awsdown" "$W/cpdown"
+aws_down1=$(aws_cp "s3://$CKPT_S3_BUCKET/awscp1/" "$W/awsdown")
+cp_down2=$(ck_cp "s3://$CKPT_S3_BUCKET/cp1" "$W/cpdown")
+rm -rf "$W/awsdown" "$W/cpdown"
+cp_down3=$(ck_cp "s3://$CKPT_S3_BUCKET/cp2" "$W/cpdown")
+aws_down2=$(aws_cp "s3://$CKPT_S3_BUCKET/awscp2/" "$W/awsdown")
+
 {
 echo
 echo "| S3 (local Ceph gateway) | ckrun | awscli, same bytes |"
@@ -68,4 +85,6 @@ echo "|---|---|---|"
 echo "| upload: checkpoint of a ${MIB} MiB job (${stored} bytes stored) | ${up_s} s, $(mbps "$stored" "$up_s") MB/s | ${aws_up} s, $(mbps "$bytes" "$aws_up") MB/s |"
 echo "| download: restore to running | ${down_s} s, $(mbps "$stored" "$down_s") MB/s | ${aws_down} s, $(mbps "$bytes" "$aws_down") MB/s |"
 echo "| requests for the checkpoint | ${reqs:-?} HTTP requests, ${npacks} packs | |"
+echo "| copy up: \`ckpt cp\` file store to gateway, then awscli; twice, in turns | ${cp_up1} s, ${cp_up2} s ($(mbps "$bytes" "$cp_up1"), $(mbps "$bytes" "$cp_up2") MB/s) | ${aws_up1} s, ${aws_up2} s ($(mbps "$bytes" "$aws_up1"), $(mbps "$bytes" "$aws_up2") MB/s) |"
+echo "| copy down: gateway to file store (ckpt cp while the job ran, then quiet) | ${cp_down1} s while the job ran; ${cp_down2} s, ${cp_down3} s ($(mbps "$bytes" "$cp_down2"), $(mbps "$bytes" "$cp_down3") MB/s) | ${aws_down1} s, ${aws_down2} s ($(mbps "$bytes" "$aws_down1"), $(mbps "$bytes" "$aws_down2") MB/s) |"
 } | tee -a "$B/bench.md"

@@ -120,10 +120,16 @@ rgw dns name = localhost
 rgw data = $D/rgw
 CONF
 export CEPH_CONF="$CONF"
+# No monitor answer must ever hang the start: each command gives up.
+ceph() { timeout 60 ceph --connect-timeout 15 "$@"; }
+radosgw-admin() { timeout 120 radosgw-admin "$@"; }
 
 ceph-authtool --create-keyring "$D/keyring" --gen-key -n mon. --cap mon 'allow *' >/dev/null
 ceph-authtool "$D/keyring" --gen-key -n client.admin --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
-monmaptool --create --fsid "$FSID" --add a "127.0.0.1:$MON_PORT" "$D/monmap" >/dev/null
+# v1 spelled out: monmaptool takes any port but 6789 for a msgr2 one, which
+# a client told "v1:" (msgr2 is off) never reaches: a second cluster on
+# this host (port 6790) then hung in its first `ceph -s`.
+monmaptool --create --fsid "$FSID" --addv a "[v1:127.0.0.1:$MON_PORT]" "$D/monmap" >/dev/null
 ceph-mon -c "$CONF" --mkfs -i a --monmap "$D/monmap" --keyring "$D/keyring" 2>>"$D/log/setup.log"
 # -c on every daemon: its command line then names this cluster, which is
 # how ceph-stop.sh finds daemons whose pid file never got written

@@ -17,7 +17,7 @@ static void region_flags(uint32_t f, char *buf, size_t len)
 		{CK_REG_SHARED, "shared"}, {CK_REG_FILE, "file"},       {CK_REG_STACK, "stack"},
 		{CK_REG_HEAP, "heap"},     {CK_REG_VDSO, "vdso"},       {CK_REG_VVAR, "vvar"},
 		{CK_REG_VSYSCALL, "vsyscall"}, {CK_REG_NODATA, "nodata"}, {CK_REG_DELETED, "deleted"},
-		{CK_REG_GROWSDOWN, "growsdown"},
+		{CK_REG_GROWSDOWN, "growsdown"}, {CK_REG_DENSE, "dense"},
 	};
 	size_t i, n = 0;
 

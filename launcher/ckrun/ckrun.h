@@ -68,7 +68,7 @@ struct ckrun {
 	unsigned round_ckflags;
 	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
 	struct ck_wp *wp;     /* this round's write-protect snapshots */
-	uint64_t wp_faults, wp_aside; /* the last round's, for -v */
+	uint64_t wp_faults, wp_aside, wp_spilled; /* the last round's, for -v */
 	uint64_t round_seq;
 	int status_fd;  /* init reports the job's wait status here */
 	int job_ready;  /* libckpt said hello (or restarted) */

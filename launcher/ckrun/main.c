@@ -52,9 +52,9 @@ static void ck__usage(FILE *f)
 		   "  --resume           restart from the newest checkpoint of JOB if there is one\n"
 		   "  --keep N           keep the newest N checkpoints (default 3)\n"
 		   "  --no-fork          checkpoint without a snapshot: the job waits while it is written\n"
-		   "  --snapshot MODE    fork (default): a copy-on-write child; wp (experimental): write-\n"
-		   "                     protect the job's memory and read it live, forking where that\n"
-		   "                     cannot be armed or the job changes its memory layout meanwhile\n"
+		   "  --snapshot MODE    wp (default): write-protect the job's memory and read it live,\n"
+		   "                     forking where that cannot be armed or the job changes its\n"
+		   "                     memory layout meanwhile; fork: a copy-on-write child always\n"
 		   "  --snapshot-memory M  memory for the parts the job rewrites before ckrun has read\n"
 		   "                     them (write-protect snapshot; 512M, 4G; default 128M); when it\n"
 		   "                     is full such writes wait for ckrun\n"
@@ -150,7 +150,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 
 	c->keep = 3;
 	c->wp_aside_max = 128ull << 20;
-	c->snapshot_fork = 1; /* write protection is opt-in until its open failures are understood (NOTES) */
+	c->snapshot_fork = 0; /* write protection, forking where it cannot be armed */
 	c->writer_nice = 10;
 	if (getenv("CKPT_WRITER_NICE"))
 		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));

@@ -21,6 +21,7 @@
 
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
+#include "launcher/chunkio_int.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
 #include "launcher/ckrun/agent_plugin.h"
@@ -35,7 +36,8 @@ struct ck__fdplan {
 struct ck__sink {
 	pid_t pid;
 	uint64_t base;
-	int fd; /* >= 0: write to a file instead */
+	int fd;     /* >= 0: write to a file instead */
+	int sparse; /* fresh anonymous memory: zero pages are left untouched */
 };
 
 /* Into a shared memory object at the region's offset. */
@@ -63,6 +65,25 @@ static int ck__write_sink(void *arg, uint64_t off, const void *buf, size_t len)
 
 	if (!buf)
 		return 0; /* a zero chunk of fresh anonymous memory (sparse read) */
+	if (s->sparse) {
+		/* Only the runs of pages holding data: a page never written
+		 * stays absent, as it was in the job (a sparse heap stays
+		 * small), and costs no fault. */
+		size_t start = 0; /* of the current run of data pages */
+		for (size_t at = 0; at < len + CK_PAGE_SIZE; at += CK_PAGE_SIZE) { /* one step past the end: the last run */
+			size_t pg = at < len && len - at < CK_PAGE_SIZE ? len - at : CK_PAGE_SIZE;
+			if (at < len && !ck_chunk_is_zero((const char *)buf + at, pg))
+				continue; /* the run goes on */
+			if (at > start) {
+				size_t end = at < len ? at : len;
+				int r = ck_mem_write(s->pid, s->base + off + start, (const char *)buf + start, end - start);
+				if (r < 0)
+					return r;
+			}
+			start = at + pg;
+		}
+		return 0;
+	}
 	if (s->fd >= 0) {
 		size_t done = 0;
 		while (done < len) {
@@ -80,7 +101,7 @@ static int ck__write_sink(void *arg, uint64_t off, const void *buf, size_t len)
 
 static int ck__fill_fd(struct ck_reader *rd, const struct ck_pd_fd *f, int fd)
 {
-	struct ck__sink s = {0, 0, fd};
+	struct ck__sink s = {0, 0, fd, 0};
 
 	if (!f->data_nchunks)
 		return 0;
@@ -651,25 +672,20 @@ static int ck__thp_on_request(void)
 
 /* A large, dense region of fresh anonymous memory is filled through huge
  * pages: on a VM each 4 KiB first touch costs a trip to the hypervisor, a
- * 2 MiB page one trip for 512. Only when 90% or more of its chunks hold
- * data: a huge page is allocated whole, so a sparse region would grow. */
-static uint32_t ck__thp_fill(const struct ck_manifest *m, const struct ck_region *r)
+ * 2 MiB page one trip for 512. Only when 90% or more of its pages held
+ * data at the cut (CK_REG_DENSE, counted page by page: a chunk with one
+ * word of data says nothing): a huge page is allocated whole, so a sparse
+ * region would become resident. */
+static uint32_t ck__thp_fill(const struct ck_region *r)
 {
-	uint64_t data = 0;
-
-	if (!ck__fresh_anon(r) || r->end - r->start < (4u << 20) || !r->nchunks || !ck__thp_on_request() ||
-	    r->first_chunk + r->nchunks > m->nchunks)
-		return 0;
-	for (uint32_t k = 0; k < r->nchunks; k++)
-		if (!(m->chunks[r->first_chunk + k].flags & CK_CHUNK_ZERO))
-			data += m->chunks[r->first_chunk + k].len;
-	return data * 10 >= (r->end - r->start) * 9;
+	return ck__fresh_anon(r) && (r->flags & CK_REG_DENSE) && r->end - r->start >= (4u << 20) && r->nchunks &&
+	       ck__thp_on_request();
 }
 
 /* The layout the restorer maps: header, regions, strings. Regions backed
  * by a shared memory object get its descriptor (appended to the plan) and
  * are not filled through the process (shmfill[i] = 1). */
-static int ck__build_layout(const struct ck_manifest *m, const struct ck_proc *p, const struct ck_procdesc *pd,
+static int ck__build_layout(const struct ck_proc *p, const struct ck_procdesc *pd,
 			    struct ck__fdplan *pl, struct ck__objs *objs, uint8_t *shmfill, void **out, size_t *len)
 {
 	size_t strings = 1, off = 1, size;
@@ -757,7 +773,7 @@ static int ck__build_layout(const struct ck_manifest *m, const struct ck_proc *p
 			rg[i].fill = 0;
 			shmfill[i] = 1;
 		}
-		rg[i].thp = shmfill[i] ? 0 : ck__thp_fill(m, r);
+		rg[i].thp = shmfill[i] ? 0 : ck__thp_fill(r);
 		if (r->path) {
 			rg[i].path_off = (uint32_t)off;
 			memcpy(s + off, r->path, strlen(r->path) + 1);
@@ -1053,7 +1069,7 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 	r = ck__prepare_fds(rd, pd, &plan, objs);
 	if (r < 0)
 		goto out;
-	r = ck__build_layout(ck_reader_manifest(rd), p, pd, &plan, objs, shmfill, &layout, &layout_len);
+	r = ck__build_layout(p, pd, &plan, objs, shmfill, &layout, &layout_len);
 	if (r < 0)
 		goto out;
 	{
@@ -1101,7 +1117,7 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 		goto out;
 	for (size_t i = 0; i < p->nregions; i++) {
 		const struct ck_region *rg = &p->regions[i];
-		struct ck__sink s = {jp->pid, rg->start, -1};
+		struct ck__sink s = {jp->pid, rg->start, -1, ck__fresh_anon(rg)};
 		if (!rg->nchunks || shmfill[i] || ((rg->flags & CK_REG_VDSO) && vdso_mode == 0))
 			continue; /* the kernel's own vDSO sits there */
 		r = ck__fresh_anon(rg) ? ck_reader_read_sparse(rd, rg->first_chunk, rg->nchunks, ck__write_sink, &s)

@@ -30,6 +30,7 @@
 
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
+#include "launcher/chunkio_int.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/agent_plugin.h"
 #include "launcher/ckrun/wpsnap.h"
@@ -57,11 +58,24 @@ struct ck__src {
 	unsigned stop;
 	struct ck_wp_proc *wp; /* a write-protect snapshot's memory */
 	int live;              /* the running process of a write-protect snapshot */
+	int count;             /* count the pages holding data into data_pages */
+	uint64_t data_pages;   /* added to by the writer's threads at once */
 };
+
+static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len);
 
 static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 {
 	struct ck__src *s = arg;
+	int r = ck__read_mem(s, off, buf, len);
+
+	if (r == 0 && s->count)
+		__atomic_fetch_add(&s->data_pages, ck_data_pages(buf, len), __ATOMIC_RELAXED);
+	return r;
+}
+
+static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len)
+{
 
 	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2)
 		return -ECANCELED;
@@ -84,15 +98,27 @@ static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 		return 0;
 	}
 	if (s->pagemap_fd >= 0) {
+		/* Only the pages present (or swapped): reading an absent page
+		 * would fault it in, at a cost per page, to read zeros. */
 		uint64_t addr = s->base + off, ent[64];
-		size_t pages = (len + 4095) / 4096, any = 0;
+		size_t pages = (len + 4095) / 4096;
 		if (pages <= 64 && pread(s->pagemap_fd, ent, pages * 8, (off_t)(addr / 4096 * 8)) == (ssize_t)(pages * 8)) {
-			for (size_t i = 0; i < pages; i++)
-				any |= ent[i] & (3ull << 62); /* present or swapped */
-			if (!any) {
-				memset(buf, 0, len);
-				return 0;
+			for (size_t i = 0; i < pages;) {
+				size_t j = i, a = i * 4096, b;
+				int present = (ent[i] & (3ull << 62)) != 0; /* present or swapped */
+				while (j < pages && ((ent[j] & (3ull << 62)) != 0) == present)
+					j++;
+				b = j * 4096 < len ? j * 4096 : len;
+				if (!present) {
+					memset((char *)buf + a, 0, b - a);
+				} else {
+					int r = ck_mem_read(s->pid, addr + a, (char *)buf + a, b - a);
+					if (r < 0)
+						return s->live ? -ESTALE : r;
+				}
+				i = j;
 			}
+			return 0;
 		}
 	}
 	{
@@ -235,6 +261,14 @@ static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg
 	return 0;
 }
 
+/* Whether a process has exited (or is a zombie). */
+static int ck__proc_gone(pid_t pid)
+{
+	int st = ck_proc_state(pid);
+
+	return !st || st == 'Z' || st == 'X';
+}
+
 /* Memory regions of the snapshot into the writer, those of one pass. */
 static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
@@ -295,7 +329,7 @@ data:
 	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
 	for (size_t i = 0; i < p->nregions; i++) {
 		struct ck_region *rg = &p->regions[i];
-		struct ck__src src = {snap, rg->start, -1, -1, flags, NULL, 0};
+		struct ck__src src = {snap, rg->start, -1, -1, flags, NULL, 0, 0, 0};
 
 		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != pass)
 			continue;
@@ -307,6 +341,10 @@ data:
 			src.wp = jp->wp;
 		else if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
 			src.pagemap_fd = pagemap;
+		/* Whether a restore may fill it through huge pages: only where
+		 * that does not turn a sparse region into a resident one. */
+		src.count = !(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO | CK_REG_SYSV)) &&
+			    rg->end - rg->start >= (4u << 20);
 		if (rg->flags & CK_REG_SHARED) {
 			struct ck__shared *x = ck__shared_find(rc, rg);
 			if (x) {
@@ -317,9 +355,20 @@ data:
 		}
 		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
 		if (r < 0) {
+			if (r == -ESRCH && ck__proc_gone(jp->pid)) {
+				ck_err_set("process %d of the job exited during the checkpoint", jp->jpid);
+				goto out;
+			}
+			if (r == -ESRCH && snap != jp->pid && ck__proc_gone(snap)) {
+				ck_err_set("the snapshot of process %d of the job was killed during the checkpoint",
+					   jp->jpid);
+				goto out;
+			}
 			ck_err_wrap("region %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end, rg->path ? rg->path : "");
 			goto out;
 		}
+		if (src.count && src.data_pages * 10 >= (rg->end - rg->start) / 4096 * 9)
+			rg->flags |= CK_REG_DENSE;
 		if (rg->flags & CK_REG_SHARED) {
 			struct ck__shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
 			if (!ns) {
@@ -345,7 +394,7 @@ static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procd
 {
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		struct ck_pd_fd *f = &pd->fds[i];
-		struct ck__src src = {snap, 0, -1, -1, flags, NULL, 0};
+		struct ck__src src = {snap, 0, -1, -1, flags, NULL, 0, 0, 0};
 		char path[64];
 		off_t size;
 		int r;
@@ -578,6 +627,16 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			ck_err_set("waiting for the job's processes: %s", strerror(-r));
 			return r;
 		}
+		if (r == 1 && !from && m.type == CK_MSG_GONE) {
+			/* Exiting: its channel may close before its other
+			 * descriptors are released (the kernel releases them in
+			 * no set order). Wait until it is a zombie, or a socket
+			 * whose peer it was still looks connected to a live peer
+			 * and comes back reset instead of at its EOF. */
+			pid_t gone = (pid_t)m.arg[0];
+			for (int k = 0; k < 2000 && !ck__proc_gone(gone); k++)
+				usleep(1000);
+		}
 		if (r == 1 && from && m.type == CK_MSG_FAILED) {
 			ck_err_set("process %d: %s", from->jpid, m.text);
 			return -ENOTSUP;
@@ -700,8 +759,7 @@ static int ck__read_descriptors(struct ckrun *c)
 				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
 		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
 				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
-			int st = ck_proc_state(p->pid);
-			if (!st || st == 'Z' || st == 'X') { /* read from the process itself (no fork) */
+			if (ck__proc_gone(p->pid)) { /* read from the process itself (no fork) */
 				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);
 				return -ESRCH;
 			}
@@ -717,7 +775,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 	c->round_asking = 0;
 	/* Before DONE: what is still protected is lifted, and ckrun's
 	 * userfaultfds (the last references) are closed. */
-	ck_wp_stop(c->wp, &c->wp_faults, &c->wp_aside);
+	ck_wp_stop(c->wp, &c->wp_faults, &c->wp_aside, &c->wp_spilled);
 	c->wp = NULL;
 	if (c->round_devfd >= 0)
 		close(c->round_devfd);
@@ -744,8 +802,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 static int ck__all_alive(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++) {
-		int st = ck_proc_state(c->procs[i].pid);
-		if (!st || st == 'Z' || st == 'X') {
+		if (ck__proc_gone(c->procs[i].pid)) {
 			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -ESRCH;
 		}
@@ -932,7 +989,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
-	c->wp_faults = c->wp_aside = 0;
+	c->wp_faults = c->wp_aside = c->wp_spilled = 0;
 	if (try_wp) {
 		/* Opened here, not by the job: it runs in a user namespace where
 		 * userfaultfd(2) would need a privilege it lacks. Without it the
@@ -1084,10 +1141,12 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	ck__end_round(c, 0, flags & CK_ROUND_STOP);
 	if (c->verbose) {
 		char req[64] = "";
-		char snap[128] = "";
+		char snap[160] = "";
 		if (any_wp)
-			snprintf(snap, sizeof(snap), ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside",
-				 c->wp_faults, c->wp_aside);
+			snprintf(snap, sizeof(snap),
+				 ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside (%" PRIu64
+				 " through the spill file)",
+				 c->wp_faults, c->wp_aside, c->wp_spilled);
 		else if (!c->nofork) {
 			int e = 0;
 			for (size_t i = 0; i < c->nprocs && !e; i++)

@@ -25,6 +25,7 @@
 #define CK__BLOCK (2ull << 20)
 #define CK__PM_UFFD_WP (1ull << 57) /* pagemap: the page is write-protected */
 #define CK__WRITER_SLOTS 8u /* slots of the pool only the writer may use */
+#define CK__LIFT_STEP (64ull << 20)
 
 /* BUSY: being read (outside the lock); DONE: consumed, or given up. */
 enum { CK__UNREAD, CK__BUSY, CK__ASIDE, CK__DONE };
@@ -34,6 +35,7 @@ struct ck__blk {
 	uint8_t lifted; /* its protection was lifted (only once its bytes are safe) */
 	uint8_t pooled; /* buf is a slot of the pool (else malloc'd by the writer) */
 	uint32_t used;  /* bytes the writer consumed */
+	uint32_t spill; /* ASIDE without buf: slot spill - 1 of the spill file */
 	uint8_t *buf;
 };
 
@@ -69,6 +71,14 @@ struct ck_wp {
 	uint8_t *pool, *pool_map;
 	size_t pool_len;
 	uint32_t *free_slot, nfree;
+	/* When the pool is full, blocks the job writes go to an unlinked
+	 * file instead (through the bounce slot, the handler's alone): the
+	 * job waits for a 2 MiB write, not for the writer to reach that part
+	 * of its memory, which can be seconds. */
+	uint8_t *bounce;
+	int spill_fd;      /* -1: not opened yet; -2: cannot be had */
+	uint32_t *spill_free, nspill_free, spill_cap, spill_slots;
+	uint64_t spilled;
 	int broken;
 	char why[512];
 };
@@ -145,6 +155,41 @@ static void ck__buf_free(struct ck_wp *wp, uint8_t *buf, int pooled)
 	}
 }
 
+/* Under the lock: what held a block aside is free again (a spilled
+ * block's buf is the bounce slot, not freed). */
+static void ck__aside_free(struct ck_wp *wp, uint8_t *buf, int pooled, uint32_t spill)
+{
+	if (spill)
+		wp->spill_free[wp->nspill_free++] = spill;
+	else
+		ck__buf_free(wp, buf, pooled);
+}
+
+/* Under the lock: a free slot of the spill file (1-based), or 0. */
+static uint32_t ck__spill_slot(struct ck_wp *wp)
+{
+	if (wp->spill_fd == -1) {
+		const char *dir = getenv("TMPDIR");
+		/* /var/tmp: on disk where /tmp may be memory (tmpfs) */
+		wp->spill_fd = open(dir && *dir ? dir : "/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+		if (wp->spill_fd < 0)
+			wp->spill_fd = -2;
+	}
+	if (wp->spill_fd < 0)
+		return 0;
+	if (wp->nspill_free)
+		return wp->spill_free[--wp->nspill_free];
+	if (wp->spill_slots == wp->spill_cap) {
+		uint32_t nc = wp->spill_cap ? wp->spill_cap * 2 : 64;
+		uint32_t *n = realloc(wp->spill_free, nc * sizeof(*n));
+		if (!n)
+			return 0;
+		wp->spill_free = n;
+		wp->spill_cap = nc;
+	}
+	return ++wp->spill_slots;
+}
+
 /* Under the lock: block k of r is read aside and its protection lifted.
  * Pages without the write-protect bit were not present at the cut (a
  * present page got the bit then, and loses it only when its block is
@@ -156,7 +201,8 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	uint64_t s, e, pm[CK__BLOCK / 4096];
 	uint8_t *buf;
 	size_t pages;
-	int rc = 0, pooled = 0;
+	uint32_t spill = 0;
+	int rc = 0, pooled = 0, spill_failed;
 
 	ck__blk_bounds(r, k, &s, &e);
 	pages = (e - s) / 4096;
@@ -165,6 +211,8 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	if (wp->nfree > (handler ? CK__WRITER_SLOTS : 0)) {
 		pooled = 1;
 		buf = wp->pool + (size_t)wp->free_slot[--wp->nfree] * CK__BLOCK;
+	} else if (handler && (spill = ck__spill_slot(wp)) != 0) {
+		buf = wp->bounce;
 	} else if (handler) {
 		wp->want_room = 1; /* the writer wakes us when it frees a slot */
 		return -EAGAIN;
@@ -194,24 +242,32 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 		rc = ck_mem_read(p->pid, s + i * 4096, buf + i * 4096, (j - i) * 4096);
 		i = j;
 	}
+	spill_failed = rc == 0 && spill &&
+		       pwrite(wp->spill_fd, buf, e - s, (off_t)(spill - 1) * (off_t)CK__BLOCK) != (ssize_t)(e - s);
 	pthread_mutex_lock(&wp->lock);
 	wp->nbusy--;
 	pthread_cond_broadcast(&wp->change);
+	if (spill_failed) { /* a full disk: this block waits for room in the pool instead */
+		ck__aside_free(wp, buf, pooled, spill);
+		b->state = CK__UNREAD;
+		wp->want_room = 1;
+		return -EAGAIN;
+	}
 	if (rc < 0 && !wp->broken)
 		ck__break(wp, "process %d: cannot read its memory at 0x%" PRIx64 ": %s", p->jpid, s, strerror(-rc));
 	if (wp->broken)
 		goto fail;
 	/* The writer leaves the protection on: lifting it block by block
 	 * flushes the job's TLB each time (on this VM that tripled the job's
-	 * own CPU time). Closing the descriptor at the end lifts it all at
-	 * once; a write meanwhile faults and lifts that block (ck__fault).
+	 * own CPU time). ck_wp_stop lifts what is left at the end; a write
+	 * meanwhile faults and lifts that block (ck__fault).
 	 * The handler lifts the block it takes for the job at once.
 	 * EAGAIN: the job is changing its layout and that event is still
 	 * unread; the fault is answered after the handler reads it. */
 	if (handler) {
 		rc = ck__unprotect(p, s, e);
 		if (rc == -EAGAIN) {
-			ck__buf_free(wp, buf, pooled);
+			ck__aside_free(wp, buf, pooled, spill);
 			b->state = CK__UNREAD;
 			return -EAGAIN;
 		}
@@ -221,12 +277,15 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 		}
 		b->lifted = 1;
 	}
-	b->buf = buf;
+	b->buf = spill ? NULL : buf;
 	b->pooled = (uint8_t)pooled;
+	b->spill = spill;
 	b->state = CK__ASIDE;
+	if (spill)
+		wp->spilled++;
 	return 0;
 fail:
-	ck__buf_free(wp, buf, pooled);
+	ck__aside_free(wp, buf, pooled, spill);
 	b->state = CK__DONE;
 	return -ESTALE;
 }
@@ -273,12 +332,22 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 		 * frees a block, and this part is not counted yet. */
 		n = e - addr < len ? (size_t)(e - addr) : len;
 		pthread_mutex_unlock(&wp->lock);
-		memcpy(buf, b->buf + (addr - s), n);
+		if (!b->spill)
+			memcpy(buf, b->buf + (addr - s), n);
+		else if (pread(wp->spill_fd, buf, n, (off_t)(b->spill - 1) * (off_t)CK__BLOCK + (off_t)(addr - s)) !=
+			 (ssize_t)n)
+			rc = errno ? -errno : -EIO;
 		pthread_mutex_lock(&wp->lock);
+		if (rc < 0) {
+			ck__break(wp, "process %d: cannot read back a block it rewrote (at 0x%" PRIx64 ") from the spill file: %s",
+				  p->jpid, s, strerror(-rc));
+			break;
+		}
 		b->used += (uint32_t)n;
 		if (b->used >= e - s) {
-			ck__buf_free(wp, b->buf, b->pooled);
+			ck__aside_free(wp, b->buf, b->pooled, b->spill);
 			b->buf = NULL;
+			b->spill = 0;
 			b->state = CK__DONE;
 		}
 		buf = (char *)buf + n;
@@ -483,7 +552,7 @@ static void *ck__handler(void *arg)
  * for the writer; 2 MiB aligned, huge pages. */
 static int ck__pool_init(struct ck_wp *wp, uint64_t aside_max)
 {
-	uint32_t n = (uint32_t)(aside_max / CK__BLOCK) + CK__WRITER_SLOTS;
+	uint32_t n = (uint32_t)(aside_max / CK__BLOCK) + CK__WRITER_SLOTS + 1; /* + the bounce slot */
 	uint8_t *m;
 
 	wp->free_slot = calloc(n, sizeof(*wp->free_slot));
@@ -497,8 +566,10 @@ static int ck__pool_init(struct ck_wp *wp, uint64_t aside_max)
 	wp->pool_len = (size_t)n * CK__BLOCK + CK__BLOCK;
 	wp->pool = (uint8_t *)(((uintptr_t)m + CK__BLOCK - 1) & ~(uintptr_t)(CK__BLOCK - 1));
 	madvise(wp->pool, (size_t)n * CK__BLOCK, MADV_HUGEPAGE);
-	for (uint32_t i = 0; i < n; i++)
-		wp->free_slot[wp->nfree++] = n - 1 - i;
+	wp->bounce = wp->pool + (size_t)(n - 1) * CK__BLOCK;
+	for (uint32_t i = 0; i < n - 1; i++)
+		wp->free_slot[wp->nfree++] = n - 2 - i;
+	wp->spill_fd = -1;
 	return 0;
 }
 
@@ -628,10 +699,51 @@ int ck_wp_check(struct ck_wp *wp)
 	return rc;
 }
 
-void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
+/* Unprotects every block not lifted yet, in runs of up to CK__LIFT_STEP
+ * (one ioctl never holds the job's page tables for long). */
+static void ck__lift_rest(struct ck_wp_proc *p)
+{
+	for (size_t j = 0; j < p->nr; j++) {
+		struct ck__wrange *r = &p->r[j];
+		uint64_t run_s = 0, run_e = 0, s, e;
+
+		for (size_t k = 0; k <= r->nblk; k++) {
+			int rc;
+			if (k < r->nblk) {
+				ck__blk_bounds(r, k, &s, &e);
+				if (!r->blk[k].lifted) {
+					if (run_e == run_s)
+						run_s = s;
+					run_e = e;
+					if (run_e - run_s < CK__LIFT_STEP)
+						continue;
+				}
+			}
+			if (run_e == run_s)
+				continue;
+			while ((rc = ck__unprotect(p, run_s, run_e)) == -EAGAIN) /* a layout event first */
+				usleep(1000);
+			if (rc < 0)
+				return; /* the process is gone: nothing left to lift */
+			run_s = run_e = 0;
+		}
+	}
+}
+
+void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint64_t *blocks_spilled)
 {
 	if (!wp)
 		return;
+	/* Every range is unprotected before the descriptor is closed, while
+	 * the handler still answers faults. Closing a descriptor whose ranges
+	 * are still protected lets the job's writes fault and retry without
+	 * pause until the kernel has cleared them all under the job's mmap
+	 * lock, which those faults keep taking: on this project's VM the
+	 * job burnt both cores for 4.5 s so after a 4 GiB snapshot (its own
+	 * cost: making 1M pages writable again, about 4 s here, stalls all
+	 * its threads whatever the way). */
+	for (size_t i = 0; i < wp->nprocs; i++)
+		ck__lift_rest(wp->procs[i]);
 	pthread_mutex_lock(&wp->lock);
 	wp->stop = 1;
 	pthread_mutex_unlock(&wp->lock);
@@ -645,6 +757,8 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 		*faults = wp->faults;
 	if (blocks_aside)
 		*blocks_aside = wp->taken_aside;
+	if (blocks_spilled)
+		*blocks_spilled = wp->spilled;
 	for (size_t i = 0; i < wp->nprocs; i++) {
 		struct ck_wp_proc *p = wp->procs[i];
 		for (size_t j = 0; j < p->nr; j++) {
@@ -665,6 +779,9 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside)
 	if (wp->pool_map)
 		munmap(wp->pool_map, wp->pool_len);
 	free(wp->free_slot);
+	free(wp->spill_free);
+	if (wp->spill_fd >= 0)
+		close(wp->spill_fd);
 	close(wp->evfd);
 	pthread_mutex_destroy(&wp->lock);
 	pthread_cond_destroy(&wp->change);

@@ -24,7 +24,8 @@ struct ck_wp_proc; /* one process's protected ranges and blocks */
 /* Starts serving the process's userfaultfd `uffd` (taken over: closed by
  * ck_wp_stop, or here on failure). The ranges are read from the process,
  * which is parked. *wp is created on first use, with room for aside_max
- * bytes of blocks the job writes before the writer has read them. */
+ * bytes of blocks the job writes before the writer has read them (more go
+ * to an unlinked file in $TMPDIR, else /var/tmp, while it can be had). */
 int ck_wp_add(struct ck_wp **wp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
 	      const struct ck_wp_info *info, struct ck_wp_proc **out);
 /* 1 when [start, end) lies within one protected range. */
@@ -35,6 +36,6 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len);
 int ck_wp_check(struct ck_wp *wp);
 /* Lifts what is still protected, stops the handler, closes every
  * userfaultfd and frees it all; NULL is fine. Counters for -v. */
-void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside);
+void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint64_t *blocks_spilled);
 
 #endif

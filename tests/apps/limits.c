@@ -67,8 +67,10 @@ static int check(long round)
 		printf("FAIL umask is %03o\n", (unsigned)old);
 		bad++;
 	}
-	if (!getcwd(buf, sizeof(buf)) || strcmp(buf, cwd_want) != 0) {
-		printf("FAIL cwd changed\n");
+	if (!getcwd(buf, sizeof(buf)))
+		snprintf(buf, sizeof(buf), "(getcwd: %s)", strerror(errno));
+	if (strcmp(buf, cwd_want) != 0) {
+		printf("FAIL cwd changed: now %s, set %s\n", buf, cwd_want);
 		bad++;
 	}
 	snprintf(buf, sizeof(buf), "file-%ld", round); /* relative to cwd */

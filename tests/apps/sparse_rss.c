@@ -1,7 +1,10 @@
 /* sparse_rss: a job that reserves much more memory than it uses.
  *
  * A 512 MiB anonymous mapping of which one page in every 8 MiB is written
- * (64 pages), beside a dense 16 MiB block. Between 10 ms sleeps it rewrites
+ * (64 pages), a 256 MiB grid with one page in every 128 KiB written (so
+ * that every 256 KiB chunk of it holds data, yet 31 of its 32 pages are
+ * untouched: a restore that writes whole chunks makes it resident), beside
+ * a dense 16 MiB block. Between 10 ms sleeps it rewrites
  * a few pages of each and checks its resident size (/proc/self/statm): a
  * restore must give back the pages the job had, not fill the untouched
  * ones with zeros. Everything is checked in full at the end.
@@ -18,7 +21,10 @@
 #define SPARSE_MIB 512
 #define STRIDE (8u << 20)
 #define DENSE_MIB 16
-#define RSS_LIMIT_MIB 96 /* dense block, program, libraries: far below 512 */
+#define GRID_MIB 256
+#define GRID_STRIDE (128u << 10)
+#define GRID_PAGES (GRID_MIB * (1u << 20) / GRID_STRIDE)
+#define RSS_LIMIT_MIB 96 /* dense block, grid pages, program, libraries: far below 256 */
 
 static double app_scale(int argc, char **argv)
 {
@@ -66,20 +72,25 @@ int main(int argc, char **argv)
 	uint64_t *dense = malloc(dense_words * 8), digest = 0;
 	uint8_t *sparse = mmap(NULL, sparse_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 			       -1, 0);
+	uint8_t *grid = mmap(NULL, (size_t)GRID_MIB << 20, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *gver = calloc(GRID_PAGES, 1);
 	int bad = 0;
 
 	if (steps < 1)
 		steps = 1;
-	if (sparse == MAP_FAILED || !dense || !dver) {
+	if (sparse == MAP_FAILED || grid == MAP_FAILED || !dense || !dver || !gver) {
 		printf("FAIL out of memory\n");
 		return 1;
 	}
-	printf("sparse_rss: %d MiB reserved, %d pages used; %d MiB dense; %ld steps\n", SPARSE_MIB,
-	       SPARSE_MIB / 8, DENSE_MIB, steps);
+	printf("sparse_rss: %d MiB reserved, %d pages used; %d MiB grid, %u pages used; %d MiB dense; %ld steps\n",
+	       SPARSE_MIB, SPARSE_MIB / 8, GRID_MIB, GRID_PAGES, DENSE_MIB, steps);
 	for (size_t i = 0; i < dense_words; i++)
 		dense[i] = mix(i);
 	for (size_t p = 0; p < SPARSE_MIB / 8; p++)
 		sparse[p * STRIDE] = 1;
+	for (size_t g = 0; g < GRID_PAGES; g++)
+		grid[g * GRID_STRIDE + g % 4000] = 1;
 	for (long s = 0; s < steps; s++) {
 		size_t p = (size_t)(mix((uint64_t)s) % (SPARSE_MIB / 8));
 		size_t d = (size_t)(mix((uint64_t)s + 7) % (dense_words / 512));
@@ -87,6 +98,8 @@ int main(int argc, char **argv)
 
 		sleep_ms(10);
 		sparse[p * STRIDE] = (uint8_t)(++ver[p] + 1);
+		size_t g = (size_t)(mix((uint64_t)s + 3) % GRID_PAGES);
+		grid[g * GRID_STRIDE + g % 4000] = (uint8_t)(++gver[g] + 1);
 		dver[d]++;
 		for (size_t i = d * 512; i < d * 512 + 512; i++)
 			dense[i] = mix(i ^ ((uint64_t)dver[d] << 40));
@@ -102,6 +115,14 @@ int main(int argc, char **argv)
 		if (sparse[off] != want)
 			bad++;
 		digest = mix(digest ^ sparse[off]);
+	}
+	/* the grid: every written byte, and one untouched page per stride */
+	for (size_t g = 0; g < GRID_PAGES; g++) {
+		uint8_t *pg = grid + g * GRID_STRIDE;
+
+		if (pg[g % 4000] != (uint8_t)(gver[g] + 1) || pg[GRID_STRIDE / 2] != 0)
+			bad++;
+		digest = mix(digest ^ pg[g % 4000]);
 	}
 	for (size_t i = 0; i < dense_words; i++) {
 		if (dense[i] != mix(i ^ ((uint64_t)dver[i / 512] << 40)))

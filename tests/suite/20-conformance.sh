@@ -6,20 +6,24 @@
 #
 # Variants: apps whose tests/apps/APP.desc says "variants=... nofork ..."
 # are run once more with --no-fork, those with "interval" with
-# --interval 300ms, those with "wp" with --snapshot wp (the write-protect
-# snapshot).
+# --interval 300ms, those with "fork" with --snapshot fork (a forked
+# snapshot; the default is the write-protect one).
+#
+# A kill that lands after the app emptied its temporary directory (its own
+# cleanup at its end) starts the test over, once: ckrun does not roll back
+# files, so no earlier checkpoint could be restored (NOTES.md, known limits).
 #
 # Prints "PASS conformance[-VARIANT]/APP" or "FAIL ...: reason" followed by a
 # diff excerpt, the ckrun stderr tail and the schedule. Replay one app with
 #   CKPT_TEST_SEED=N CKPT_TEST_APPS=APP bash tests/suite/20-conformance.sh
 # (the seed fixes the schedule of signals, not the scheduler's timing).
 # More: CKPT_TEST_KILLS (default 3), CKPT_TEST_VARIANTS (default
-# "default nofork interval wp"), and the variables in tests/lib/harness.sh.
+# "default nofork interval fork"), and the variables in tests/lib/harness.sh.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
 KILLS=${CKPT_TEST_KILLS:-3}
-VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval wp}
+VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval fork}
 
 # Runs APP bare once; the reference for every variant.
 bare_one() {
@@ -37,16 +41,26 @@ bare_one() {
 variant_opts() {
 	case $1 in
 	nofork) OPTS=(--no-fork) ;;
-	wp) OPTS=(--snapshot wp) ;;
+	fork) OPTS=(--snapshot fork) ;;
 	interval) OPTS=(--interval 300ms) ;;
 	*) OPTS=() ;;
 	esac
 }
 
+# h_tmp_used: true while the app has files in its TMPDIR.
+h_tmp_used() { [ -n "$(ls -A "$TMPDIR" 2>/dev/null)" ]; }
+
+# start_over WHY: (in conf_one) logs WHY; the next cycle is run 1 of a new job.
+start_over() {
+	echo "$1" >>"$sched"
+	mode=new extra=() cycle=0
+	rm -rf "$store"
+}
+
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched
-	local bare_ms bare_rc limit win mode cycle kill_at n t i rc=0 finished=0
+	local bare_ms bare_rc limit win mode cycle kill_at n t i rc=0 finished=0 retried=0 used_tmp=0 redone=0
 	local -a OPTS times extra
 	name=conformance/$app
 	[ "$variant" = default ] || name=conformance-$variant/$app
@@ -88,6 +102,7 @@ conf_one() {
 		for i in "${times[@]}"; do
 			h_sleep_alive "$H_PID" $(( i - t )) || break
 			kill -USR2 "$H_PID" 2>/dev/null && echo "run $cycle: SIGUSR2 at ${i} ms" >>"$sched"
+			h_tmp_used && used_tmp=1
 			t=$i
 		done
 		# The first kill waits for a commit, so that every test restores at
@@ -102,16 +117,36 @@ conf_one() {
 			(( waited > 0 )) && echo "run $cycle: waited ${waited} ms for the first commit" >>"$sched"
 		fi
 		if h_sleep_alive "$H_PID" $(( kill_at > t ? kill_at - t : 0 )); then
+			h_tmp_used && used_tmp=1
 			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
 			if ! h_group_gone "$H_PID"; then
 				h_fail "$name" "processes survived kill -9 of the process group" "$sched"
 				return
 			fi
+			# ckrun does not roll back regular files (NOTES.md, known
+			# limits). A kill that lands after the app's own cleanup at
+			# its end (the files it had in TMPDIR are gone) leaves
+			# checkpoints that need those files: the documented limit,
+			# not what this test checks. Once, the test starts over.
+			if (( used_tmp && !redone )) && ! h_tmp_used; then
+				start_over "run $cycle: the app had removed its files in TMPDIR (its own cleanup) before the kill; start over"
+				redone=1 used_tmp=0
+				continue
+			fi
 		else
 			h_wait "$H_PID" 10000
 			rc=$?
 			echo "run $cycle: ended by itself with status $rc before the kill" >>"$sched"
+			# A first run that ended before its first round could commit
+			# (a short app, a slow moment: "the job ended during the
+			# checkpoint") tests no restore: once, start it again.
+			if (( cycle == 1 && !retried )) && [ -z "$(h_manifests "$store" "$app")" ] &&
+			   [ -z "$(h_desc "$app" unsupported "")" ]; then
+				start_over "run 1: no commit before the job ended; run 1 again"
+				retried=1
+				continue
+			fi
 			finished=1
 			break
 		fi

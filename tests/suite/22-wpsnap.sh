@@ -7,10 +7,13 @@
 #             the restored output is still the bare one;
 #   fallback  without /dev/userfaultfd (CKPT_TEST_NO_UFFD_DEV) the job, in
 #             its user namespace, cannot arm one: every round forks;
-#   default-fork  without --snapshot wp (the default) no round
-#             write-protects.
-# The conformance suite runs a set of apps with --snapshot wp too (their
-# .desc: variants=wp); this suite checks that each path is the one taken.
+#   default   without --snapshot, rounds write-protect (the default);
+#   spill     with no memory for blocks the job rewrites first
+#             (--snapshot-memory 0) they go through the spill file, or,
+#             where it cannot be created, the job's writes wait;
+#   fork      with --snapshot fork no round write-protects.
+# The conformance suite runs a set of apps with --snapshot fork too (their
+# .desc: variants=fork); this suite checks that each path is the one taken.
 set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$top/${BUILD:-build}
@@ -21,11 +24,12 @@ APPS=$B/tests/apps
 # run NAME APP SCALE KIND [ckrun options...]: the app bare, then under
 # ckrun with checkpoints every 200 ms until it ends, then a restore from
 # its newest checkpoint but one (run to the end). Checks both outputs.
-# KIND: wp (every commit by write protection, some faults served), fork
+# KIND: wp (every commit by write protection, some faults served), spill and
+# nospill (as wp, with and without blocks through the spill file), fork
 # (every commit forked), fallback (forked, saying why), churn (write protection, output only; reports
 # how many rounds were repeated with a fork).
 run() {
-	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults seq
+	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq
 	shift 4
 	rm -rf "$W/st" "$W/out" "$W/err" "$W/out2"
 	"$APPS/$app" "$scale" >"$W/bare" 2>/dev/null
@@ -43,8 +47,14 @@ run() {
 		return
 	fi
 	case $kind in
-	wp) if [ "$nwp" -lt 2 ] || [ "$nfork" != 0 ] || [ "$nfaults" -lt 1 ]; then
+	wp | spill | nospill)
+	    if [ "$nwp" -lt 2 ] || [ "$nfork" != 0 ] || [ "$nfaults" -lt 1 ]; then
 		echo "FAIL wpsnap/$name: $nwp write-protect and $nfork forked commits, $nfaults faults served"
+		return
+	    fi
+	    nspill=$(sed -n 's/.*(\([0-9]*\) through the spill file).*/\1/p' "$W/err" | awk '{s += $1} END {print s + 0}')
+	    if { [ "$kind" = spill ] && [ "$nspill" -lt 1 ]; } || { [ "$kind" = nospill ] && [ "$nspill" != 0 ]; }; then
+		echo "FAIL wpsnap/$name: $nspill blocks went through the spill file"
 		return
 	    fi ;;
 	fallback) if ! grep -q 'forked snapshot (write protection: Operation not permitted)' "$W/err"; then
@@ -76,11 +86,16 @@ run() {
 		tail -3 "$W/err" | sed 's/^/    | /'
 		return
 	fi
-	echo "PASS wpsnap/$name: $nwp commits by write protection ($nfaults faults served), $nfork forked," \
+	echo "PASS wpsnap/$name: $nwp commits by write protection ($nfaults faults served, $nspill blocks spilled), $nfork forked," \
 		"$nrep repeated with a fork; restore from checkpoint $((10#$seq)) matches"
 }
 
 run used memgrow 0.5 wp --snapshot wp
 run churn mmchurn 0.5 churn --snapshot wp
 CKPT_TEST_NO_UFFD_DEV=1 run fallback-unprivileged memgrow 0.5 fallback --snapshot wp
-run default-fork memgrow 0.5 fork
+run default memgrow 0.5 wp
+# No memory for blocks aside: those the job writes first go to the spill
+# file; without a directory for it, the job's writes wait for the writer.
+run spill memgrow 0.5 spill --snapshot-memory 0
+TMPDIR=$W/no-such-dir run spill-unavailable memgrow 0.5 nospill --snapshot-memory 0
+run fork memgrow 0.5 fork --snapshot fork

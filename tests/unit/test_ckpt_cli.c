@@ -183,6 +183,41 @@ void ck_unit_run(void)
 	CHECK(one_line(err));
 	snprintf(path, sizeof(path), "%s/st3/demo/manifests/00000002", tmp);
 	CHECK(access(path, F_OK) != 0);
+	/* A truncated pack, then a missing one: named, and no manifest. */
+	{
+		char pack[600], keep[640];
+
+		snprintf(pack, sizeof(pack), "%s/st/demo/packs/00000001-0001.pack", tmp);
+		snprintf(keep, sizeof(keep), "%s.keep", pack);
+		CHECK_EQ_INT(link(pack, keep), 0);
+		CHECK_EQ_INT(unlink(pack), 0);
+		{
+			int in = open(keep, O_RDONLY), o = open(pack, O_WRONLY | O_CREAT | O_EXCL, 0600);
+			char b[8];
+
+			CHECK(in >= 0 && o >= 0);
+			CHECK_EQ_INT(read(in, b, sizeof(b)), 8);
+			CHECK_EQ_INT(write(o, b, sizeof(b)), 8);
+			close(in);
+			close(o);
+		}
+		CHECK_EQ_INT(run("cp st st4 demo@1"), 2);
+		CHECK(one_line(err));
+		CHECK(strstr(err, "pack truncated") != NULL);
+		CHECK(strstr(err, "00000001-0001.pack") != NULL);
+		snprintf(path, sizeof(path), "%s/st4/demo/manifests/00000001", tmp);
+		CHECK(access(path, F_OK) != 0);
+		CHECK_EQ_INT(unlink(pack), 0);
+		CHECK_EQ_INT(run("cp st st4 demo@1"), 2);
+		CHECK(one_line(err));
+		CHECK(strstr(err, "pack missing") != NULL);
+		CHECK(access(path, F_OK) != 0);
+		CHECK_EQ_INT(rename(keep, pack), 0);
+		CHECK_EQ_INT(run("cp st st4 demo@1"), 0);
+		CHECK_EQ_INT(run("verify --store st4 demo@1"), 0);
+		snprintf(path, sizeof(path), "%s/st4", tmp);
+		ck_unit_rmtree(strdup(path));
+	}
 
 	/* rm and gc */
 	CHECK_EQ_INT(run("rm --store st2 demo@1"), 0);

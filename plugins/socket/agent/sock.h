@@ -13,7 +13,9 @@
  *     possible), pairs are made anew (TCP over loopback, UNIX with
  *     socketpair) and the saved bytes are written into them, connections
  *     that were waiting in a listener's queue are made again, connections
- *     to peers outside the job come back reset (ECONNRESET on next use).
+ *     to peers outside the job come back with the bytes or datagrams
+ *     they had received and not yet read, then EOF (the peer had closed)
+ *     or a reset (ECONNRESET on next use).
  *
  * Layout in struct ck_pd_fd (kind CK_FD_SOCKET): see CK_SOCK_* below. */
 #ifndef CK_SOCK_AGENT_H
@@ -33,7 +35,7 @@ enum ck_sock_state {
 	CK_SOCK_LISTENING = 1,
 	CK_SOCK_PAIRED = 2,   /* connected to another socket of the job */
 	CK_SOCK_PENDING = 3,  /* connected to a listener of the job, not yet accepted */
-	CK_SOCK_EXTERNAL = 4, /* connected to a peer outside the job: reset at restore */
+	CK_SOCK_EXTERNAL = 4, /* connected to a peer outside the job: its queue, then EOF or reset */
 };
 /* u64[1]: local address length | peer length << 16 | backlog << 32
  * u64[2]: CK_SOCKOPT_* | linger seconds << 32
@@ -49,6 +51,9 @@ enum ck_sock_state {
 #define CK_SOCKOPT_REUSEPORT 0x8
 #define CK_SOCKOPT_V6ONLY 0x10
 #define CK_SOCKOPT_LINGER 0x20
+/* EXTERNAL: the peer had closed its end (a stream reads EOF after its
+ * data, not a reset); without it (earlier images too) a reset follows */
+#define CK_SOCKOPT_PEER_CLOSED 0x40
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 

@@ -34,6 +34,7 @@ struct ck__sk {
 	long partner;
 	char *data; /* bytes (or datagrams) in flight toward this socket */
 	size_t ndata;
+	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
 };
 
 static uint64_t ck__ms(void)
@@ -192,12 +193,30 @@ static int ck__drop_rights(struct msghdr *mh)
 }
 
 /* Stream bytes queued toward s, without taking them. */
+/* One recvmsg of fd into buf (flags: MSG_PEEK or not): its length, or -1
+ * with errno. *odd is set when descriptors came with it (closed: ours
+ * now) or it was cut short. */
+static ssize_t ck__recv_one(int fd, void *buf, size_t cap, int flags, int *odd)
+{
+	char ctl[CMSG_SPACE(sizeof(int) * 64)];
+	struct iovec iov = {buf, cap};
+	struct msghdr mh;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = ctl;
+	mh.msg_controllen = sizeof(ctl);
+	n = recvmsg(fd, &mh, flags | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	if (n >= 0 && (ck__drop_rights(&mh) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))))
+		*odd = 1;
+	return n;
+}
+
 static int ck__peek_stream(struct ck__sk *s)
 {
-	int inq = 0;
-	char ctl[CMSG_SPACE(sizeof(int) * 64)];
-	struct iovec iov;
-	struct msghdr mh;
+	int inq = 0, odd = 0;
 	ssize_t n;
 
 	if (ioctl(s->fd, SIOCINQ, &inq) < 0 || inq <= 0)
@@ -205,17 +224,10 @@ static int ck__peek_stream(struct ck__sk *s)
 	free(s->data);
 	if (!(s->data = malloc((size_t)inq)))
 		return -ENOMEM;
-	iov.iov_base = s->data;
-	iov.iov_len = (size_t)inq;
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = ctl;
-	mh.msg_controllen = sizeof(ctl);
-	n = recvmsg(s->fd, &mh, MSG_PEEK | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+	n = ck__recv_one(s->fd, s->data, (size_t)inq, MSG_PEEK, &odd);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
-	if (ck__drop_rights(&mh)) {
+	if (odd) {
 		ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported",
 			   s->jpid, s->f->fd);
 		return -ENOTSUP;
@@ -270,27 +282,15 @@ static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
  * u32 length + bytes, sent back through the peer in order. */
 static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 {
-	char buf[65536 + 4], ctl[CMSG_SPACE(sizeof(int) * 64)];
+	char buf[65536 + 4];
 	int rights = 0, r = 0;
 	size_t at = 0;
 
 	for (;;) {
-		struct iovec iov = {buf + 4, sizeof(buf) - 4};
-		struct msghdr mh;
-		ssize_t n;
+		ssize_t n = ck__recv_one(s->fd, buf + 4, sizeof(buf) - 4, 0, &rights);
 		uint32_t len;
-		memset(&mh, 0, sizeof(mh));
-		mh.msg_iov = &iov;
-		mh.msg_iovlen = 1;
-		mh.msg_control = ctl;
-		mh.msg_controllen = sizeof(ctl);
-		n = recvmsg(s->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n < 0)
 			break;
-		if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-			rights = 1;
-		if (ck__drop_rights(&mh))
-			rights = 1;
 		len = (uint32_t)n;
 		memcpy(buf, &len, 4);
 		if (ck__append(s, buf, (size_t)n + 4) < 0)
@@ -313,6 +313,52 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 			   s->jpid, s->f->fd);
 		r = -ENOTSUP;
 	}
+	return r;
+}
+
+/* The datagrams (or records) queued toward s, read without taking them:
+ * there is no peer of the job to put them back through. SO_PEEK_OFF walks
+ * the queue one datagram per peek; the socket's own setting is put back. */
+static int ck__peek_datagrams(struct ck__sk *s)
+{
+	static char buf[(256 << 10) + 4];
+	int old = -1, zero = 0, r = 0;
+	socklen_t ol = sizeof(old);
+
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) < 0 ||
+	    setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &zero, sizeof(zero)) < 0) {
+		int q = 0;
+		if (ioctl(s->fd, SIOCINQ, &q) == 0 && q == 0)
+			return 0; /* nothing queued: nothing to peek */
+		ck_err_set("process %d: datagrams queued on a connection to a peer outside the job (descriptor %d) "
+			   "cannot be read without taking them here: not supported",
+			   s->jpid, s->f->fd);
+		return -ENOTSUP;
+	}
+	for (int k = 0; k < 1000000; k++) {
+		int odd = 0;
+		ssize_t n = ck__recv_one(s->fd, buf + 4, sizeof(buf) - 4, MSG_PEEK, &odd);
+		uint32_t len;
+
+		if (n < 0)
+			break;
+		if (odd) {
+			ck_err_set("process %d: descriptors in flight, or a datagram over 256 KiB, on a UNIX socket "
+				   "(descriptor %d): not supported",
+				   s->jpid, s->f->fd);
+			r = -ENOTSUP;
+			break;
+		}
+		if (n == 0 && s->type == SOCK_SEQPACKET)
+			break; /* end of file, not a record */
+		len = (uint32_t)n;
+		memcpy(buf, &len, 4);
+		if (ck__append(s, buf, (size_t)n + 4) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+	}
+	setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
 	return r;
 }
 
@@ -340,6 +386,8 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_V6ONLY;
 	if (linger_on)
 		opts |= CK_SOCKOPT_LINGER;
+	if (s->peer_closed)
+		opts |= CK_SOCKOPT_PEER_CLOSED;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
@@ -450,6 +498,15 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				r = -ENOTSUP;
 			}
 			break;
+		case CK_SOCK_EXTERNAL: {
+			/* What arrived before the cut is the job's to read, then the
+			 * end the connection had: EOF where the peer had closed. */
+			struct pollfd pf = {s->fd, POLLRDHUP, 0};
+			if (s->type != SOCK_DGRAM && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)))
+				s->peer_closed = 1;
+			r = s->type == SOCK_STREAM ? ck__peek_stream(s) : ck__peek_datagrams(s);
+			break;
+		}
 		case CK_SOCK_UNCONNECTED:
 			if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
 				ck_err_set("process %d: datagrams queued on an unconnected socket (descriptor %d): not "

@@ -6,12 +6,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -258,10 +260,23 @@ static int ck__deliver(struct ck__wsink *w)
 	return 0;
 }
 
+static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes);
+
 static int ck__fill(struct ck_reader *rd, const struct ck_pd_fd *toward, int via)
+{
+	size_t bytes;
+
+	return ck__fill_n(rd, toward, via, &bytes);
+}
+
+/* Sends the saved bytes toward `toward` through `via`; *bytes: how many
+ * (without the datagrams' length words). */
+static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes)
 {
 	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0};
 	int r = 0, big;
+
+	*bytes = 0;
 
 	if (!toward->data_nchunks)
 		return 0;
@@ -270,20 +285,41 @@ static int ck__fill(struct ck_reader *rd, const struct ck_pd_fd *toward, int via
 	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	if (r == 0)
 		r = ck__deliver(&w);
+	if (r == 0 && !w.dgram)
+		*bytes = w.npend;
 	if (r < 0 && !strstr(ck_err_msg(), "socket"))
 		ck_err_set("cannot put the saved bytes back into %s: %s", toward->path, strerror(-r));
 	free(w.pend);
 	return r;
 }
 
-static int ck__reset_socket(const struct ck_pd_fd *f)
+/* A connection to a peer outside the job: a new pair whose far end
+ * delivers the bytes or datagrams saved toward it, then goes: EOF where
+ * the peer had closed (stream), else a reset (ECONNRESET on next use). */
+static int ck__external_socket(struct ck_reader *rd, const struct ck_pd_fd *f)
 {
 	int sv[2], r = ck__pair(FAMILY(f), TYPE(f), sv);
 	struct linger lg = {1, 0};
+	int eof = (f->u64[2] & CK_SOCKOPT_PEER_CLOSED) && TYPE(f) != SOCK_DGRAM;
+	size_t bytes = 0;
 
 	if (r < 0)
 		return r;
-	if (FAMILY(f) == AF_UNIX && TYPE(f) != SOCK_DGRAM) {
+	r = ck__fill_n(rd, f, sv[1], &bytes);
+	if (r < 0) {
+		close(sv[0]);
+		close(sv[1]);
+		return r;
+	}
+	if (FAMILY(f) != AF_UNIX && bytes) {
+		/* loopback TCP: the bytes are in before the reset or FIN */
+		int inq = 0;
+		for (int i = 0; i < 1000 && ioctl(sv[0], SIOCINQ, &inq) == 0 && (size_t)inq < bytes; i++)
+			usleep(1000);
+	}
+	if (eof) {
+		/* nothing more */
+	} else if (FAMILY(f) == AF_UNIX && TYPE(f) != SOCK_DGRAM) {
 		/* closing with unread data makes the peer see ECONNRESET */
 		(void)!write(sv[0], "x", 1);
 	} else {
@@ -291,8 +327,8 @@ static int ck__reset_socket(const struct ck_pd_fd *f)
 	}
 	close(sv[1]);
 	if (FAMILY(f) != AF_UNIX) {
-		struct pollfd pf = {sv[0], POLLIN, 0};
-		poll(&pf, 1, 200); /* the RST arrives */
+		struct pollfd pf = {sv[0], POLLRDHUP, 0};
+		poll(&pf, 1, 200); /* the RST or FIN arrives */
 	}
 	return sv[0];
 }
@@ -371,7 +407,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 	for (size_t i = 0; i < s->n && r == 0; i++) {
 		struct ck__obj *o = &s->v[i], *l = NULL;
 		if (STATE(o->f) == CK_SOCK_EXTERNAL) {
-			if ((o->fd = ck__reset_socket(o->f)) < 0)
+			if ((o->fd = ck__external_socket(rd, o->f)) < 0)
 				r = o->fd;
 			else
 				ck__options(o->fd, o->f);
