@@ -135,8 +135,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 
 static int ck__is_stdio(const struct ck_pd_fd *f)
 {
-	return f->fd <= 2 && f->dev == ck__core.stdio_dev[f->fd] && f->ino == ck__core.stdio_ino[f->fd] &&
-	       !S_ISREG(f->mode);
+	return f->fd <= 2 && f->dev == ck__core.stdio_dev[f->fd] && f->ino == ck__core.stdio_ino[f->fd];
 }
 
 static int ck__collect_one(int fd, int dirfd)
@@ -187,8 +186,11 @@ static int ck__collect_one(int fd, int dirfd)
 		}
 	}
 	if (ck__is_stdio(f)) {
-		f->kind = CK_FD_STDIO;
-		return 0;
+		if (!S_ISREG(f->mode)) {
+			f->kind = CK_FD_STDIO;
+			return 0;
+		}
+		f->xflags |= CK_PD_FD_STDIO_FILE; /* and saved as the file it is */
 	}
 	if (ck__startswith(f->path, "anon_inode:"))
 		return ck__classify_anon(f, f->path);

@@ -75,9 +75,14 @@ struct ck_pd_fd {
 			    * signalfd: mask; memfd: seals */
 	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
 	uint32_t data_nchunks;
-	uint32_t pad;
+	uint32_t xflags; /* CK_PD_FD_* (0 in images before it was added) */
 	char path[CK_PD_PATH];
 };
+
+/* A regular file that was ckrun's own stdio at the cut (`ckrun > log`): at
+ * restart it is the new ckrun's descriptor, unless that is the same file
+ * still holding the saved offset, where the job goes on writing. */
+#define CK_PD_FD_STDIO_FILE 0x1
 
 /* One registration of an epoll instance, re-added at restart. */
 struct ck_pd_epitem {

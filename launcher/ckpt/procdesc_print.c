@@ -30,6 +30,8 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 	case CK_FD_DELETED:
 	case CK_FD_MEMFD:
 		fprintf(f, "  %s @%" PRIu64, d->path, d->offset);
+		if (d->xflags & CK_PD_FD_STDIO_FILE)
+			fprintf(f, " (ckrun's stdio: the restoring ckrun's unless it is this file)");
 		if (d->kind == CK_FD_DELETED || d->kind == CK_FD_MEMFD)
 			fprintf(f, " (%" PRIu64 " bytes saved)", d->size);
 		break;

@@ -373,6 +373,16 @@ static int ck__pipe_obj(struct ck_reader *rd, struct ck__objs *o, const struct c
 	return 0;
 }
 
+/* Whether ckrun's own descriptor f->fd is the file f was, still as long
+ * as the offset the job had reached in it. */
+static int ck__same_file_holding(const struct ck_pd_fd *f)
+{
+	struct stat st;
+
+	return fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == f->dev &&
+	       (uint64_t)st.st_ino == f->ino && (uint64_t)st.st_size >= f->offset;
+}
+
 static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck__fdplan *pl,
 			   struct ck__objs *objs)
 {
@@ -388,11 +398,15 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 
 		switch (f->kind) {
 		case CK_FD_STDIO:
+		stdio:
 			fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 3);
 			if (fd < 0)
 				fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 			break;
 		case CK_FD_FILE:
+			if ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2 && !ck__same_file_holding(f))
+				goto stdio;
+			/* fall through */
 		case CK_FD_DEV:
 			fd = ck__open_file(f);
 			break;
@@ -678,8 +692,11 @@ static int ck__thp_on_request(void)
  * region would become resident. */
 static uint32_t ck__thp_fill(const struct ck_region *r)
 {
-	return ck__fresh_anon(r) && (r->flags & CK_REG_DENSE) && r->end - r->start >= (4u << 20) && r->nchunks &&
-	       ck__thp_on_request();
+	/* The job's own advice first: its huge pages were whole wherever it
+	 * touched, so filling through them makes nothing more resident. */
+	if (!ck__fresh_anon(r) || !r->nchunks || (r->flags & CK_REG_ADV_NOHUGE) || !ck__thp_on_request())
+		return 0;
+	return (r->flags & CK_REG_ADV_HUGE) || ((r->flags & CK_REG_DENSE) && r->end - r->start >= (4u << 20));
 }
 
 /* The layout the restorer maps: header, regions, strings. Regions backed
