@@ -48,6 +48,11 @@ struct ck_chunk {
 #define CK_REG_PLUGIN 0x400 /* left out for a plugin (device memory): not saved, not mapped */
 #define CK_REG_SYSV 0x800   /* System V shared memory: ino is the segment's id, bytes in the SYSV section */
 #define CK_REG_DENSE 0x1000 /* private anonymous, 90% or more of its pages held data at the cut (a restore hint) */
+/* The mapping's madvise() advice at the cut (smaps VmFlags), given again at restore. */
+#define CK_REG_ADV_HUGE 0x2000       /* MADV_HUGEPAGE ("hg") */
+#define CK_REG_ADV_NOHUGE 0x4000     /* MADV_NOHUGEPAGE ("nh") */
+#define CK_REG_ADV_WIPEONFORK 0x8000 /* MADV_WIPEONFORK ("wf") */
+#define CK_REG_ADV_DONTDUMP 0x10000  /* MADV_DONTDUMP ("dd") */
 
 struct ck_region {
 	uint64_t start, end; /* [start, end) */

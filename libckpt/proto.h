@@ -106,7 +106,7 @@ struct ck_rst_region {
 	uint32_t path_off; /* into the string area, 0 = none */
 	uint32_t fill;     /* 1: ckrun writes saved contents into it */
 	int32_t map_fd;    /* >= 0: map this (restored) descriptor, shared */
-	uint32_t thp;      /* 1: huge pages while it is filled (MADV_HUGEPAGE, then MADV_NOHUGEPAGE) */
+	uint32_t thp;      /* 1: huge pages while it is filled (MADV_HUGEPAGE, then MADV_NOHUGEPAGE unless CK_REG_ADV_HUGE) */
 };
 
 struct ck_rst_layout {

@@ -45,6 +45,7 @@ struct ckrun {
 	unsigned keep;
 	int nofork;
 	int snapshot_fork; /* --snapshot fork: never a write-protect snapshot */
+	int huge_pages;    /* --huge-pages: the job's malloc asks for transparent huge pages */
 	uint64_t wp_aside_max; /* --snapshot-memory: bytes of blocks held aside */
 	int verbose;
 	int writer_nice; /* nice value of the writer threads (default 10) */
@@ -96,6 +97,11 @@ struct ck_map {
 };
 int ck_maps_read(pid_t pid, struct ck_map **out, size_t *n);
 void ck_maps_free(struct ck_map *m, size_t n);
+
+/* advice.c: adds CK_REG_ADV_* to the regions (ascending, from the same
+ * process's maps) from /proc/PID/smaps; mappings changed since are skipped. */
+struct ck_region;
+int ck_maps_advice(pid_t pid, struct ck_region *rg, size_t n);
 
 /* chan.c: messages on the control channel */
 struct ck_msg;

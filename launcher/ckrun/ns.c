@@ -72,6 +72,22 @@ static void ck__scrub_env(void)
 		unsetenv(secret[i]);
 }
 
+/* --huge-pages: glibc's malloc advises MADV_HUGEPAGE on the memory it
+ * maps (tunable glibc.malloc.hugetlb=1, glibc 2.35 and later; read by the
+ * job's dynamic loader, other tunables the user set are kept). With 2 MiB
+ * pages a snapshot write-protects and lifts 512 times fewer entries. */
+static int ck__env_huge_pages(void)
+{
+	const char *t = getenv("GLIBC_TUNABLES");
+	char *v;
+
+	if (t && strstr(t, "glibc.malloc.hugetlb="))
+		return 0; /* the user's choice stands */
+	if (asprintf(&v, "%s%sglibc.malloc.hugetlb=1", t && *t ? t : "", t && *t ? ":" : "") < 0)
+		return -ENOMEM;
+	return setenv("GLIBC_TUNABLES", v, 1) ? -errno : 0;
+}
+
 static void ck__close_from(int lowfd, int keep1, int keep2)
 {
 	for (int fd = lowfd; fd < 4096; fd++)
@@ -114,6 +130,8 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 		setenv("CKPT_STDIO", all, 1);
 	}
 	ck__scrub_env();
+	if (c->huge_pages && ck__env_huge_pages() < 0)
+		_exit(CK_EXIT_INTERNAL);
 	execvp(c->argv[0], c->argv);
 	fprintf(stderr, "ckrun: cannot run %s: %s\n", c->argv[0], strerror(errno));
 	_exit(127);

@@ -269,6 +269,28 @@ static int ck__proc_gone(pid_t pid)
 	return !st || st == 'Z' || st == 'X';
 }
 
+/* The regions' madvise() advice (advice.c). A forked snapshot sees
+ * wipe-on-fork memory as zeros: such a round fails with -EXDEV, and is
+ * repeated without a fork. */
+static int ck__advice(const struct ck_jproc *jp)
+{
+	struct ck_proc *p = jp->mp;
+	int r = ck_maps_advice(jp->snap, p->regions, p->nregions);
+
+	if (r < 0)
+		return ck__proc_gone(jp->snap) ? 0 : r; /* its end is reported by the checks that follow */
+	for (size_t i = 0; jp->snap != jp->pid && i < p->nregions; i++) {
+		const struct ck_region *rg = &p->regions[i];
+		if ((rg->flags & CK_REG_ADV_WIPEONFORK) && !(rg->flags & CK_REG_NODATA)) {
+			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64
+				   " is wipe-on-fork (MADV_WIPEONFORK), which a forked snapshot reads as zeros",
+				   jp->jpid, rg->start, rg->end);
+			return -EXDEV;
+		}
+	}
+	return 0;
+}
+
 /* Memory regions of the snapshot into the writer, those of one pass. */
 static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
@@ -324,6 +346,8 @@ static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const str
 			}
 		}
 	}
+	if (snap != jp->pid && (r = ck__advice(jp)) < 0)
+		goto out;
 data:
 	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
 	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
@@ -931,7 +955,8 @@ static void ck__round_nice(struct ckrun *c, int on)
 
 /* A write-protect snapshot the job broke (it unmapped or moved memory not
  * read yet, or exec'd) fails its round with -ESTALE; the round is then
- * repeated at once with a fork. */
+ * repeated at once with a fork. A forked one that cannot see all memory
+ * (wipe-on-fork) fails with -EXDEV and is repeated with the job stopped. */
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	int try_wp = !c->nofork && !c->snapshot_fork;
@@ -941,6 +966,13 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		if (c->verbose)
 			fprintf(stderr, "ckrun: %s; repeating the checkpoint with a forked snapshot\n", ck_err_msg());
 		r = ck__round_once(c, flags, seq_out, 0);
+	}
+	if (r == -EXDEV && !c->nofork) {
+		if (c->verbose)
+			fprintf(stderr, "ckrun: %s; repeating the checkpoint without a snapshot\n", ck_err_msg());
+		c->nofork = 1;
+		r = ck__round_once(c, flags, seq_out, 0);
+		c->nofork = 0;
 	}
 	return r;
 }
@@ -1111,6 +1143,8 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
 		r = ck__save_regions(&rc, w, jp, m, flags, 1);
+		if (r == 0 && jp->snap == jp->pid)
+			r = ck__advice(jp);
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)

@@ -345,8 +345,14 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 	}
 	if (r < 0)
 		ck__die("restorer: cannot map a saved region (address taken?)", r);
-	if (rg->thp) /* a hint: filled through huge pages where the kernel has them */
+	/* The job's advice (failures ignored: it changes no byte), and huge
+	 * pages for the fill where the kernel has them (rg->thp, a hint). */
+	if (rg->thp || (rg->flags & CK_REG_ADV_HUGE))
 		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_HUGEPAGE);
+	if (rg->flags & CK_REG_ADV_NOHUGE)
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_NOHUGEPAGE);
+	if (rg->flags & CK_REG_ADV_DONTDUMP)
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_DONTDUMP);
 }
 
 /* Descriptors: ckrun sends each prepared one with its target number. They
@@ -516,11 +522,15 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 
 	if (l->vdso_mode == 1)
 		ck__write_trampolines(l);
-	/* Filled: later faults get small pages again, as the job asked for no
-	 * huge pages (the pages already filled stay huge). */
-	for (uint32_t i = 0; i < l->nregions; i++)
-		if (rg[i].thp)
+	/* Filled: where the job gave no advice, later faults get small pages
+	 * again (the pages already filled stay huge). Wipe-on-fork only now:
+	 * the fill is not a fork, but the mark is the job's. */
+	for (uint32_t i = 0; i < l->nregions; i++) {
+		if (rg[i].thp && !(rg[i].flags & CK_REG_ADV_HUGE))
 			(void)ck_sys3(SYS_madvise, rg[i].start, rg[i].end - rg[i].start, MADV_NOHUGEPAGE);
+		if (rg[i].flags & CK_REG_ADV_WIPEONFORK)
+			(void)ck_sys3(SYS_madvise, rg[i].start, rg[i].end - rg[i].start, MADV_WIPEONFORK);
+	}
 	for (uint32_t i = 0; i < l->nregions; i++) {
 		if (rg[i].flags & (CK_REG_VVAR | CK_REG_VSYSCALL | CK_REG_PLUGIN))
 			continue;
