@@ -21,6 +21,7 @@
 
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/wpcut.h"
 
 #define CK__BLOCK (2ull << 20)
 #define CK__PM_UFFD_WP (1ull << 57) /* pagemap: the page is write-protected */
@@ -52,6 +53,7 @@ struct ck_wp_proc {
 	int uffd, pagemap;
 	struct ck__wrange *r;
 	size_t nr;
+	struct ck_wp_cut cut; /* what was present and protected at the cut */
 };
 
 struct ck_wp {
@@ -202,6 +204,7 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	uint8_t *buf;
 	size_t pages;
 	uint32_t spill = 0;
+	uint64_t moved = 0;
 	int rc = 0, pooled = 0, spill_failed;
 
 	ck__blk_bounds(r, k, &s, &e);
@@ -227,6 +230,19 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	pthread_mutex_unlock(&wp->lock);
 	if (pread(p->pagemap, pm, pages * 8, (off_t)(s / 4096 * 8)) != (ssize_t)(pages * 8))
 		rc = errno ? -errno : -EIO;
+	/* Every page protected at the cut must be protected still (nothing
+	 * but taking its block lifts it): one that is not was unmapped,
+	 * discarded or moved by the job, whose layout event may not be read
+	 * yet. Its zeros are not what the cut held. */
+	for (size_t i = 0, ci = ck_wp_cut_find(&p->cut, s); i < pages && rc == 0 && !moved; i++) {
+		uint64_t a = s + i * 4096;
+		int was;
+		while (ci < p->cut.n && p->cut.run[ci].end <= a)
+			ci++;
+		was = ci < p->cut.n && p->cut.run[ci].start <= a;
+		if (was != ((pm[i] & CK__PM_UFFD_WP) != 0))
+			moved = a;
+	}
 	/* Only the runs of protected pages are read: reading an absent page
 	 * would make it resident (a sparse reservation would come back full). */
 	for (size_t i = 0; i < pages && rc == 0;) {
@@ -255,6 +271,9 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	}
 	if (rc < 0 && !wp->broken)
 		ck__break(wp, "process %d: cannot read its memory at 0x%" PRIx64 ": %s", p->jpid, s, strerror(-rc));
+	if (moved && !wp->broken)
+		ck__break(wp, "process %d unmapped, discarded or moved its memory at 0x%" PRIx64 " during the snapshot",
+			  p->jpid, moved);
 	if (wp->broken)
 		goto fail;
 	/* The writer leaves the protection on: lifting it block by block
@@ -448,6 +467,28 @@ static void ck__layout_msg(struct ck_wp_proc *p, const struct uffd_msg *m)
 	}
 }
 
+/* A layout event held back by the test knob of ck__handler. */
+struct ck__late {
+	struct ck_wp_proc *p;
+	struct uffd_msg msg;
+	uint64_t due;
+};
+
+static int ck__late_add(struct ck__late **v, size_t *n, size_t *cap, struct ck_wp_proc *p, const struct uffd_msg *m,
+			uint64_t due)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		struct ck__late *nv = realloc(*v, nc * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = (struct ck__late){p, *m, due};
+	return 0;
+}
+
 struct ck__pending {
 	struct ck_wp_proc *p;
 	uint64_t addr;
@@ -460,6 +501,14 @@ static void *ck__handler(void *arg)
 	struct ck_wp_proc **pp = NULL;
 	struct ck__pending *pend = NULL;
 	size_t cap = 0, npend = 0, pend_cap = 0;
+	/* Test knob: layout events take effect this much after they are
+	 * read (the job's munmap goes on at once), as if the kernel were that
+	 * slow to queue them: the writer then meets memory the job unmapped
+	 * before ckrun knows of it (CKPT_TEST_WP_EVENT_DELAY_MS). */
+	const char *delay = getenv("CKPT_TEST_WP_EVENT_DELAY_MS");
+	uint64_t event_delay_ns = delay ? (uint64_t)atoi(delay) * 1000000u : 0;
+	struct ck__late *late = NULL;
+	size_t nlate = 0, late_cap = 0;
 
 	for (;;) {
 		nfds_t n = 1;
@@ -492,7 +541,7 @@ static void *ck__handler(void *arg)
 		}
 		pthread_mutex_unlock(&wp->lock);
 		/* Faults waiting for an unread layout event: look again soon. */
-		if (poll(pf, n, npend ? 1 : -1) < 0)
+		if (poll(pf, n, npend || nlate ? 1 : -1) < 0)
 			continue;
 		if (pf[0].revents) {
 			uint64_t v;
@@ -514,6 +563,9 @@ static void *ck__handler(void *arg)
 			while ((got = read(pp[i]->uffd, msg, sizeof(msg))) > 0) {
 				for (size_t j = 0; j < (size_t)got / sizeof(msg[0]); j++) {
 					if (msg[j].event != UFFD_EVENT_PAGEFAULT) {
+						if (event_delay_ns && ck__late_add(&late, &nlate, &late_cap, pp[i], &msg[j],
+										   ck_now_ns() + event_delay_ns) == 0)
+							continue;
 						ck__layout_msg(pp[i], &msg[j]);
 						continue;
 					}
@@ -532,6 +584,16 @@ static void *ck__handler(void *arg)
 				}
 			}
 		}
+		for (size_t i = 0, keep = 0; i <= nlate; i++) {
+			if (i == nlate) {
+				nlate = keep;
+				break;
+			}
+			if (late[i].due <= ck_now_ns())
+				ck__layout_msg(late[i].p, &late[i].msg);
+			else
+				late[keep++] = late[i];
+		}
 		/* Every message read (so no event is pending): answer the faults. */
 		{
 			size_t keep = 0;
@@ -542,6 +604,7 @@ static void *ck__handler(void *arg)
 		}
 		pthread_mutex_unlock(&wp->lock);
 	}
+	free(late);
 	free(pend);
 	free(pf);
 	free(pp);
@@ -612,6 +675,8 @@ int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, i
 	}
 	rc = -ENOMEM;
 	p = calloc(1, sizeof(*p));
+	if (p)
+		p->pagemap = -1;
 	rg = calloc(info->nranges ? info->nranges : 1, sizeof(*rg));
 	if (!p || !rg)
 		goto fail;
@@ -646,6 +711,11 @@ int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, i
 		if (!(r->blk = calloc(r->nblk, sizeof(*r->blk))))
 			goto fail;
 	}
+	/* The process is parked: its protected pages are the cut's. */
+	if ((rc = ck_wp_cut_scan(p->pagemap, rg, info->nranges, &p->cut)) < 0) {
+		ck_err_set("process %d: cannot read its page map: %s", jpid, strerror(-rc));
+		goto fail;
+	}
 	pthread_mutex_lock(&wp->lock);
 	np = realloc(wp->procs, (wp->nprocs + 1) * sizeof(*np));
 	if (np) {
@@ -668,6 +738,7 @@ fail:
 		for (size_t i = 0; i < p->nr; i++)
 			free(p->r[i].blk);
 		free(p->r);
+		ck_wp_cut_free(&p->cut);
 		if (p->pagemap >= 0)
 			close(p->pagemap);
 	}
@@ -768,6 +839,7 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint
 			free(p->r[j].blk);
 		}
 		free(p->r);
+		ck_wp_cut_free(&p->cut);
 		close(p->pagemap);
 		/* The last reference (libckpt closed its own): closing it
 		 * unregisters every range, blocks never taken included (a

@@ -2,6 +2,8 @@
 # The write-protect snapshot (launcher/ckrun/wpsnap.c, libckpt/wpsnap.c):
 #   used      with --snapshot wp, the job's writes during a round are served
 #             (faults > 0), and a restore from it gives the bare output;
+#   late-events  the same with the kernel's layout events taking effect
+#             late (CKPT_TEST_WP_EVENT_DELAY_MS): rounds must be repeated;
 #   churn     a job that unmaps, discards and moves memory all the time: a
 #             round that meets such a change is repeated with a fork, and
 #             the restored output is still the bare one;
@@ -70,19 +72,26 @@ run() {
 		echo "FAIL wpsnap/$name: no commit by write protection ($nfork forked)"
 		return
 	       fi ;;
+	repeat) if [ "$nrep" -lt 1 ]; then
+		echo "FAIL wpsnap/$name: no round was repeated with a fork ($nwp write-protect commits)"
+		return
+	       fi ;;
 	esac
 	# A restore from the second newest checkpoint (the newest may be
-	# one taken at the very end), run to its end.
+	# one taken at the very end), run to its end. Its stdout is the new
+	# ckrun's: it must get what the bare run printed after the offset
+	# saved in that checkpoint.
 	seq=$(ls "$W/st/j/manifests" | sort | tail -2 | head -1)
 	"$B/ckpt" rm --store "$W/st" "j@$((10#$(ls "$W/st/j/manifests" | sort | tail -1)))" >/dev/null
+	off=$("$B/ckpt" inspect --store "$W/st" "j@$((10#$seq))" 2>/dev/null |
+		awk '$1 == 1 && $2 == "file" { sub(/^@/, "", $5); print $5; exit }')
+	tail -c +$(( ${off:-0} + 1 )) "$W/bare" >"$W/want2"
 	rm -f "$W/out2"
 	"$B/ckrun" --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" >"$W/out2" 2>>"$W/err"
 	rc=$?
-	# The restored job writes on into the file it had (the first run's
-	# output), which must end up equal to the bare output again.
-	if [ $rc != 0 ] || ! cmp -s "$W/bare" "$W/out"; then
-		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)): exit status $rc or output differs"
-		diff "$W/bare" "$W/out" | head -5 | sed 's/^/    | /'
+	if [ -z "$off" ] || [ $rc != 0 ] || ! cmp -s "$W/want2" "$W/out2"; then
+		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)) (stdout offset '${off}'): exit status $rc or output differs"
+		diff "$W/want2" "$W/out2" | head -5 | sed 's/^/    | /'
 		tail -3 "$W/err" | sed 's/^/    | /'
 		return
 	fi
@@ -92,6 +101,14 @@ run() {
 
 run used memgrow 0.5 wp --snapshot wp
 run churn mmchurn 0.5 churn --snapshot wp
+# Layout events late (as the kernel queues them after the pages are
+# gone): the writer meets memory the job unmapped before ckrun knows of
+# it. Such rounds must be repeated with a fork, never save zeros for what
+# the cut held (before the fix nearly every checkpoint of this run
+# restored a region of zeros).
+CKPT_TEST_WP_EVENT_DELAY_MS=50 run late-events wpunmap 0.5 repeat --snapshot wp
+# The same where the kernel lacks PAGEMAP_SCAN (the cut is read from pagemap).
+CKPT_TEST_NO_PAGEMAP_SCAN=1 CKPT_TEST_WP_EVENT_DELAY_MS=50 run late-events-pagemap wpunmap 0.5 repeat --snapshot wp
 CKPT_TEST_NO_UFFD_DEV=1 run fallback-unprivileged memgrow 0.5 fallback --snapshot wp
 run default memgrow 0.5 wp
 # No memory for blocks aside: those the job writes first go to the spill

@@ -1,0 +1,147 @@
+/* The write-protect snapshot's record of the cut: see wpcut.h. */
+#include "launcher/ckrun/wpcut.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <linux/fs.h>
+#include <linux/types.h>
+
+/* PAGEMAP_SCAN (Linux 6.7) is newer than the headers of some systems we
+ * build on; the ABI is fixed. */
+#ifndef PAGEMAP_SCAN
+struct page_region {
+	__u64 start, end, categories;
+};
+struct pm_scan_arg {
+	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#define PAGE_IS_WRITTEN (1 << 1)
+#define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_SWAPPED (1 << 4)
+#endif
+
+#define CK__PM_PRESENT_OR_SWAP (3ull << 62)
+#define CK__PM_UFFD_WP (1ull << 57)
+#define CK__VEC 512
+
+static int ck__cut_add(struct ck_wp_cut *cut, uint64_t s, uint64_t e)
+{
+	if (cut->n && cut->run[cut->n - 1].end == s) {
+		cut->run[cut->n - 1].end = e;
+		return 0;
+	}
+	if (cut->n == cut->cap) {
+		size_t nc = cut->cap ? cut->cap * 2 : 64;
+		struct ck_wp_range *r = realloc(cut->run, nc * sizeof(*r));
+		if (!r)
+			return -ENOMEM;
+		cut->run = r;
+		cut->cap = nc;
+	}
+	cut->run[cut->n].start = s;
+	cut->run[cut->n++].end = e;
+	return 0;
+}
+
+/* Present or swapped, and not written since protected: uffd-wp set. */
+static int ck__cut_pmscan(int fd, uint64_t start, uint64_t end, struct ck_wp_cut *cut)
+{
+	struct page_region vec[CK__VEC];
+
+	while (start < end) {
+		struct pm_scan_arg a = {
+			.size = sizeof(a),
+			.start = start,
+			.end = end,
+			.vec = (uint64_t)(uintptr_t)vec,
+			.vec_len = CK__VEC,
+			.category_inverted = PAGE_IS_WRITTEN,
+			.category_mask = PAGE_IS_WRITTEN,
+			.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+			.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+		};
+		long got = ioctl(fd, PAGEMAP_SCAN, &a);
+
+		if (got < 0)
+			return -errno;
+		for (long i = 0; i < got; i++) {
+			int r = ck__cut_add(cut, vec[i].start, vec[i].end);
+			if (r < 0)
+				return r;
+		}
+		if (a.walk_end <= start) /* no progress: do not loop for ever */
+			return -EIO;
+		start = a.walk_end;
+	}
+	return 0;
+}
+
+static int ck__cut_pread(int fd, uint64_t start, uint64_t end, struct ck_wp_cut *cut)
+{
+	uint64_t pm[CK__VEC];
+
+	for (uint64_t a = start; a < end;) {
+		size_t pages = (size_t)((end - a) / 4096 < CK__VEC ? (end - a) / 4096 : CK__VEC);
+
+		if (pread(fd, pm, pages * 8, (off_t)(a / 4096 * 8)) != (ssize_t)(pages * 8))
+			return errno ? -errno : -EIO;
+		for (size_t i = 0; i < pages; i++)
+			if ((pm[i] & CK__PM_PRESENT_OR_SWAP) && (pm[i] & CK__PM_UFFD_WP)) {
+				int r = ck__cut_add(cut, a + i * 4096, a + (i + 1) * 4096);
+				if (r < 0)
+					return r;
+			}
+		a += pages * 4096;
+	}
+	return 0;
+}
+
+int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struct ck_wp_cut *cut)
+{
+	/* test knob: the older kernels' way */
+	int scan = !getenv("CKPT_TEST_NO_PAGEMAP_SCAN");
+
+	cut->n = 0;
+	for (size_t i = 0; i < n; i++) {
+		int r = -ENOTTY;
+		size_t mark = cut->n;
+		if (scan) {
+			r = ck__cut_pmscan(pagemap_fd, rg[i].start, rg[i].end, cut);
+			if (r == -ENOTTY || r == -EINVAL) { /* not this kernel's: stop asking */
+				scan = 0;
+				cut->n = mark;
+			}
+		}
+		if (!scan)
+			r = ck__cut_pread(pagemap_fd, rg[i].start, rg[i].end, cut);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+size_t ck_wp_cut_find(const struct ck_wp_cut *cut, uint64_t addr)
+{
+	size_t lo = 0, hi = cut->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (cut->run[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+void ck_wp_cut_free(struct ck_wp_cut *cut)
+{
+	free(cut->run);
+	cut->run = NULL;
+	cut->n = cut->cap = 0;
+}

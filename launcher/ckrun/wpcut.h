@@ -1,0 +1,31 @@
+/* What a write-protect snapshot's memory held at the cut: the pages that
+ * were present (or swapped out) and write-protected then, as sorted runs.
+ *
+ * Taking a block later cannot tell by itself a page absent at the cut
+ * (zeros, rightly) from one the job unmapped, discarded or moved away
+ * after the cut but before its layout event was read: the kernel removes
+ * the pages first and queues the event after. This record tells them
+ * apart: a page present at the cut that has lost its protection before
+ * ckrun read it is a change the snapshot did not see. */
+#ifndef CK_CKRUN_WPCUT_H
+#define CK_CKRUN_WPCUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libckpt/proto.h"
+
+struct ck_wp_cut {
+	struct ck_wp_range *run; /* [start, end), ascending, disjoint */
+	size_t n, cap;
+};
+
+/* Fills *cut for the ranges rg[0..n) of the process whose pagemap is open
+ * at pagemap_fd (parked: nothing changes meanwhile). PAGEMAP_SCAN where
+ * the kernel has it (Linux 6.7), else the pagemap entries. 0 or -errno. */
+int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struct ck_wp_cut *cut);
+/* Index of the first run ending after addr (cut->n if none). */
+size_t ck_wp_cut_find(const struct ck_wp_cut *cut, uint64_t addr);
+void ck_wp_cut_free(struct ck_wp_cut *cut);
+
+#endif
