@@ -26,7 +26,6 @@ struct pm_scan_arg {
 #endif
 
 #define CK__PM_PRESENT_OR_SWAP (3ull << 62)
-#define CK__PM_UFFD_WP (1ull << 57)
 #define CK__VEC 512
 
 static int ck__cut_add(struct ck_wp_cut *cut, uint64_t s, uint64_t e)
@@ -91,7 +90,7 @@ static int ck__cut_pread(int fd, uint64_t start, uint64_t end, struct ck_wp_cut 
 		if (pread(fd, pm, pages * 8, (off_t)(a / 4096 * 8)) != (ssize_t)(pages * 8))
 			return errno ? -errno : -EIO;
 		for (size_t i = 0; i < pages; i++)
-			if ((pm[i] & CK__PM_PRESENT_OR_SWAP) && (pm[i] & CK__PM_UFFD_WP)) {
+			if ((pm[i] & CK__PM_PRESENT_OR_SWAP) && (pm[i] & CK_PM_UFFD_WP)) {
 				int r = ck__cut_add(cut, a + i * 4096, a + (i + 1) * 4096);
 				if (r < 0)
 					return r;
@@ -125,7 +124,8 @@ int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struc
 	return 0;
 }
 
-size_t ck_wp_cut_find(const struct ck_wp_cut *cut, uint64_t addr)
+/* Index of the first run ending after addr (cut->n if none). */
+static size_t ck__cut_find(const struct ck_wp_cut *cut, uint64_t addr)
 {
 	size_t lo = 0, hi = cut->n;
 
@@ -137,6 +137,22 @@ size_t ck_wp_cut_find(const struct ck_wp_cut *cut, uint64_t addr)
 			hi = mid;
 	}
 	return lo;
+}
+
+uint64_t ck_wp_cut_mismatch(const struct ck_wp_cut *cut, uint64_t addr, const uint64_t *pm, size_t pages)
+{
+	size_t ci = ck__cut_find(cut, addr);
+
+	for (size_t i = 0; i < pages; i++) {
+		uint64_t a = addr + i * 4096;
+		int was;
+		while (ci < cut->n && cut->run[ci].end <= a)
+			ci++;
+		was = ci < cut->n && cut->run[ci].start <= a;
+		if (was != ((pm[i] & CK_PM_UFFD_WP) != 0))
+			return a;
+	}
+	return 0;
 }
 
 void ck_wp_cut_free(struct ck_wp_cut *cut)

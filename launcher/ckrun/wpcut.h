@@ -15,6 +15,9 @@
 
 #include "libckpt/proto.h"
 
+/* pagemap entry: the page is write-protected (userfaultfd) */
+#define CK_PM_UFFD_WP (1ull << 57)
+
 struct ck_wp_cut {
 	struct ck_wp_range *run; /* [start, end), ascending, disjoint */
 	size_t n, cap;
@@ -24,8 +27,11 @@ struct ck_wp_cut {
  * at pagemap_fd (parked: nothing changes meanwhile). PAGEMAP_SCAN where
  * the kernel has it (Linux 6.7), else the pagemap entries. 0 or -errno. */
 int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struct ck_wp_cut *cut);
-/* Index of the first run ending after addr (cut->n if none). */
-size_t ck_wp_cut_find(const struct ck_wp_cut *cut, uint64_t addr);
+/* The pagemap entries pm[0..pages) of the pages from addr on, read now,
+ * against the record: the first page protected at the cut that is not
+ * now, or protected now but not then (the job changed its layout there),
+ * or 0 when they agree. */
+uint64_t ck_wp_cut_mismatch(const struct ck_wp_cut *cut, uint64_t addr, const uint64_t *pm, size_t pages);
 void ck_wp_cut_free(struct ck_wp_cut *cut);
 
 #endif

@@ -24,7 +24,6 @@
 #include "launcher/ckrun/wpcut.h"
 
 #define CK__BLOCK (2ull << 20)
-#define CK__PM_UFFD_WP (1ull << 57) /* pagemap: the page is write-protected */
 #define CK__WRITER_SLOTS 8u /* slots of the pool only the writer may use */
 #define CK__LIFT_STEP (64ull << 20)
 
@@ -234,26 +233,19 @@ static int ck__take(struct ck_wp_proc *p, struct ck__wrange *r, size_t k, int ha
 	 * but taking its block lifts it): one that is not was unmapped,
 	 * discarded or moved by the job, whose layout event may not be read
 	 * yet. Its zeros are not what the cut held. */
-	for (size_t i = 0, ci = ck_wp_cut_find(&p->cut, s); i < pages && rc == 0 && !moved; i++) {
-		uint64_t a = s + i * 4096;
-		int was;
-		while (ci < p->cut.n && p->cut.run[ci].end <= a)
-			ci++;
-		was = ci < p->cut.n && p->cut.run[ci].start <= a;
-		if (was != ((pm[i] & CK__PM_UFFD_WP) != 0))
-			moved = a;
-	}
+	if (rc == 0)
+		moved = ck_wp_cut_mismatch(&p->cut, s, pm, pages);
 	/* Only the runs of protected pages are read: reading an absent page
 	 * would make it resident (a sparse reservation would come back full). */
 	for (size_t i = 0; i < pages && rc == 0;) {
 		size_t j = i;
 
-		if (!(pm[i] & CK__PM_UFFD_WP)) {
+		if (!(pm[i] & CK_PM_UFFD_WP)) {
 			memset(buf + i * 4096, 0, 4096);
 			i++;
 			continue;
 		}
-		while (j < pages && (pm[j] & CK__PM_UFFD_WP))
+		while (j < pages && (pm[j] & CK_PM_UFFD_WP))
 			j++;
 		rc = ck_mem_read(p->pid, s + i * 4096, buf + i * 4096, (j - i) * 4096);
 		i = j;
@@ -584,15 +576,15 @@ static void *ck__handler(void *arg)
 				}
 			}
 		}
-		for (size_t i = 0, keep = 0; i <= nlate; i++) {
-			if (i == nlate) {
-				nlate = keep;
-				break;
-			}
-			if (late[i].due <= ck_now_ns())
-				ck__layout_msg(late[i].p, &late[i].msg);
-			else
-				late[keep++] = late[i];
+		if (nlate) {
+			uint64_t now = ck_now_ns();
+			size_t keep = 0;
+			for (size_t i = 0; i < nlate; i++)
+				if (late[i].due <= now)
+					ck__layout_msg(late[i].p, &late[i].msg);
+				else
+					late[keep++] = late[i];
+			nlate = keep;
 		}
 		/* Every message read (so no event is pending): answer the faults. */
 		{
