@@ -112,7 +112,7 @@ static uint64_t ck__now_us(void)
  * where the protected ranges are. */
 static int ck__wp_err; /* why this round's write protection was not armed (errno), for ckrun -v */
 
-static void ck__send_snapshot(int uffd)
+static void ck__send_snapshot(int uffd, int prearmed)
 {
 	/* On our stack, which stays unprotected: until ckrun has the
 	 * userfaultfd, a write to protected memory would wait forever. */
@@ -135,7 +135,9 @@ static void ck__send_snapshot(int uffd)
 	m.arg[3] = ck__round_seq;           /* a late snapshot of an ended round is told apart */
 	m.arg[4] = ((ck__t_parked - ck__t_ask) & 0xffffffffu) | (ck__t_recorded - ck__t_parked) << 32;
 	m.arg[5] = ck__now_us() - ck__t_recorded;
-	ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len, uffd);
+	/* a pre-armed process's descriptor is ckrun's already */
+	ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len,
+			      prearmed ? -1 : uffd);
 }
 
 /* Waits for one of ckrun's messages: DONE (the round's verdict: resume),
@@ -169,7 +171,7 @@ static void __attribute__((noinline)) ck__snapshot_child(void)
 	 * group) never meets it, and names itself for ps. */
 	ck_sys0(SYS_setsid);
 	ck_sys2(SYS_prctl, 15 /* PR_SET_NAME */, (long)"ckpt-snapshot");
-	ck__send_snapshot(-1);
+	ck__send_snapshot(-1, 0);
 	for (;;)
 		ck_sys0(SYS_pause);
 }
@@ -242,15 +244,24 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	ck__t_recorded = ck__now_us();
 
 	if (ck_ctx_save(&mgr->ctx) == 0) {
-		int uffd = -1;
+		int uffd = -1, prearmed = (flags & CK_CKPT_PREARMED) != 0, done = 0;
 
 		ck__wp_err = 0;
 		if ((flags & CK_CKPT_WP) && !(flags & CK_CKPT_NOFORK)) {
 			/* Once armed, nothing but the stack is written until
-			 * SNAPSHOT is sent (ck__send_snapshot). */
+			 * SNAPSHOT is sent (ck__send_snapshot). Pre-armed: the
+			 * descriptor that came is the process's userfaultfd. */
 			uffd = ck__wp_begin();
 			if (uffd == 0)
-				uffd = ck__wp_arm(ck__core.devfd);
+				uffd = prearmed ? ck__wp_rearm(ck__core.devfd, &done) : ck__wp_arm(ck__core.devfd);
+			if (uffd == -ECANCELED) { /* ckrun ended the round meanwhile */
+				ck__wp_idle();
+				ck__devfd_close();
+				ck__release_all();
+				ck__plugins_event(CK_EV_RESUME);
+				ck__round_finished(done);
+				return;
+			}
 			if (uffd < 0) {
 				ck__wp_err = -uffd;
 				ck__wp_idle();
@@ -260,8 +271,9 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 			/* Nothing but this stack is written until ckrun has the
 			 * descriptor. Then it holds the only reference: when it
 			 * closes it, or dies, every protection goes with it. */
-			ck__send_snapshot(uffd);
-			ck_close(uffd);
+			ck__send_snapshot(uffd, prearmed);
+			if (!prearmed) /* else it is ck__core.devfd */
+				ck_close(uffd);
 			ck__devfd_close();
 			r = ck__wait_msg(CK_MSG_RELEASE);
 			ck__release_all();
@@ -292,7 +304,7 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 			ck__reap_snapshot(child);
 		} else {
 			ck__devfd_close();
-			ck__send_snapshot(-1);
+			ck__send_snapshot(-1, 0);
 			ck__wait_msg(0);
 			ck__release_all();
 		}
@@ -346,9 +358,13 @@ void *ck__manager(void *arg)
 				continue;
 			return NULL; /* the job runs on, uncheckpointed */
 		}
-		if (m.type == CK_MSG_CHECKPOINT)
+		if (m.type == CK_MSG_CHECKPOINT) {
 			ck__round((uint32_t)m.arg[0], m.arg[1], devfd);
-		else if (devfd >= 0)
+			continue;
+		}
+		if (m.type == CK_MSG_PREARM)
+			ck__wp_prearm(devfd, m.arg[0]);
+		if (devfd >= 0)
 			ck_close(devfd);
 	}
 }

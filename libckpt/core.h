@@ -63,6 +63,18 @@ int ck__collect_fds(void) CK_HIDDEN;
 void ck__fds_after_round(void) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
 int ck__wp_arm(int devfd) CK_HIDDEN;
+int ck__wp_refusal(void) CK_HIDDEN;            /* -ENOTSUP: pinned pages, device mappings */
+int ck__wp_scan(uint64_t sp) CK_HIDDEN;        /* eligible ranges into ck__wp_ranges */
+long ck__wp_new(int devfd) CK_HIDDEN;          /* a userfaultfd, API done */
+int ck__wp_register(int uffd, uint64_t start, uint64_t end) CK_HIDDEN;
+int ck__wp_protect(int uffd, uint64_t start, uint64_t end) CK_HIDDEN;
+/* wpprearm.c: the pre-armed cut. PREARM: protect while the job runs, ckrun
+ * lifting what it writes; at the cut (parked) register what is new, have
+ * ckrun stop lifting, and protect again what was written meanwhile.
+ * ck__wp_rearm returns uffd, or -errno (then fork), or -ECANCELED when
+ * ckrun ended the round meanwhile (*done: its verdict). */
+void ck__wp_prearm(int devfd, uint64_t seq) CK_HIDDEN;
+int ck__wp_rearm(int uffd, int *done) CK_HIDDEN;
 int ck__wp_begin(void) CK_HIDDEN; /* before arming: -ESRCH when the process is ending */
 void ck__wp_idle(void) CK_HIDDEN; /* the round's verdict came: exits may go on */
 extern struct ck_wp_range ck__wp_ranges[CK_WP_MAX_RANGES] CK_HIDDEN;

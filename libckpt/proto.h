@@ -28,7 +28,8 @@ enum ck_msg_type {
 			   * arg3: round, arg4: µs to park (low 32 bits) and to record (high),
 			   * arg5: µs to fork the snapshot (or to write-protect);
 			   * SCM_RIGHTS: a write-protect snapshot's userfaultfd, then
-			   * text: struct ck_wp_info */
+			   * text: struct ck_wp_info (a pre-armed one: the info
+			   * without a descriptor, ckrun has it already) */
 	CK_MSG_FAILED,    /* text: why the round cannot be done */
 	CK_MSG_RESTARTED, /* restored process runs again */
 	CK_MSG_REQUEST,   /* ckpt_request() from the job */
@@ -51,6 +52,26 @@ enum ck_msg_type {
 	CK_MSG_RST_PGID_DONE,
 	/* ckrun -> restorer: end as the saved zombie did (arg0: wait status) */
 	CK_MSG_RST_EXIT,
+	/* The pre-armed cut of a write-protect snapshot (libckpt/wpprearm.c):
+	 * ckrun -> job: protect your memory now, while you run; arg0: seq;
+	 * SCM_RIGHTS: ckrun's /dev/userfaultfd, if it has one. */
+	CK_MSG_PREARM,
+	/* job -> ckrun, before any page is protected: arg0: seq; SCM_RIGHTS:
+	 * the userfaultfd, whose write faults ckrun answers from now on by
+	 * lifting the faulting 2 MiB block; text: struct ck_wp_info of the
+	 * ranges it is about to protect. */
+	CK_MSG_PREARM_FD,
+	/* job -> ckrun: arg0: seq, arg1: 0 armed, else -errno (nothing left
+	 * registered). */
+	CK_MSG_PREARMED,
+	/* job -> ckrun, parked, at the cut: stop lifting my blocks (nothing but
+	 * the manager's stack is written from here until SNAPSHOT) */
+	CK_MSG_WP_FREEZE,
+	/* ckrun -> job: arg0: 0 frozen, else -errno (not pre-armed) */
+	CK_MSG_WP_FROZEN,
+	/* job -> ckrun: the cut failed after WP_FREEZE (the round forks
+	 * instead): lift my writes again */
+	CK_MSG_WP_THAW,
 };
 
 struct ck_rst_child {
@@ -73,6 +94,9 @@ struct ck_rst_child {
 /* A write-protect snapshot may be taken instead of a fork; the message
  * may carry ckrun's /dev/userfaultfd (SCM_RIGHTS). */
 #define CK_CKPT_WP 0x4
+/* The process was pre-armed: the message carries its userfaultfd (a copy
+ * of ckrun's) instead of /dev/userfaultfd. */
+#define CK_CKPT_PREARMED 0x8
 
 /* Write-protect snapshot: the ranges the process registered (private
  * anonymous memory, adjacent mappings merged), in its own memory. */

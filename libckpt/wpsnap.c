@@ -91,7 +91,7 @@ static int ck__wp_pinned(void)
 /* The mapping holding our own stack stays out: this thread writes it
  * before ckrun serves the descriptor (ckrun reads it while we are parked;
  * the manager's stack is small). */
-static int ck__wp_scan(uint64_t sp)
+int ck__wp_scan(uint64_t sp)
 {
 	static char maps[1 << 20];
 	long got = ck__read_file("/proc/self/maps", maps, sizeof(maps));
@@ -139,20 +139,20 @@ static int ck__wp_scan(uint64_t sp)
 	return 0;
 }
 
-int ck__wp_arm(int devfd)
+int ck__wp_refusal(void)
+{
+	/* Plugins that leave mappings out (device memory) and pinned pages:
+	 * DMA writes are invisible to write protection. */
+	return ck__pd.nskips || ck__wp_pinned() ? -ENOTSUP : 0;
+}
+
+long ck__wp_new(int devfd)
 {
 	struct uffdio_api api = {.api = UFFD_API,
 				 .features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_EVENT_REMAP |
 					     UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_UNMAP};
-	long uffd;
-	int r;
+	long uffd, r;
 
-	/* Plugins that leave mappings out (device memory) and pinned pages:
-	 * DMA writes are invisible to write protection. */
-	if (ck__pd.nskips || ck__wp_pinned())
-		return -ENOTSUP;
-	if ((r = ck__wp_scan((uint64_t)(uintptr_t)__builtin_frame_address(0))) < 0)
-		return r;
 	/* ckrun's /dev/userfaultfd needs no privilege of ours (the job runs
 	 * in a user namespace, where userfaultfd(2) wants CAP_SYS_PTRACE of
 	 * the first one, or vm.unprivileged_userfaultfd). Not
@@ -163,16 +163,44 @@ int ck__wp_arm(int devfd)
 	else
 		uffd = ck_sys1(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
 	if (uffd < 0)
-		return (int)uffd;
-	r = (int)ck_sys3(SYS_ioctl, uffd, UFFDIO_API, &api);
-	for (uint32_t i = 0; r == 0 && i < ck__wp_nranges; i++) {
-		struct uffdio_register reg = {.range = {ck__wp_ranges[i].start, ck__wp_ranges[i].end - ck__wp_ranges[i].start},
-					      .mode = UFFDIO_REGISTER_MODE_WP};
-		struct uffdio_writeprotect wp = {.range = reg.range, .mode = UFFDIO_WRITEPROTECT_MODE_WP};
+		return uffd;
+	if ((r = ck_sys3(SYS_ioctl, uffd, UFFDIO_API, &api)) < 0) {
+		ck_close((int)uffd);
+		return r;
+	}
+	return uffd;
+}
 
-		r = (int)ck_sys3(SYS_ioctl, uffd, UFFDIO_REGISTER, &reg);
+int ck__wp_register(int uffd, uint64_t start, uint64_t end)
+{
+	struct uffdio_register reg = {.range = {start, end - start}, .mode = UFFDIO_REGISTER_MODE_WP};
+
+	return (int)ck_sys3(SYS_ioctl, uffd, UFFDIO_REGISTER, &reg);
+}
+
+int ck__wp_protect(int uffd, uint64_t start, uint64_t end)
+{
+	struct uffdio_writeprotect wp = {.range = {start, end - start}, .mode = UFFDIO_WRITEPROTECT_MODE_WP};
+
+	return (int)ck_sys3(SYS_ioctl, uffd, UFFDIO_WRITEPROTECT, &wp);
+}
+
+int ck__wp_arm(int devfd)
+{
+	long uffd;
+	int r;
+
+	if ((r = ck__wp_refusal()) < 0)
+		return r;
+	if ((r = ck__wp_scan((uint64_t)(uintptr_t)__builtin_frame_address(0))) < 0)
+		return r;
+	if ((uffd = ck__wp_new(devfd)) < 0)
+		return (int)uffd;
+	r = 0;
+	for (uint32_t i = 0; r == 0 && i < ck__wp_nranges; i++) {
+		r = ck__wp_register((int)uffd, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
 		if (r == 0)
-			r = (int)ck_sys3(SYS_ioctl, uffd, UFFDIO_WRITEPROTECT, &wp);
+			r = ck__wp_protect((int)uffd, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
 	}
 	if (r < 0) {
 		ck_close((int)uffd); /* the last reference: every range unregistered */

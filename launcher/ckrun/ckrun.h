@@ -9,6 +9,7 @@
 #include "launcher/manifest.h"
 #include "launcher/procdesc.h"
 #include "launcher/store.h"
+#include "launcher/ckrun/wpsnap.h"
 #include "libckpt/procdesc.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */
@@ -23,6 +24,9 @@ struct ck_jproc {
 	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck__ask_all takes it (-1: none) */
 	struct ck_wp_proc *wp; /* this round: its write-protect snapshot (NULL: forked) */
 	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
+	struct ck_wp_proc *wp_pre; /* this round: pre-armed (PREARM_FD came; NULL: not) */
+	int prearm;    /* this round's PREARM: 0 not asked, 1 asked, 2 armed, -errno failed */
+	uint64_t prearm_ns; /* how long its PREARMED took (for -v -v) */
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
 	/* this round, for -v -v: when its snapshot was announced (ckrun's
@@ -69,7 +73,8 @@ struct ckrun {
 	unsigned round_ckflags;
 	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
 	struct ck_wp *wp;     /* this round's write-protect snapshots */
-	uint64_t wp_faults, wp_aside, wp_spilled; /* the last round's, for -v */
+	struct ck_wp_counts wpn; /* the last round's, for -v */
+	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
 	uint64_t round_seq;
 	int status_fd;  /* init reports the job's wait status here */
 	int job_ready;  /* libckpt said hello (or restarted) */
@@ -154,6 +159,9 @@ int ck_attach_open(struct ckrun *c);
 /* A connection on the attach socket: its HELLO, if it comes from a process
  * of the job. Returns the new channel (and *pid, *jpid) or -errno. */
 int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
+/* prearm.c: PREARM to every process while the job runs, and their
+ * answers (p->prearm, p->wp_pre); 0, or -errno when ckrun cannot wait. */
+int ck_prearm_all(struct ckrun *c);
 
 /* round.c */
 #define CK_ROUND_STOP 0x1

@@ -66,6 +66,10 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	if (p) {
 		close(p->fd);
+		/* exec'd: a pre-armed descriptor is the old memory's (ckrun
+		 * closes it at the round's end); the new one arms at the cut */
+		p->wp_pre = NULL;
+		p->prearm = 0;
 	} else {
 		if (c->nprocs == c->procs_cap) {
 			size_t cap = c->procs_cap ? c->procs_cap * 2 : 16;
@@ -226,11 +230,13 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 				*from = ck_procs_find(c, *sender);
 				return 1;
 			}
-			/* A write-protect snapshot of this round: ck__ask_all takes
-			 * it. Any other descriptor is closed, a late snapshot's
-			 * userfaultfd included, which lifts its protection. */
-			if (newfd >= 0 && p && m->type == CK_MSG_SNAPSHOT && c->round_asking &&
-			    m->arg[3] == c->round_seq && p->wp_fd < 0) {
+			/* A write-protect snapshot of this round (or its pre-armed
+			 * descriptor): ck__ask_all (ck__prearm_all) takes it. Any
+			 * other descriptor is closed, a late snapshot's userfaultfd
+			 * included, which lifts its protection. */
+			if (newfd >= 0 && p && p->wp_fd < 0 &&
+			    ((m->type == CK_MSG_SNAPSHOT && c->round_asking && m->arg[3] == c->round_seq) ||
+			     (m->type == CK_MSG_PREARM_FD && c->round_prearming && m->arg[0] == c->round_seq))) {
 				p->wp_fd = newfd;
 				newfd = -1;
 			}

@@ -629,16 +629,19 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 	c->round_ckflags = ckflags;
 	c->round_seq = c->last_seq + 1;
 	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		int fd = c->round_devfd;
 		struct ck_msg m;
 		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = ckflags;
 		m.arg[1] = c->round_seq;
-		c->procs[i].state = ck_chan_send(c->procs[i].fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL,
-						 c->round_devfd >= 0) == 0
-					    ? CK_JP_ASKED
-					    : CK_JP_IDLE;
-		c->procs[i].snap = 0;
+		if (p->prearm == 2 && p->wp_pre) { /* its own userfaultfd instead */
+			m.arg[0] |= CK_CKPT_PREARMED;
+			fd = ck_wp_fd(p->wp_pre);
+		}
+		p->state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+		p->snap = 0;
 	}
 	for (;;) {
 		struct ck_jproc *from;
@@ -660,6 +663,15 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			pid_t gone = (pid_t)m.arg[0];
 			for (int k = 0; k < 2000 && !ck__proc_gone(gone); k++)
 				usleep(1000);
+		}
+		if (r == 1 && from && (m.type == CK_MSG_WP_FREEZE || m.type == CK_MSG_WP_THAW)) {
+			/* a pre-armed process at its cut (libckpt/wpprearm.c) */
+			int ok = from->prearm == 2 && from->wp_pre && from->state == CK_JP_ASKED;
+			if (ok)
+				ck_wp_freeze(from->wp_pre, m.type == CK_MSG_WP_FREEZE);
+			if (m.type == CK_MSG_WP_FREEZE)
+				ck_procs_send(from, CK_MSG_WP_FROZEN, ok ? 0 : (uint64_t)(int64_t)-ENOENT);
+			continue;
 		}
 		if (r == 1 && from && m.type == CK_MSG_FAILED) {
 			ck_err_set("process %d: %s", from->jpid, m.text);
@@ -683,6 +695,23 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 				int32_t e;
 				memcpy(&e, m.text, sizeof(e));
 				from->wp_errno = e;
+			}
+			if (from->wp_fd < 0 && m.len == sizeof(struct ck_wp_info)) {
+				/* pre-armed: ckrun has the descriptor; its cut now */
+				struct ck_wp_info wi;
+				if (!from->wp_pre || from->prearm != 2 || sender != from->pid) {
+					ck_err_set("process %d: a write-protect snapshot without its descriptor", from->jpid);
+					return -EPROTO;
+				}
+				memcpy(&wi, m.text, sizeof(wi));
+				from->snap = from->pid;
+				if ((r = ck_wp_activate(from->wp_pre, &wi)) < 0) {
+					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
+					return -ESTALE; /* the round is repeated with a fork */
+				}
+				from->wp = from->wp_pre;
+			} else if (from->wp_pre && from->wp_fd < 0) {
+				ck_wp_freeze(from->wp_pre, 0); /* it forked after all: lift its writes again */
 			}
 			if (from->wp_fd >= 0) {
 				struct ck_wp_info wi;
@@ -799,7 +828,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 	c->round_asking = 0;
 	/* Before DONE: what is still protected is lifted, and ckrun's
 	 * userfaultfds (the last references) are closed. */
-	ck_wp_stop(c->wp, &c->wp_faults, &c->wp_aside, &c->wp_spilled);
+	ck_wp_stop(c->wp, &c->wpn);
 	c->wp = NULL;
 	if (c->round_devfd >= 0)
 		close(c->round_devfd);
@@ -815,6 +844,8 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 			ck_procs_send(p, CK_MSG_DONE, (uint64_t)(int64_t)result);
 		p->state = CK_JP_IDLE;
 		p->wp = NULL;
+		p->wp_pre = NULL;
+		p->prearm = 0;
 		if (p->wp_fd >= 0)
 			close(p->wp_fd);
 		p->wp_fd = -1;
@@ -985,9 +1016,9 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	struct ck__phases ph = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
-	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, t_pre = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	pid_t *live = NULL, *zomb = NULL;
-	size_t nlive = 0, nz = 0;
+	size_t nlive = 0, nz = 0, npre = 0;
 	int held = 0, any_wp = 0, r;
 	unsigned ckflags = c->nofork ? CK_CKPT_NOFORK : 0;
 
@@ -1021,7 +1052,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
-	c->wp_faults = c->wp_aside = c->wp_spilled = 0;
+	memset(&c->wpn, 0, sizeof(c->wpn));
 	if (try_wp) {
 		/* Opened here, not by the job: it runs in a user namespace where
 		 * userfaultfd(2) would need a privilege it lacks. Without it the
@@ -1029,8 +1060,22 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		if (!getenv("CKPT_TEST_NO_UFFD_DEV")) /* test knob: as if it were not ours to open */
 			c->round_devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
 		ckflags |= CK_CKPT_WP;
+		/* Protect while the job runs; the cut then protects again only
+		 * what was written meanwhile (CKPT_TEST_NO_PREARM: at the cut;
+		 * so also as the kernel without PAGEMAP_SCAN, whose test knob
+		 * would not reach libckpt's own check). */
+		if (!getenv("CKPT_TEST_NO_PREARM") && !getenv("CKPT_TEST_NO_PAGEMAP_SCAN")) {
+			const char *hold = getenv("CKPT_TEST_PREARM_HOLD_MS");
+			t_pre = ck_now_ns();
+			if ((r = ck_prearm_all(c)) < 0)
+				goto fail;
+			t_pre = ck_now_ns() - t_pre;
+			/* Test knob: the job runs on, pre-armed, this long before the cut. */
+			if (hold && atoi(hold) > 0)
+				usleep((useconds_t)atoi(hold) * 1000);
+		}
 	}
-	t_ask = ck_now_ns(); /* the job runs untouched until here */
+	t_ask = ck_now_ns(); /* the job runs unparked until here */
 	if ((r = ck__ask_all(c, ckflags)) < 0)
 		goto fail;
 	if (!c->nprocs) { /* every process exited while asked: the job is ending */
@@ -1172,15 +1217,22 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t_ask;
 	if ((r = ck_manifest_commit(c->store, m)) < 0)
 		goto fail;
+	for (size_t i = 0; i < c->nprocs; i++)
+		npre += c->procs[i].wp && c->procs[i].wp == c->procs[i].wp_pre;
 	ck__end_round(c, 0, flags & CK_ROUND_STOP);
 	if (c->verbose) {
 		char req[64] = "";
-		char snap[160] = "";
-		if (any_wp)
-			snprintf(snap, sizeof(snap),
-				 ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside (%" PRIu64
-				 " through the spill file)",
-				 c->wp_faults, c->wp_aside, c->wp_spilled);
+		char snap[320] = "";
+		if (any_wp) {
+			int o = snprintf(snap, sizeof(snap),
+				     ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside (%" PRIu64
+				     " through the spill file)",
+				     c->wpn.faults, c->wpn.blocks_aside, c->wpn.blocks_spilled);
+			if (npre && o > 0 && (size_t)o < sizeof(snap))
+				snprintf(snap + o, sizeof(snap) - (size_t)o,
+					 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
+					 npre, c->nprocs, (double)t_pre / 1e9, c->wpn.pre_faults);
+		}
 		else if (!c->nofork) {
 			int e = 0;
 			for (size_t i = 0; i < c->nprocs && !e; i++)

@@ -6,24 +6,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include <linux/fs.h>
-#include <linux/types.h>
-
-/* PAGEMAP_SCAN (Linux 6.7) is newer than the headers of some systems we
- * build on; the ABI is fixed. */
-#ifndef PAGEMAP_SCAN
-struct page_region {
-	__u64 start, end, categories;
-};
-struct pm_scan_arg {
-	__u64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
-	__u64 category_inverted, category_mask, category_anyof_mask, return_mask;
-};
-#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
-#define PAGE_IS_WRITTEN (1 << 1)
-#define PAGE_IS_PRESENT (1 << 3)
-#define PAGE_IS_SWAPPED (1 << 4)
-#endif
+#include "libckpt/pagemap_scan.h"
 
 #define CK__PM_PRESENT_OR_SWAP (3ull << 62)
 #define CK__VEC 512

@@ -53,6 +53,10 @@ struct ck_wp_proc {
 	struct ck__wrange *r;
 	size_t nr;
 	struct ck_wp_cut cut; /* what was present and protected at the cut */
+	/* Pre-armed, before its cut: every block is DONE (nothing to read),
+	 * so a write fault only lifts its block. Frozen: its faults wait
+	 * (the process is parked and protects again what was lifted). */
+	int pre, frozen;
 };
 
 struct ck_wp {
@@ -61,7 +65,7 @@ struct ck_wp {
 	int started, evfd, stop;
 	struct ck_wp_proc **procs;
 	size_t nprocs;
-	uint64_t faults, taken_aside;
+	uint64_t faults, taken_aside, pre_faults;
 	int nbusy;             /* blocks being read: no event is read meanwhile */
 	pthread_cond_t change; /* a block stopped being BUSY */
 	int want_room; /* a fault waits for blocks aside to be consumed */
@@ -561,7 +565,10 @@ static void *ck__handler(void *arg)
 						ck__layout_msg(pp[i], &msg[j]);
 						continue;
 					}
-					wp->faults++;
+					if (pp[i]->pre)
+						wp->pre_faults++;
+					else
+						wp->faults++;
 					if (npend == pend_cap) {
 						size_t nc = pend_cap ? pend_cap * 2 : 64;
 						struct ck__pending *np = realloc(pend, nc * sizeof(*np));
@@ -590,7 +597,7 @@ static void *ck__handler(void *arg)
 		{
 			size_t keep = 0;
 			for (size_t i = 0; i < npend; i++)
-				if (ck__fault(wp, pend[i].p, pend[i].addr) == -EAGAIN)
+				if (pend[i].p->frozen || ck__fault(wp, pend[i].p, pend[i].addr) == -EAGAIN)
 					pend[keep++] = pend[i];
 			npend = keep;
 		}
@@ -628,50 +635,107 @@ static int ck__pool_init(struct ck_wp *wp, uint64_t aside_max)
 	return 0;
 }
 
-int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
-	      const struct ck_wp_info *info, struct ck_wp_proc **out)
+/* The round's handler and pool, on first use. */
+static int ck__wp_get(struct ck_wp **wpp, uint64_t aside_max)
 {
 	struct ck_wp *wp = *wpp;
+
+	if (wp)
+		return 0;
+	if (!(wp = calloc(1, sizeof(*wp))))
+		return -ENOMEM;
+	pthread_mutex_init(&wp->lock, NULL);
+	pthread_cond_init(&wp->change, NULL);
+	wp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (wp->evfd < 0 || ck__pool_init(wp, aside_max) < 0 || pthread_create(&wp->th, NULL, ck__handler, wp) != 0) {
+		ck_err_set("cannot start the write-protect handler: %s", strerror(errno));
+		if (wp->evfd >= 0)
+			close(wp->evfd);
+		if (wp->pool_map)
+			munmap(wp->pool_map, wp->pool_len);
+		free(wp->free_slot);
+		free(wp);
+		return -EAGAIN;
+	}
+	wp->started = 1;
+	*wpp = wp;
+	return 0;
+}
+
+static void ck__wake(struct ck_wp *wp)
+{
+	uint64_t one = 1;
+
+	if (write(wp->evfd, &one, sizeof(one)) < 0) { /* the counter cannot overflow here */
+	}
+}
+
+static void ck__ranges_free(struct ck__wrange *r, size_t nr)
+{
+	for (size_t i = 0; i < nr; i++) {
+		for (size_t k = 0; k < r[i].nblk; k++)
+			if (!r[i].blk[k].pooled)
+				free(r[i].blk[k].buf);
+		free(r[i].blk);
+	}
+	free(r);
+}
+
+/* The ranges the process protected, read from its memory, as blocks in
+ * `state`; rg gets the raw ranges (the caller frees both). */
+static int ck__ranges_load(pid_t pid, int32_t jpid, const struct ck_wp_info *info, uint8_t state,
+			   struct ck__wrange **out, size_t *nout, struct ck_wp_range **rgout)
+{
 	struct ck_wp_range *rg = NULL;
-	struct ck_wp_proc *p = NULL, **np;
-	char path[64];
-	int rc;
+	struct ck__wrange *r = NULL;
+	size_t nr = 0;
+	int rc = -ENOMEM;
 
 	if (info->nranges > CK_WP_MAX_RANGES) {
 		ck_err_set("process %d: %u protected ranges", jpid, info->nranges);
-		close(uffd);
 		return -EPROTO;
 	}
-	if (!wp) {
-		if (!(wp = calloc(1, sizeof(*wp)))) {
-			close(uffd);
-			return -ENOMEM;
-		}
-		pthread_mutex_init(&wp->lock, NULL);
-		pthread_cond_init(&wp->change, NULL);
-		wp->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (wp->evfd < 0 || ck__pool_init(wp, aside_max) < 0 ||
-		    pthread_create(&wp->th, NULL, ck__handler, wp) != 0) {
-			ck_err_set("cannot start the write-protect handler: %s", strerror(errno));
-			if (wp->evfd >= 0)
-				close(wp->evfd);
-			if (wp->pool_map)
-				munmap(wp->pool_map, wp->pool_len);
-			free(wp->free_slot);
-			free(wp);
-			close(uffd);
-			return -EAGAIN;
-		}
-		wp->started = 1;
-		*wpp = wp;
-	}
-	rc = -ENOMEM;
-	p = calloc(1, sizeof(*p));
-	if (p)
-		p->pagemap = -1;
-	rg = calloc(info->nranges ? info->nranges : 1, sizeof(*rg));
-	if (!p || !rg)
+	if (!(rg = calloc(info->nranges ? info->nranges : 1, sizeof(*rg))) ||
+	    !(r = calloc(info->nranges ? info->nranges : 1, sizeof(*r))))
 		goto fail;
+	if ((rc = ck_mem_read(pid, info->ranges, rg, info->nranges * sizeof(*rg))) < 0)
+		goto fail;
+	for (uint32_t i = 0; i < info->nranges; i++) {
+		struct ck__wrange *w = &r[i];
+		if (rg[i].end <= rg[i].start || (rg[i].start | rg[i].end) & 4095 || (i && rg[i].start < rg[i - 1].end)) {
+			ck_err_set("process %d: bad protected range 0x%" PRIx64 "-0x%" PRIx64, jpid, rg[i].start,
+				   rg[i].end);
+			rc = -EPROTO;
+			goto fail;
+		}
+		w->start = rg[i].start;
+		w->end = rg[i].end;
+		w->nblk = (size_t)((w->end - 1) / CK__BLOCK - w->start / CK__BLOCK + 1);
+		nr++;
+		rc = -ENOMEM;
+		if (!(w->blk = calloc(w->nblk, sizeof(*w->blk))))
+			goto fail;
+		for (size_t k = 0; k < w->nblk; k++)
+			w->blk[k].state = state;
+	}
+	*out = r;
+	*nout = nr;
+	*rgout = rg;
+	return 0;
+fail:
+	ck__ranges_free(r, nr);
+	free(rg);
+	return rc;
+}
+
+/* A process's record, its page map open; not yet served. */
+static int ck__proc_new(struct ck_wp *wp, pid_t pid, int32_t jpid, int uffd, struct ck_wp_proc **out)
+{
+	struct ck_wp_proc *p = calloc(1, sizeof(*p));
+	char path[64];
+
+	if (!p)
+		return -ENOMEM;
 	p->wp = wp;
 	p->pid = pid;
 	p->jpid = jpid;
@@ -679,35 +743,28 @@ int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, i
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
 	p->pagemap = open(path, O_RDONLY | O_CLOEXEC);
 	if (p->pagemap < 0) {
-		rc = -errno;
+		int rc = -errno;
 		ck_err_set("cannot open %s: %s", path, strerror(errno));
-		goto fail;
+		free(p);
+		return rc;
 	}
-	if ((rc = ck_mem_read(pid, info->ranges, rg, info->nranges * sizeof(*rg))) < 0)
-		goto fail;
-	rc = -ENOMEM;
-	if (!(p->r = calloc(info->nranges ? info->nranges : 1, sizeof(*p->r))))
-		goto fail;
-	for (uint32_t i = 0; i < info->nranges; i++) {
-		struct ck__wrange *r = &p->r[i];
-		if (rg[i].end <= rg[i].start || (rg[i].start | rg[i].end) & 4095 || (i && rg[i].start < rg[i - 1].end)) {
-			ck_err_set("process %d: bad protected range 0x%" PRIx64 "-0x%" PRIx64, jpid, rg[i].start,
-				   rg[i].end);
-			rc = -EPROTO;
-			goto fail;
-		}
-		r->start = rg[i].start;
-		r->end = rg[i].end;
-		r->nblk = (size_t)((r->end - 1) / CK__BLOCK - r->start / CK__BLOCK + 1);
-		p->nr++;
-		if (!(r->blk = calloc(r->nblk, sizeof(*r->blk))))
-			goto fail;
-	}
-	/* The process is parked: its protected pages are the cut's. */
-	if ((rc = ck_wp_cut_scan(p->pagemap, rg, info->nranges, &p->cut)) < 0) {
-		ck_err_set("process %d: cannot read its page map: %s", jpid, strerror(-rc));
-		goto fail;
-	}
+	*out = p;
+	return 0;
+}
+
+static void ck__proc_free(struct ck_wp_proc *p)
+{
+	ck__ranges_free(p->r, p->nr);
+	ck_wp_cut_free(&p->cut);
+	close(p->pagemap);
+	free(p);
+}
+
+/* The handler serves it from now on. */
+static int ck__proc_publish(struct ck_wp *wp, struct ck_wp_proc *p)
+{
+	struct ck_wp_proc **np;
+
 	pthread_mutex_lock(&wp->lock);
 	np = realloc(wp->procs, (wp->nprocs + 1) * sizeof(*np));
 	if (np) {
@@ -716,28 +773,115 @@ int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, i
 	}
 	pthread_mutex_unlock(&wp->lock);
 	if (!np)
+		return -ENOMEM;
+	ck__wake(wp);
+	return 0;
+}
+
+/* The process is parked at its cut: the blocks to read, and what was
+ * protected then. */
+static int ck__cut_load(struct ck_wp_proc *p, const struct ck_wp_info *info, struct ck__wrange **r, size_t *nr,
+			struct ck_wp_cut *cut)
+{
+	struct ck_wp_range *rg = NULL;
+	int rc = ck__ranges_load(p->pid, p->jpid, info, CK__UNREAD, r, nr, &rg);
+
+	if (rc < 0)
+		return rc;
+	if ((rc = ck_wp_cut_scan(p->pagemap, rg, info->nranges, cut)) < 0) {
+		ck_err_set("process %d: cannot read its page map: %s", p->jpid, strerror(-rc));
+		ck__ranges_free(*r, *nr);
+		*r = NULL;
+		*nr = 0;
+		ck_wp_cut_free(cut);
+	}
+	free(rg);
+	return rc;
+}
+
+int ck_wp_add(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
+	      const struct ck_wp_info *info, struct ck_wp_proc **out)
+{
+	struct ck_wp_proc *p = NULL;
+	int rc;
+
+	if ((rc = ck__wp_get(wpp, aside_max)) < 0 || (rc = ck__proc_new(*wpp, pid, jpid, uffd, &p)) < 0)
 		goto fail;
-	{
-		uint64_t one = 1;
-		if (write(wp->evfd, &one, sizeof(one)) < 0) { /* the counter cannot overflow here */
-		}
+	if ((rc = ck__cut_load(p, info, &p->r, &p->nr, &p->cut)) < 0 || (rc = ck__proc_publish(*wpp, p)) < 0) {
+		ck__proc_free(p);
+		goto fail;
+	}
+	*out = p;
+	return 0;
+fail:
+	close(uffd); /* the last reference: the process is unprotected */
+	return rc;
+}
+
+int ck_wp_prearm(struct ck_wp **wpp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
+		 const struct ck_wp_info *info, struct ck_wp_proc **out)
+{
+	struct ck_wp_range *rg = NULL;
+	struct ck_wp_proc *p = NULL;
+	int rc;
+
+	if ((rc = ck__wp_get(wpp, aside_max)) < 0 || (rc = ck__proc_new(*wpp, pid, jpid, uffd, &p)) < 0)
+		goto fail;
+	p->pre = 1;
+	/* every block DONE: a fault only lifts its block */
+	if ((rc = ck__ranges_load(pid, jpid, info, CK__DONE, &p->r, &p->nr, &rg)) < 0 ||
+	    (rc = ck__proc_publish(*wpp, p)) < 0) {
+		ck__proc_free(p);
+		goto fail;
 	}
 	free(rg);
 	*out = p;
 	return 0;
 fail:
-	if (p) {
-		for (size_t i = 0; i < p->nr; i++)
-			free(p->r[i].blk);
-		free(p->r);
-		ck_wp_cut_free(&p->cut);
-		if (p->pagemap >= 0)
-			close(p->pagemap);
-	}
-	free(p);
 	free(rg);
-	close(uffd); /* the last reference: the process is unprotected */
+	close(uffd); /* the job's copy is closed once it has protected: then nothing is */
 	return rc;
+}
+
+void ck_wp_freeze(struct ck_wp_proc *p, int on)
+{
+	pthread_mutex_lock(&p->wp->lock);
+	p->frozen = on;
+	pthread_mutex_unlock(&p->wp->lock);
+	if (!on)
+		ck__wake(p->wp);
+}
+
+int ck_wp_activate(struct ck_wp_proc *p, const struct ck_wp_info *info)
+{
+	struct ck_wp *wp = p->wp;
+	struct ck__wrange *r = NULL, *old;
+	struct ck_wp_cut cut = {0};
+	size_t nr = 0, nold;
+	int rc = ck__cut_load(p, info, &r, &nr, &cut);
+
+	if (rc < 0) {
+		ck_wp_freeze(p, 0); /* the round forks: lift its writes again */
+		return rc;
+	}
+	pthread_mutex_lock(&wp->lock);
+	old = p->r;
+	nold = p->nr;
+	p->r = r;
+	p->nr = nr;
+	ck_wp_cut_free(&p->cut);
+	p->cut = cut;
+	p->pre = 0;
+	p->frozen = 0;
+	pthread_mutex_unlock(&wp->lock);
+	ck__ranges_free(old, nold);
+	ck__wake(wp);
+	return 0;
+}
+
+int ck_wp_fd(const struct ck_wp_proc *p)
+{
+	return p->uffd;
 }
 
 int ck_wp_covers(const struct ck_wp_proc *p, uint64_t start, uint64_t end)
@@ -793,7 +937,7 @@ static void ck__lift_rest(struct ck_wp_proc *p)
 	}
 }
 
-void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint64_t *blocks_spilled)
+void ck_wp_stop(struct ck_wp *wp, struct ck_wp_counts *n)
 {
 	if (!wp)
 		return;
@@ -816,28 +960,15 @@ void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint
 		}
 		pthread_join(wp->th, NULL);
 	}
-	if (faults)
-		*faults = wp->faults;
-	if (blocks_aside)
-		*blocks_aside = wp->taken_aside;
-	if (blocks_spilled)
-		*blocks_spilled = wp->spilled;
+	if (n)
+		*n = (struct ck_wp_counts){wp->faults, wp->taken_aside, wp->spilled, wp->pre_faults};
 	for (size_t i = 0; i < wp->nprocs; i++) {
 		struct ck_wp_proc *p = wp->procs[i];
-		for (size_t j = 0; j < p->nr; j++) {
-			for (size_t k = 0; k < p->r[j].nblk; k++)
-				if (!p->r[j].blk[k].pooled)
-					free(p->r[j].blk[k].buf);
-			free(p->r[j].blk);
-		}
-		free(p->r);
-		ck_wp_cut_free(&p->cut);
-		close(p->pagemap);
 		/* The last reference (libckpt closed its own): closing it
 		 * unregisters every range, blocks never taken included (a
 		 * round that ended early), and wakes any thread still waiting. */
 		close(p->uffd);
-		free(p);
+		ck__proc_free(p);
 	}
 	free(wp->procs);
 	if (wp->pool_map)

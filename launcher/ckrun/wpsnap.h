@@ -28,6 +28,18 @@ struct ck_wp_proc; /* one process's protected ranges and blocks */
  * to an unlinked file in $TMPDIR, else /var/tmp, while it can be had). */
 int ck_wp_add(struct ck_wp **wp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
 	      const struct ck_wp_info *info, struct ck_wp_proc **out);
+/* The pre-armed cut (libckpt/wpprearm.c). PREARM_FD: starts serving the
+ * running process's userfaultfd (taken over) before it protects anything;
+ * each write fault lifts its 2 MiB block of the ranges in info (read from
+ * the process; a page elsewhere). WP_FREEZE: ck_wp_freeze(p, 1), and
+ * its faults wait; SNAPSHOT: ck_wp_activate reads the cut's ranges and
+ * the process is served as one ck_wp_add took. A round that forks
+ * instead thaws it (ck_wp_freeze(p, 0)); ck_wp_stop lifts all either way. */
+int ck_wp_prearm(struct ck_wp **wp, uint64_t aside_max, pid_t pid, int32_t jpid, int uffd,
+		 const struct ck_wp_info *info, struct ck_wp_proc **out);
+void ck_wp_freeze(struct ck_wp_proc *p, int on);
+int ck_wp_activate(struct ck_wp_proc *p, const struct ck_wp_info *info);
+int ck_wp_fd(const struct ck_wp_proc *p); /* ckrun's userfaultfd of it (a copy goes with CHECKPOINT) */
 /* 1 when [start, end) lies within one protected range. */
 int ck_wp_covers(const struct ck_wp_proc *p, uint64_t start, uint64_t end);
 /* The snapshot's bytes at addr: what the process held at the cut. */
@@ -36,6 +48,10 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len);
 int ck_wp_check(struct ck_wp *wp);
 /* Lifts what is still protected, stops the handler, closes every
  * userfaultfd and frees it all; NULL is fine. Counters for -v. */
-void ck_wp_stop(struct ck_wp *wp, uint64_t *faults, uint64_t *blocks_aside, uint64_t *blocks_spilled);
+struct ck_wp_counts {
+	uint64_t faults, blocks_aside, blocks_spilled;
+	uint64_t pre_faults; /* faults answered before the cut (pre-armed) */
+};
+void ck_wp_stop(struct ck_wp *wp, struct ck_wp_counts *n);
 
 #endif

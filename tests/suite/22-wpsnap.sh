@@ -13,7 +13,14 @@
 #   spill     with no memory for blocks the job rewrites first
 #             (--snapshot-memory 0) they go through the spill file, or,
 #             where it cannot be created, the job's writes wait;
-#   fork      with --snapshot fork no round write-protects.
+#   fork      with --snapshot fork no round write-protects;
+#   prearm-*  the pre-armed cut (libckpt/wpprearm.c): every write-protect
+#             commit was protected while the job ran and only what it wrote
+#             meanwhile was protected again at the cut; with the job held
+#             running, pre-armed, for 150 ms before each cut (its writes and
+#             layout changes of that window must not reach the image), and
+#             with the pre-armed cut off (CKPT_TEST_NO_PREARM: all at the
+#             cut, as on kernels without PAGEMAP_SCAN).
 # The conformance suite runs a set of apps with --snapshot fork too (their
 # .desc: variants=fork); this suite checks that each path is the one taken.
 set -u
@@ -31,7 +38,7 @@ APPS=$B/tests/apps
 # (every commit forked), fallback (forked, saying why), churn (write protection, output only; reports
 # how many rounds were repeated with a fork).
 run() {
-	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq
+	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq npre
 	shift 4
 	rm -rf "$W/st" "$W/out" "$W/err" "$W/out2"
 	"$APPS/$app" "$scale" >"$W/bare" 2>/dev/null
@@ -77,6 +84,13 @@ run() {
 		return
 	       fi ;;
 	esac
+	# PRE=all: every write-protect commit was pre-armed; PRE=none: none.
+	npre=$(grep -c 'committed.*write-protect snapshot.*pre-armed: ' "$W/err")
+	if { [ "${PRE:-}" = all ] && [ "$npre" != "$nwp" ]; } || { [ "${PRE:-}" = none ] && [ "$npre" != 0 ]; }; then
+		echo "FAIL wpsnap/$name: $npre of $nwp write-protect commits pre-armed (want ${PRE:-})"
+		grep committed "$W/err" | head -2 | sed 's/^/    | /'
+		return
+	fi
 	# A restore from the second newest checkpoint (the newest may be
 	# one taken at the very end), run to its end. Its stdout is the new
 	# ckrun's: it must get what the bare run printed after the offset
@@ -99,8 +113,15 @@ run() {
 		"$nrep repeated with a fork; restore from checkpoint $((10#$seq)) matches"
 }
 
-run used memgrow 0.5 wp --snapshot wp
+PRE=all run used memgrow 0.5 wp --snapshot wp
 run churn mmchurn 0.5 churn --snapshot wp
+# Pre-armed and held running 150 ms before each cut: what it wrote then
+# was lifted and must be protected again at the cut (else its blocks
+# read as absent: zeros, and memgrow's check fails after the restore).
+CKPT_TEST_PREARM_HOLD_MS=150 PRE=all run prearm-window memgrow 0.5 wp
+CKPT_TEST_PREARM_HOLD_MS=150 run prearm-churn mmchurn 0.5 churn
+CKPT_TEST_PREARM_HOLD_MS=150 run prearm-unmap wpunmap 0.5 repeat
+CKPT_TEST_NO_PREARM=1 PRE=none run prearm-off memgrow 0.5 wp
 # Layout events late (as the kernel queues them after the pages are
 # gone): the writer meets memory the job unmapped before ckrun knows of
 # it. Such rounds must be repeated with a fork, never save zeros for what

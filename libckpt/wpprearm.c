@@ -1,0 +1,188 @@
+/* The pre-armed cut of a write-protect snapshot, job side.
+ *
+ * Write-protecting gigabytes of 4 KiB pages takes 80-150 ms on a VM; done
+ * while the threads are parked, all of it is frozen time. So ckrun asks
+ * first (PREARM) and the manager protects while the job runs: it hands
+ * its userfaultfd to ckrun before the first page is protected, and ckrun
+ * lifts the 2 MiB block of any write meanwhile. At the cut, parked, the
+ * manager registers what was mapped since, asks ckrun to stop lifting
+ * (WP_FREEZE), and protects again only the pages present and not
+ * protected (PAGEMAP_SCAN): written, or populated, since. Then every page
+ * present at the cut is protected, as if it had all been done then.
+ *
+ * From WP_FREEZE on nothing but this stack is written (a fault would wait
+ * for a handler that no longer answers this process), as in ck__wp_arm. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/syscall.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+#include "libckpt/pagemap_scan.h"
+
+#define CK__SCAN_VEC 256
+
+static long ck__pagemap_open(void)
+{
+	return ck_sys4(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);
+}
+
+/* Whether this kernel has PAGEMAP_SCAN (Linux 6.7): without it the cut
+ * could not find what was written since, and the round arms at the cut. */
+static int ck__scan_available(uint64_t addr)
+{
+	struct page_region v;
+	struct pm_scan_arg a = {.size = sizeof(a), .start = addr, .end = addr + 4096, .vec = (uint64_t)(uintptr_t)&v,
+				.vec_len = 1, .category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN};
+	long fd = ck__pagemap_open(), r;
+
+	if (fd < 0)
+		return (int)fd;
+	r = ck_sys3(SYS_ioctl, fd, PAGEMAP_SCAN, &a);
+	ck_close((int)fd);
+	return r < 0 ? (r == -ENOTTY || r == -EINVAL ? -ENOTSUP : (int)r) : 0;
+}
+
+static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
+{
+	struct ck_msg m;
+
+	ck_memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = type;
+	m.arg[0] = seq;
+	m.arg[1] = (uint64_t)status;
+	if (type == CK_MSG_PREARM_FD) {
+		struct ck_wp_info wi = {(uint64_t)(uintptr_t)ck__wp_ranges, ck__wp_nranges, 0};
+		ck_memcpy(m.text, &wi, sizeof(wi));
+		m.len = sizeof(wi);
+	}
+	return (int)ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len, fd);
+}
+
+/* The job runs meanwhile: a range it unmapped or replaced since our scan
+ * fails to register and is left unprotected (the cut registers what is
+ * there then; ckrun lifts such a range's faults page by page). Any other
+ * failure unregisters all: nothing stays protected. */
+void ck__wp_prearm(int devfd, uint64_t seq)
+{
+	long uffd = -1;
+	int r;
+
+	if ((r = ck__wp_refusal()) < 0 || (r = ck__wp_scan((uint64_t)(uintptr_t)__builtin_frame_address(0))) < 0)
+		goto out;
+	if (ck__wp_nranges && (r = ck__scan_available(ck__wp_ranges[0].start)) < 0)
+		goto out;
+	if ((uffd = ck__wp_new(devfd)) < 0) {
+		r = (int)uffd;
+		goto out;
+	}
+	/* ckrun serves the descriptor before any page is protected. */
+	if ((r = ck__prearm_send(CK_MSG_PREARM_FD, seq, 0, (int)uffd)) < 0)
+		goto out;
+	for (uint32_t i = 0; i < ck__wp_nranges && r == 0; i++)
+		if (ck__wp_register((int)uffd, ck__wp_ranges[i].start, ck__wp_ranges[i].end) == 0)
+			r = ck__wp_protect((int)uffd, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
+	if (r < 0) {
+		for (uint32_t i = 0; i < ck__wp_nranges; i++) {
+			struct uffdio_range all = {ck__wp_ranges[i].start, ck__wp_ranges[i].end - ck__wp_ranges[i].start};
+			ck_sys3(SYS_ioctl, uffd, UFFDIO_UNREGISTER, &all);
+		}
+	}
+out:
+	/* ckrun holds the only reference now: the round's end (or ckrun's
+	 * death) lifts every protection. */
+	if (uffd >= 0)
+		ck_close((int)uffd);
+	ck__prearm_send(CK_MSG_PREARMED, seq, r, -1);
+}
+
+/* Waits for ckrun's answer to WP_FREEZE. Stack only. */
+static int ck__freeze(int *done)
+{
+	struct ck_msg m;
+	int r;
+
+	ck_memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = CK_MSG_WP_FREEZE;
+	if ((r = ck__send(&m)) < 0)
+		return r;
+	for (;;) {
+		if ((r = ck__recv(&m)) < 0)
+			return r;
+		if (m.type == CK_MSG_WP_FROZEN)
+			return (int)(int64_t)m.arg[0];
+		if (m.type == CK_MSG_DONE) {
+			*done = (int)(int64_t)m.arg[0];
+			return -ECANCELED;
+		}
+	}
+}
+
+/* Present or swapped pages of [start, end) that are not protected, each
+ * run protected again. Stack only. */
+static int ck__reprotect(int uffd, int pm, uint64_t start, uint64_t end)
+{
+	struct page_region vec[CK__SCAN_VEC];
+
+	while (start < end) {
+		struct pm_scan_arg a = {
+			.size = sizeof(a),
+			.start = start,
+			.end = end,
+			.vec = (uint64_t)(uintptr_t)vec,
+			.vec_len = CK__SCAN_VEC,
+			.category_mask = PAGE_IS_WRITTEN,
+			.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+			.return_mask = PAGE_IS_WRITTEN,
+		};
+		long got = ck_sys3(SYS_ioctl, pm, PAGEMAP_SCAN, &a);
+
+		if (got < 0)
+			return (int)got;
+		for (long i = 0; i < got; i++) {
+			int r = ck__wp_protect(uffd, vec[i].start, vec[i].end);
+			if (r < 0)
+				return r;
+		}
+		if (a.walk_end <= start)
+			return -EIO;
+		start = a.walk_end;
+	}
+	return 0;
+}
+
+int ck__wp_rearm(int uffd, int *done)
+{
+	long pm = -1;
+	int r, frozen = 0;
+
+	/* Until WP_FREEZE is answered ckrun still lifts what we write. */
+	if ((r = ck__wp_refusal()) < 0 || (r = ck__wp_scan((uint64_t)(uintptr_t)__builtin_frame_address(0))) < 0)
+		goto out;
+	/* Registering a registered range again is accepted (same descriptor). */
+	for (uint32_t i = 0; r == 0 && i < ck__wp_nranges; i++)
+		r = ck__wp_register(uffd, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
+	if (r < 0)
+		goto out;
+	if ((pm = ck__pagemap_open()) < 0) {
+		r = (int)pm;
+		goto out;
+	}
+	if ((r = ck__freeze(done)) < 0)
+		goto out;
+	frozen = 1;
+	for (uint32_t i = 0; r == 0 && i < ck__wp_nranges; i++)
+		r = ck__reprotect(uffd, (int)pm, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
+out:
+	if (pm >= 0)
+		ck_close((int)pm);
+	if (r < 0 && frozen) {
+		/* The round forks instead: ckrun lifts our writes again. */
+		struct ck_msg m;
+		ck_memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+		m.type = CK_MSG_WP_THAW;
+		ck__send(&m);
+	}
+	return r < 0 ? r : uffd;
+}
