@@ -175,7 +175,7 @@ CK_CU_API CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream)
 	if (!(e = ck_cu_event_of(hEvent)))
 		CK_LEAVE(CUDA_ERROR_INVALID_HANDLE);
 	if ((r = ck_cu_d.cuEventRecord(e->real, s)) == CUDA_SUCCESS)
-		e->recorded = 1;
+		e->recorded = __atomic_add_fetch(&ck_cu.records, 1, __ATOMIC_RELAXED);
 	CK_LEAVE(r);
 }
 

@@ -129,7 +129,7 @@ struct ck_cu_event {
 	CUevent real;
 	struct ck_cu_ctx *ctx;
 	unsigned flags;
-	int recorded;
+	uint64_t recorded; /* 0: never; else when it was last recorded (ck_cu.records) */
 	struct ck_cu_event *next;
 };
 
@@ -186,6 +186,7 @@ struct ck_cu_state {
 	struct ck_cu_map *maps;
 	struct ck_cu_host *hosts;
 	int inited;          /* the program called cuInit successfully */
+	uint64_t records;    /* cuEventRecord calls so far: events are recorded again in this order */
 	/* Uses a checkpoint cannot carry (cu_api_unsup.c). */
 	int managed, ipc_exports, ipc_events, graphs;
 };

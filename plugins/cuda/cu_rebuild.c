@@ -173,10 +173,22 @@ static int streams_events(void)
 		set_ctx(e->ctx);
 		if ((r = ck_cu_d.cuEventCreate(&e->real, e->flags)))
 			FAIL(-EIO, "CUDA restart: creating an event failed: %s", ck_cu_err_name(r));
-		/* A recorded event had completed (the round synchronised): record
-		 * it again so waits on it return at once, as they would have. */
-		if (e->recorded)
-			ck_cu_d.cuEventRecord(e->real, NULL);
+	}
+	/* A recorded event had completed (the round synchronised): record it
+	 * again so waits on it return at once, as they would have, and in the
+	 * order they were recorded, so that the elapsed time between two of
+	 * them is not negative (the list is newest first: a round between a
+	 * step's last record and its cuEventElapsedTime made it so). */
+	for (uint64_t after = 0;;) {
+		struct ck_cu_event *next = NULL;
+		for (e = ck_cu.events; e; e = e->next)
+			if (e->recorded > after && (!next || e->recorded < next->recorded))
+				next = e;
+		if (!next)
+			break;
+		set_ctx(next->ctx);
+		ck_cu_d.cuEventRecord(next->real, NULL);
+		after = next->recorded;
 	}
 	return 0;
 }
