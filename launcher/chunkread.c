@@ -192,6 +192,12 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
 	r->s = s;
 	r->m = m;
 	r->nthreads = CK__FETCH_DEFAULT;
+	{
+		/* tuning: groups fetched and decoded at once */
+		const char *e = getenv("CKPT_READ_PARALLEL");
+		if (e && atoi(e) > 0)
+			ck_reader_set_parallel(r, (unsigned)atoi(e));
+	}
 	r->job = strdup(job);
 	r->zero = calloc(1, CK_CHUNK_SIZE);
 	if (!r->job || !r->zero)

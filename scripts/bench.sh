@@ -125,9 +125,9 @@ overhead=$(awk -v a="$t_under" -v b="$t_bare" 'BEGIN { printf "%.2f", 100 * (a -
 
 # --- overhead of a CPU-bound job under ckrun without checkpoints: one
 # pair of 60-second runs is at the mercy of this VM's noise (a few %), so
-# a small job (64 MiB, about 6 s) runs bare and under ckrun in turn, three
+# a small job (64 MiB, about 6 s) runs bare and under ckrun in turn, five
 # times each, and the medians are compared.
-median3() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 small_run() { # small_run bare|under: wall seconds of the whole run
 	local t0 t1
 	t0=$(now)
@@ -144,15 +144,15 @@ for _ in 1 2 3; do # ckrun's own start and end, around a job that does nothing
 	t0=$(now); "$B/ckrun" --store "$work/ostore" --job nothing -- /bin/true; t1=$(now)
 	st+=("$(secs "$t0" "$t1")")
 done
-st_med=$(median3 "${st[@]}")
+st_med=$(median "${st[@]}")
 sb=() su=()
-for _ in 1 2 3; do
+for _ in 1 2 3 4 5; do
 	sb+=("$(small_run bare)")
 	su+=("$(small_run under)")
 done
 rm -rf "$work/ostore"
-sb_med=$(median3 "${sb[@]}")
-su_med=$(median3 "${su[@]}")
+sb_med=$(median "${sb[@]}")
+su_med=$(median "${su[@]}")
 overhead_small=$(awk -v a="$su_med" -v b="$sb_med" 'BEGIN { printf "%.2f", 100 * (a - b) / b }')
 
 # --- restart --------------------------------------------------------------
@@ -203,7 +203,7 @@ echo "| checkpoint completion | ${dur1} s, ${ck_bw} MB/s of memory | disk write 
 echo "| bytes stored, 1st checkpoint | ${stored1} | |"
 echo "| bytes stored, 2nd (after 1% of memory rewritten) | ${stored2} (${second_pct}% of the 1st) | target < 5% |"
 echo "| restart (to running) | ${t_restore} s, ${rs_bw} MB/s of stored data | disk read ${disk_r} MB/s (target >= 70%) |"
-echo "| overhead without checkpoints | ${overhead_small}% (64 MiB CPU-bound job, medians of 3 runs each in turn: ${su_med} s under ckrun vs ${sb_med} s bare; runs ${su[*]} vs ${sb[*]}; ckrun's start and end around /bin/true: ${st_med} s); the ${MIB} MiB job once: ${overhead}% (${t_under} s vs ${t_bare} s) | target < 1% |"
+echo "| overhead without checkpoints | ${overhead_small}% (64 MiB CPU-bound job, medians of 5 runs each in turn: ${su_med} s under ckrun vs ${sb_med} s bare; runs ${su[*]} vs ${sb[*]}; ckrun's start and end around /bin/true: ${st_med} s); the ${MIB} MiB job once: ${overhead}% (${t_under} s vs ${t_bare} s) | target < 1% |"
 echo "| ckrun peak memory (VmHWM) | $(( peak / 1024 )) MiB | target < 256 MiB |"
 echo "| result with checkpoints equals bare | ${same} | |"
 echo "| this machine: µs per 4 KiB page written | fresh memory $(pcv first_touch) (through huge pages $(pcv first_touch_thp)); copy-on-write while a forked snapshot lives $(pcv after_fork), first write after it $(pcv after_fork_exit); userfaultfd write-protect lifted 2 MiB per fault $(pcv uffd_wp_2m), lifted ahead $(pcv uffd_wp_lifted) | |"
