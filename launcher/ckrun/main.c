@@ -400,13 +400,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
 				"checkpointable\n", ck_err_msg());
 	if (c.resume && m) {
+		uint64_t t0 = ck_now_ns(), req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 		r = ck_restore(&c, m);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c.job, m->seq, ck_err_msg());
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
-		if (c.verbose)
-			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 "\n", c.job, m->seq);
+		if (c.verbose) {
+			char req[64] = "";
+			if (ck_s3_request_count && ck_s3_request_count() > req0)
+				snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
+			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 " in %.3f s%s\n", c.job, m->seq,
+				(double)(ck_now_ns() - t0) / 1e9, req);
+		}
 	} else {
 		if (!c.resume && m && c.verbose)
 			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",

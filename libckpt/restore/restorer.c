@@ -477,6 +477,36 @@ static int ck__tree_step(void)
 	}
 }
 
+/* While ckrun fills the memory front to back, the dense regions (those
+ * filled through huge pages) are faulted in here from the back: on a VM
+ * the kernel's zeroing of each fresh huge page is the fill's largest cost
+ * (the host backs the page as it is zeroed), and done here it runs beside
+ * ckrun's copying, on the other core. The two meet; a page already there
+ * is left as it is (MADV_POPULATE_WRITE never overwrites). */
+#define CK__POPULATE_STEP (2ull << 20)
+static void ck__populate(const struct ck_rst_region *rg, uint32_t n)
+{
+	for (uint32_t i = n; i-- > 0;) {
+		uint64_t s = rg[i].start, e = rg[i].end;
+
+		if (!rg[i].thp || !rg[i].fill)
+			continue;
+		while (e > s) {
+			uint64_t b = (e - 1) & ~(CK__POPULATE_STEP - 1);
+			long r;
+
+			if (b < s)
+				b = s;
+			r = ck_sys3(SYS_madvise, b, e - b, 23 /* MADV_POPULATE_WRITE, Linux 5.14 */);
+			if (r == -22 /* EINVAL: an older kernel */)
+				return;
+			if (r < 0)
+				break; /* out of memory: ckrun's fill says so, if it must */
+			e = b;
+		}
+	}
+}
+
 __attribute__((noreturn, used)) void ck_rst_main(void)
 {
 	const struct ck_rst_layout *l;
@@ -516,6 +546,7 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 		ck_close(CK_RST_SHARED_FD + (int)i);
 
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
+	ck__populate(rg, l->nregions);
 	ck__recv(NULL, 0, NULL);
 	if (ck__msg.type != CK_MSG_RST_FILLED)
 		ck__die("restorer: expected the memory to be filled", -22);
