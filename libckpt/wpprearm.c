@@ -21,8 +21,6 @@
 #include "libckpt/core.h"
 #include "libckpt/pagemap_scan.h"
 
-#define CK__SCAN_VEC 256
-
 static long ck__pagemap_open(void)
 {
 	return ck_sys4(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);
@@ -119,37 +117,10 @@ static int ck__freeze(int *done)
 	}
 }
 
-/* Present or swapped pages of [start, end) that are not protected, each
- * run protected again. Stack only. */
-static int ck__reprotect(int uffd, int pm, uint64_t start, uint64_t end)
+/* A run of pages present and not protected: protected again. */
+static int ck__reprotect(void *uffd, uint64_t start, uint64_t end)
 {
-	struct page_region vec[CK__SCAN_VEC];
-
-	while (start < end) {
-		struct pm_scan_arg a = {
-			.size = sizeof(a),
-			.start = start,
-			.end = end,
-			.vec = (uint64_t)(uintptr_t)vec,
-			.vec_len = CK__SCAN_VEC,
-			.category_mask = PAGE_IS_WRITTEN,
-			.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-			.return_mask = PAGE_IS_WRITTEN,
-		};
-		long got = ck_sys3(SYS_ioctl, pm, PAGEMAP_SCAN, &a);
-
-		if (got < 0)
-			return (int)got;
-		for (long i = 0; i < got; i++) {
-			int r = ck__wp_protect(uffd, vec[i].start, vec[i].end);
-			if (r < 0)
-				return r;
-		}
-		if (a.walk_end <= start)
-			return -EIO;
-		start = a.walk_end;
-	}
-	return 0;
+	return ck__wp_protect(*(int *)uffd, start, end);
 }
 
 int ck__wp_rearm(int uffd, int *done)
@@ -173,7 +144,7 @@ int ck__wp_rearm(int uffd, int *done)
 		goto out;
 	frozen = 1;
 	for (uint32_t i = 0; r == 0 && i < ck__wp_nranges; i++)
-		r = ck__reprotect(uffd, (int)pm, ck__wp_ranges[i].start, ck__wp_ranges[i].end);
+		r = ck_pm_scan((int)pm, ck__wp_ranges[i].start, ck__wp_ranges[i].end, 1, ck__reprotect, &uffd);
 out:
 	if (pm >= 0)
 		ck_close((int)pm);

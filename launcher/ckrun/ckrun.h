@@ -26,7 +26,6 @@ struct ck_jproc {
 	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
 	struct ck_wp_proc *wp_pre; /* this round: pre-armed (PREARM_FD came; NULL: not) */
 	int prearm;    /* this round's PREARM: 0 not asked, 1 asked, 2 armed, -errno failed */
-	uint64_t prearm_ns; /* how long its PREARMED took (for -v -v) */
 	struct ck_procdesc *pd;
 	struct ck_proc *mp; /* its record in the manifest being built */
 	/* this round, for -v -v: when its snapshot was announced (ckrun's

@@ -23,11 +23,10 @@ static void ck__prearm_failed(struct ckrun *c, struct ck_jproc *p, int err)
 		fprintf(stderr, "ckrun: process %d: no pre-armed cut: %s\n", p->jpid, strerror(-p->prearm));
 }
 
-static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct ck_msg *m, uint64_t start)
+static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct ck_msg *m)
 {
 	int err = (int)(int64_t)m->arg[1];
 
-	p->prearm_ns = ck_now_ns() - start;
 	if (err == 0 && !p->wp_pre)
 		err = -EPROTO;
 	if (err < 0)
@@ -51,7 +50,6 @@ int ck_prearm_all(struct ckrun *c)
 		m.type = CK_MSG_PREARM;
 		m.arg[0] = c->round_seq;
 		p->wp_pre = NULL;
-		p->prearm_ns = 0;
 		p->prearm = ck_chan_send(p->fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL, c->round_devfd >= 0) == 0;
 	}
 	for (;;) {
@@ -96,7 +94,7 @@ int ck_prearm_all(struct ckrun *c)
 			if (e < 0)
 				ck__prearm_failed(c, from, e);
 		} else if (m.type == CK_MSG_PREARMED) {
-			ck__prearm_answer(c, from, &m, start);
+			ck__prearm_answer(c, from, &m);
 		}
 	}
 	for (size_t i = 0; i < c->nprocs; i++) /* late: they arm at the cut */

@@ -1232,8 +1232,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 				snprintf(snap + o, sizeof(snap) - (size_t)o,
 					 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
 					 npre, c->nprocs, (double)t_pre / 1e9, c->wpn.pre_faults);
-		}
-		else if (!c->nofork) {
+		} else if (!c->nofork) {
 			int e = 0;
 			for (size_t i = 0; i < c->nprocs && !e; i++)
 				e = c->procs[i].wp_errno;

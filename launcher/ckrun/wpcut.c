@@ -3,7 +3,6 @@
 
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "libckpt/pagemap_scan.h"
@@ -11,8 +10,10 @@
 #define CK__PM_PRESENT_OR_SWAP (3ull << 62)
 #define CK__VEC 512
 
-static int ck__cut_add(struct ck_wp_cut *cut, uint64_t s, uint64_t e)
+static int ck__cut_add(void *arg, uint64_t s, uint64_t e)
 {
+	struct ck_wp_cut *cut = arg;
+
 	if (cut->n && cut->run[cut->n - 1].end == s) {
 		cut->run[cut->n - 1].end = e;
 		return 0;
@@ -27,39 +28,6 @@ static int ck__cut_add(struct ck_wp_cut *cut, uint64_t s, uint64_t e)
 	}
 	cut->run[cut->n].start = s;
 	cut->run[cut->n++].end = e;
-	return 0;
-}
-
-/* Present or swapped, and not written since protected: uffd-wp set. */
-static int ck__cut_pmscan(int fd, uint64_t start, uint64_t end, struct ck_wp_cut *cut)
-{
-	struct page_region vec[CK__VEC];
-
-	while (start < end) {
-		struct pm_scan_arg a = {
-			.size = sizeof(a),
-			.start = start,
-			.end = end,
-			.vec = (uint64_t)(uintptr_t)vec,
-			.vec_len = CK__VEC,
-			.category_inverted = PAGE_IS_WRITTEN,
-			.category_mask = PAGE_IS_WRITTEN,
-			.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-			.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-		};
-		long got = ioctl(fd, PAGEMAP_SCAN, &a);
-
-		if (got < 0)
-			return -errno;
-		for (long i = 0; i < got; i++) {
-			int r = ck__cut_add(cut, vec[i].start, vec[i].end);
-			if (r < 0)
-				return r;
-		}
-		if (a.walk_end <= start) /* no progress: do not loop for ever */
-			return -EIO;
-		start = a.walk_end;
-	}
 	return 0;
 }
 
@@ -93,7 +61,8 @@ int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struc
 		int r = -ENOTTY;
 		size_t mark = cut->n;
 		if (scan) {
-			r = ck__cut_pmscan(pagemap_fd, rg[i].start, rg[i].end, cut);
+			/* present or swapped, and not written since protected */
+			r = ck_pm_scan(pagemap_fd, rg[i].start, rg[i].end, 0, ck__cut_add, cut);
 			if (r == -ENOTTY || r == -EINVAL) { /* not this kernel's: stop asking */
 				scan = 0;
 				cut->n = mark;
