@@ -156,7 +156,12 @@ static int start_threads(struct ck_reader *r)
 	if (!r->ring || !r->threads)
 		goto nomem;
 	for (i = 0; i < r->nring; i++) {
-		r->ring[i].buf = malloc(r->span_max + 2 * CK_CHUNK_SIZE);
+		void *buf = NULL;
+
+		/* page-aligned: the file store reads into it with O_DIRECT */
+		if (posix_memalign(&buf, 4096, r->span_max + 2 * CK_CHUNK_SIZE))
+			buf = NULL;
+		r->ring[i].buf = buf;
 		r->ring[i].out = malloc(CK__OUT_MAX);
 		if (!r->ring[i].buf || !r->ring[i].out)
 			goto nomem;
@@ -346,7 +351,9 @@ static void plan(struct ck_reader *r, struct ck__fslot *sl, uint64_t i, uint64_t
 	 * along in the same read, up to one span. */
 	sl->zero = 0;
 	sl->pack = c->pack;
-	sl->span_start = c->off;
+	/* Starts at the store's alignment, if it has one, reading up to a
+	 * block of the chunk before: chunk_data() counts from span_start. */
+	sl->span_start = r->s->read_align ? c->off - c->off % r->s->read_align : c->off;
 	sl->span_end = c->off + c->clen;
 	out = (c->flags & CK_CHUNK_RAW) ? 0 : c->len;
 	for (j = i + 1; j < end; j++) {

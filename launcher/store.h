@@ -45,6 +45,10 @@ struct ck_store {
 	const struct ck_store_ops *ops;
 	char *uri; /* as given, for messages (never holds credentials) */
 	unsigned puts_in_flight; /* large puts that pay off at once (0: 1) */
+	/* Ranged reads whose offset and buffer are multiples of this skip the
+	 * page cache (0: no such gain); readers may start a read early to get
+	 * there. */
+	unsigned read_align;
 };
 
 /* Options that only some backends use. Zeroed means defaults. */

@@ -293,6 +293,34 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off, size_t *got)
 	return 0;
 }
 
+/* Aligned ranged reads (the chunk reader's spans) go past the page cache
+ * like the writer's packs: on a VM each fresh cache page is a trip to the
+ * host, and copying 2 GiB out of a cold cache took 3.2 s of a 4 GiB
+ * restore's CPU here; with O_DIRECT the device writes into the reader's
+ * buffers, which stay mapped. The unaligned tail, and a file system that
+ * refuses O_DIRECT, read through the cache. */
+static int read_direct(int fd, void *buf, size_t len, uint64_t off, size_t *got)
+{
+	size_t head = len & ~(size_t)(CK__DIRECT_ALIGN - 1), tail;
+	int fl, rc;
+
+	*got = 0;
+	if (head < CK__DIRECT_ALIGN || ((uintptr_t)buf | off) & (CK__DIRECT_ALIGN - 1))
+		return read_at(fd, buf, len, off, got);
+	fl = fcntl(fd, F_GETFL);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) < 0)
+		return read_at(fd, buf, len, off, got);
+	rc = read_at(fd, buf, head, off, got);
+	fcntl(fd, F_SETFL, fl);
+	if (rc == -EINVAL) /* O_DIRECT not for this file system after all */
+		return read_at(fd, buf, len, off, got);
+	if (rc < 0 || *got < head)
+		return rc;
+	rc = read_at(fd, (char *)buf + head, len - head, off + head, &tail);
+	*got += tail;
+	return rc;
+}
+
 static int fs_get_range(struct ck_store *s, const char *key, uint64_t off, void *buf, size_t len)
 {
 	uint64_t size;
@@ -302,7 +330,7 @@ static int fs_get_range(struct ck_store *s, const char *key, uint64_t off, void 
 	fd = fs_open_read(s, key, "read", &size);
 	if (fd < 0)
 		return fd;
-	rc = read_at(fd, buf, len, off, &got);
+	rc = read_direct(fd, buf, len, off, &got);
 	close(fd);
 	if (rc < 0) {
 		ck_err_set("store %s: read %s: %s", s->uri, key, strerror(-rc));
@@ -541,6 +569,7 @@ int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **o
 	if (!fs)
 		goto nomem;
 	fs->base.ops = &ck__file_ops;
+	fs->base.read_align = CK__DIRECT_ALIGN;
 	fs->base.uri = strdup(uri ? uri : dir);
 	if (dir[0] == '/') {
 		fs->dir = strdup(dir);

@@ -46,13 +46,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-wait_line() { # wait_line FILE REGEX [TIMEOUT_S]: 1 on timeout, 2 if ckrun has gone
-	local i=0 lim=$(( ${3:-600} * 20 ))
-	until grep -Eq "$2" "$1" 2>/dev/null; do
-		kill -0 "$pid" 2>/dev/null || { grep -Eq "$2" "$1" 2>/dev/null && return 0; return 2; }
-		sleep 0.05; i=$((i + 1)); (( i > lim )) && return 1
-	done
-	return 0
+. "$top/scripts/waitline.sh"
+wait_job() { # wait_job FILE REGEX [TIMEOUT_S]: 1 on timeout, 2 if ckrun has gone
+	wait_line "$1" "$2" "${3:-600}" "$pid"
 }
 fail() {
 	echo "bench-mp: $*; ckrun's stderr:" >&2
@@ -70,13 +66,13 @@ echo "bench-mp: ${NPROC} processes x ${MIB} MiB, up to ${PASSES} passes; work di
 "$B/ckrun" -v --store "$store" --job "$job" -- "$B/tests/bench/mpbench" "$NPROC" "$MIB" "$PASSES" \
 	> "$W/job.out" 2> "$W/job.err" &
 pid=$!
-wait_line "$W/job.out" '^ready$' 900 || fail "the job did not get ready"
-wait_line "$W/job.out" '^pass 1$' 300 || fail "the job did not start its passes"
+wait_job "$W/job.out" '^ready$' 900 || fail "the job did not get ready"
+wait_job "$W/job.out" '^pass 1$' 300 || fail "the job did not start its passes"
 
 frozen=() parked=() total=() logical=() stored=()
 for i in $(seq 1 $NCK); do
 	kill -USR2 "$pid"
-	wait_line "$W/job.err" "checkpoint $i (committed|of job .* failed)" 1800 || fail "no checkpoint $i"
+	wait_job "$W/job.err" "checkpoint $i (committed|of job .* failed)" 1800 || fail "no checkpoint $i"
 	line=$(grep -m1 -E "checkpoint $i (committed|of job .* failed)" "$W/job.err")
 	[[ $line == *committed* ]] || fail "checkpoint $i failed"
 	grep -q '^checksum' "$W/job.out" && fail "the job ended during checkpoint $i (raise CKPT_BENCH_MP_PASSES)"
@@ -89,13 +85,13 @@ for i in $(seq 1 $NCK); do
 	stored+=("$(field '.*memory, ([0-9]+) stored.*' "$line")")
 	if [ "$i" -lt $NCK ]; then # let the job run a pass before the next one
 		p=$(grep -c '^pass' "$W/job.out")
-		wait_line "$W/job.out" "^pass $p\$" 300 || fail "the job made no progress after checkpoint $i"
+		wait_job "$W/job.out" "^pass $p\$" 300 || fail "the job made no progress after checkpoint $i"
 	fi
 done
 
 kill -TERM "$pid"
 i=0
-while kill -0 "$pid" 2>/dev/null && (( i < 1800 * 20 )); do sleep 0.05; i=$((i + 1)); done
+while kill -0 "$pid" 2>/dev/null && (( i < 1800 * 20 )); do bench_nap; i=$((i + 1)); done
 kill -0 "$pid" 2>/dev/null && fail "ckrun did not stop after SIGTERM"
 wait "$pid"
 rc=$?

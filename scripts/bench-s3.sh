@@ -16,7 +16,7 @@ trap 'pkill -9 -f "$W/" 2>/dev/null; "$top/scripts/ceph-stop.sh" "$CEPH" >/dev/n
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 mbps() { awk -v bytes="$1" -v s="$2" 'BEGIN { if (s > 0) printf "%.0f", bytes / 1e6 / s; else print "-" }'; }
-wait_line() { local i=0; until grep -Eq "$2" "$1" 2>/dev/null; do sleep 0.05; i=$((i+1)); ((i > 12000)) && return 1; done; return 0; }
+. "$top/scripts/waitline.sh"
 
 "$top/scripts/ceph-start.sh" "$CEPH" > "$W/ceph.log" 2>&1 || { echo "bench-s3: Ceph did not start"; tail "$W/ceph.log"; exit 1; }
 # shellcheck disable=SC1091
