@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
@@ -293,6 +294,29 @@ static int read_at(int fd, void *buf, size_t len, uint64_t off, size_t *got)
 	return 0;
 }
 
+/* Whether the page cache holds every page of [off, off+len) (cachestat,
+ * Linux 6.5; no side effects, unlike a RWF_NOWAIT read, which starts
+ * readahead). Such pages are warm and cheap to copy, and a direct read
+ * would write back dirty ones first: a store just written by another tool
+ * (aws s3 cp, rsync) reads from the cache. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+static int all_cached(int fd, uint64_t off, size_t len)
+{
+	struct {
+		uint64_t off, len;
+	} range = {off, len};
+	struct {
+		uint64_t cache, dirty, writeback, evicted, recently_evicted;
+	} cs;
+	uint64_t pages = (off % 4096 + len + 4095) / 4096;
+
+	if (syscall(__NR_cachestat, fd, &range, &cs, 0) < 0)
+		return 0; /* older kernel: read direct */
+	return cs.cache >= pages;
+}
+
 /* Aligned ranged reads (the chunk reader's spans) go past the page cache
  * like the writer's packs: on a VM each fresh cache page is a trip to the
  * host, and copying 2 GiB out of a cold cache took 3.2 s of a 4 GiB
@@ -305,7 +329,7 @@ static int read_direct(int fd, void *buf, size_t len, uint64_t off, size_t *got)
 	int fl, rc;
 
 	*got = 0;
-	if (head < CK__DIRECT_ALIGN || ((uintptr_t)buf | off) & (CK__DIRECT_ALIGN - 1))
+	if (head < CK__DIRECT_ALIGN || ((uintptr_t)buf | off) & (CK__DIRECT_ALIGN - 1) || all_cached(fd, off, len))
 		return read_at(fd, buf, len, off, got);
 	fl = fcntl(fd, F_GETFL);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_DIRECT) < 0)

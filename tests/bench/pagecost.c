@@ -16,6 +16,8 @@
  *                   the cost of lifting it, per page
  *
  *   pagecost [SIZE_MIB]   (default 256)
+ *   pagecost SIZE_MIB thp first touch through huge pages only (the floor of
+ *                         a restore that fills SIZE_MIB of fresh memory)
  *
  * Prints "NAME us_per_page" lines; "- reason" when a way is unavailable. */
 #define _GNU_SOURCE
@@ -185,6 +187,10 @@ int main(int argc, char **argv)
 		len = HUGE;
 	pages = len / 4096;
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc > 2 && !strcmp(argv[2], "thp")) {
+		first_touch(1);
+		return 0;
+	}
 	first_touch(0);
 	first_touch(1);
 	after_fork();

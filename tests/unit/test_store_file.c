@@ -228,6 +228,21 @@ static void test_threads(const char *dir)
 	ck_store_close(s);
 }
 
+/* Bytes this process has had read from storage (-1: not counted here). */
+static long long storage_reads(void)
+{
+	char line[256];
+	long long v = -1;
+	FILE *f = fopen("/proc/self/io", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "read_bytes: %lld", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
 /* Aligned ranged reads go through O_DIRECT with a buffered tail: every
  * split of head and tail must return the same bytes, and a range past the
  * end must still fail (a short direct read is not success). */
@@ -271,10 +286,26 @@ static void test_direct_reads(const char *dir)
 		dfd = open(path, O_RDONLY | O_DIRECT);
 		CHECK(fd >= 0);
 		if (fd >= 0 && dfd >= 0) {
+			long long before;
+
+			/* all in the cache (read through it once): read from it */
+			static char warm[65536];
+
+			while (read(fd, warm, sizeof(warm)) > 0)
+				;
 			CHECK_EQ_INT(fdatasync(fd), 0);
-			CHECK_EQ_INT(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+			before = storage_reads();
 			CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", 0, buf, 1u << 20), 0);
 			CHECK(!memcmp(buf, obj, 1u << 20));
+			if (before >= 0)
+				CHECK(storage_reads() - before < (1 << 20));
+			/* not in the cache: read past it */
+			CHECK_EQ_INT(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+			before = storage_reads();
+			CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", 0, buf, 1u << 20), 0);
+			CHECK(!memcmp(buf, obj, 1u << 20));
+			if (before >= 0)
+				CHECK(storage_reads() - before >= (1 << 20));
 			map = mmap(NULL, 1u << 20, PROT_READ, MAP_SHARED, fd, 0);
 			CHECK(map != MAP_FAILED);
 			if (map != MAP_FAILED) {
