@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # make bench: checkpoint performance next to this machine's own limits,
 # measured in the same run. Prints a Markdown table (also written to
-# build/bench.md). Sizes: CKPT_BENCH_MIB (default 4096), CKPT_BENCH_PASSES.
+# build/bench.md). Sizes: CKPT_BENCH_MIB (default 4096), CKPT_BENCH_PASSES,
+# CKPT_BENCH_LOST_PASSES.
 set -u
 cd "$(dirname "$0")/.."
 top=$PWD
 B=$top/build
 MIB=${CKPT_BENCH_MIB:-4096}
 PASSES=${CKPT_BENCH_PASSES:-500}
+LOST_PASSES=${CKPT_BENCH_LOST_PASSES:-150} # the short pairs of progress lost
 work=$(mktemp -d "${CKPT_BENCH_DIR:-$top/build}/bench.XXXXXX")
 store=$work/store
 job=bench
@@ -49,12 +51,12 @@ run_job() { # run_job MODE OUT: prints wall seconds of the work phase (ready -> 
 	local mode=$1 out=$2 pid t0 t1
 	: > "$out"
 	case $mode in
-	bare) "$B/tests/bench/membench" "$MIB" "$PASSES" > "$out" & pid=$! ;;
+	bare) "$B/tests/bench/membench" "$MIB" "${RUN_PASSES:-$PASSES}" > "$out" & pid=$! ;;
 	ckptfork) "$B/ckrun" -v --snapshot fork --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" \
-		"$PASSES" > "$out" 2> "$out.err" & pid=$! ;;
+		"${RUN_PASSES:-$PASSES}" > "$out" 2> "$out.err" & pid=$! ;;
 	ckpt) "$B/ckrun" -v --snapshot wp --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" \
-		"$PASSES" > "$out" 2> "$out.err" & pid=$! ;;
-	*) "$B/ckrun" -v --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" "$PASSES" \
+		"${RUN_PASSES:-$PASSES}" > "$out" 2> "$out.err" & pid=$! ;;
+	*) "$B/ckrun" -v --store "$store" --job "$job" -- "$B/tests/bench/membench" "$MIB" "${RUN_PASSES:-$PASSES}" \
 		> "$out" 2> "$out.err" & pid=$! ;;
 	esac
 	wait_line "$out" '^ready' || return 1
@@ -186,22 +188,31 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f", 100 * a / b; 
 
 cmp -s <(grep checksum "$work/bare.out") <(grep checksum "$work/ckpt.out") && same=yes || same=NO
 
-# --- progress lost once more: one pair of 60-second runs swings by 10-20%
-# on this VM, so a second pair (without, then with one checkpoint) runs in
-# turn, in a store of its own; the table gives the mean of the two
-# differences and both pairs.
-store_main=$store peak1=$peak
+# --- progress lost, measured again in three short pairs: the noise of a
+# run on this VM grows with its length (a 50 s run swings by 1-2 s, 4%),
+# while a checkpoint's cost to the job lies within its round (5-6 s here)
+# and the lifting of write protection after it. So three pairs of runs of
+# LOST_PASSES passes (about 15 s of work), without then with one
+# checkpoint, in turn, each in a store of its own; the table gives their
+# mean and every pair, and the long pair above beside it.
+store_main=$store
 store=$work/store2
-t_under2=$(run_job under "$work/under2.out")
-rm -rf "$store"
-t_ckpt2=$(run_job ckpt "$work/ckpt2.out")
-rm -rf "$store"
+lost_short=() pairs=''
+for k in 1 2 3; do
+	tu=$(RUN_PASSES=$LOST_PASSES run_job under "$work/under_s$k.out")
+	rm -rf "$store"
+	tc=$(RUN_PASSES=$LOST_PASSES run_job ckpt "$work/ckpt_s$k.out")
+	rm -rf "$store"
+	[ -n "$(grep committed "$work/ckpt_s$k.out.err")" ] || { echo "bench: a short run's checkpoint did not commit while the job ran:" >&2; cat "$work/ckpt_s$k.out.err" >&2; exit 1; }
+	cmp -s <(grep checksum "$work/under_s$k.out") <(grep checksum "$work/ckpt_s$k.out") || same=NO
+	pk=$(cat "$work/peak" 2>/dev/null || echo 0)
+	(( pk > peak )) && peak=$pk
+	l=$(awk -v a="$tc" -v b="$tu" 'BEGIN { printf "%.2f", a - b }')
+	lost_short+=("$l")
+	pairs+="${pairs:+, }$l s ($tc s, $tu s)"
+done
 store=$store_main
-peak2=$(cat "$work/peak" 2>/dev/null || echo 0)
-peak=$(( peak1 > peak2 ? peak1 : peak2 ))
-lost2=$(awk -v a="$t_ckpt2" -v b="$t_under2" 'BEGIN { printf "%.2f", a - b }')
-lost_mean=$(awk -v a="$lost" -v b="$lost2" 'BEGIN { printf "%.2f", (a + b) / 2 }')
-cmp -s <(grep checksum "$work/bare.out") <(grep checksum "$work/ckpt2.out") || same=NO
+lost_mean=$(printf '%s\n' "${lost_short[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
 
 # The floor of the progress a snapshot costs a job that rewrites all of its
 # memory after the cut (this one does): each of its 4 KiB pages is made
@@ -215,7 +226,7 @@ echo "| measure | ckrun | this machine / target |"
 echo "|---|---|---|"
 echo "| job size | ${MIB} MiB (half random, half compressible) | |"
 echo "| time frozen per checkpoint | ${frozen1} ms (${snapkind:-snapshot}, the default --snapshot wp${prearm:+; $prearm}); ${frozen_nofork} s with --no-fork | target < 100 ms |"
-echo "| progress lost per checkpoint | ${lost_mean} s, mean of two pairs in turn: ${lost} s (work ${t_ckpt} s with one checkpoint, ${t_under} s without) and ${lost2} s (${t_ckpt2} s, ${t_under2} s); with --snapshot fork ${lost_fork} s (${t_ckpt_fork} s) | target < 3 s; floor here for a job rewriting all its pages: ${floor_wp} s with write protection, ${floor_fork} s with a fork (µs per page below × $((MIB * 256)) pages) |"
+echo "| progress lost per checkpoint | ${lost_mean} s, mean of three pairs of ${LOST_PASSES}-pass runs in turn: ${pairs} (work with one checkpoint, without); the ${PASSES}-pass pair: ${lost} s (${t_ckpt} s, ${t_under} s); with --snapshot fork ${lost_fork} s (${t_ckpt_fork} s) | target < 3 s; floor here for a job rewriting all its pages: ${floor_wp} s with write protection, ${floor_fork} s with a fork (µs per page below × $((MIB * 256)) pages) |"
 echo "| checkpoint completion | ${dur1} s, ${ck_bw} MB/s of memory | disk write ${disk_w} MB/s, zstd -1 -T2 ${zstd_bw} MB/s (target >= 70% of ${limit}) |"
 echo "| bytes stored, 1st checkpoint | ${stored1} | |"
 echo "| bytes stored, 2nd (after 1% of memory rewritten) | ${stored2} (${second_pct}% of the 1st) | target < 5% |"
