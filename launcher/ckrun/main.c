@@ -158,7 +158,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 	 * for 4 GiB here) take the CPU the job leaves idle, not the job's:
 	 * four short pairs of bench runs in turn lost 2.50-3.03 s (mean
 	 * 2.73) of the job's progress per checkpoint at 19 against 2.79-3.22 s
-	 * (mean 3.03) at 10, with the same completion time (5.3-5.6 s). */
+	 * (mean 3.03) at 10, with the same completion time (5.0-5.9 s). */
 	c->writer_nice = 19;
 	if (getenv("CKPT_WRITER_NICE")) /* tuning */
 		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));
