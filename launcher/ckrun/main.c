@@ -154,12 +154,14 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 	c->keep = 3;
 	c->wp_aside_max = 128ull << 20;
 	c->snapshot_fork = 0; /* write protection, forking where it cannot be armed */
-	/* The round's hashing and compressing (SHA-256 alone is 3-4 s of CPU
-	 * for 4 GiB here) take the CPU the job leaves idle, not the job's:
-	 * four short pairs of bench runs in turn lost 2.50-3.03 s (mean
-	 * 2.73) of the job's progress per checkpoint at 19 against 2.79-3.22 s
-	 * (mean 3.03) at 10, with the same completion time (5.0-5.9 s). */
-	c->writer_nice = 19;
+	/* Below the job, so that a round's hashing and compressing take
+	 * mostly the CPU the job leaves idle. Not lower: at 19 a single-
+	 * threaded 4 GiB job lost 0.3 s less per checkpoint (2.73 s against
+	 * 3.03 s, four short pairs in turn), but a job keeping every core busy
+	 * starved the round (sigpending's 14 MiB checkpoint: 0.56-1.57 s
+	 * against 0.18-0.42 s at 10), and in a full test run it ended before
+	 * any round committed. */
+	c->writer_nice = 10;
 	if (getenv("CKPT_WRITER_NICE")) /* tuning */
 		c->writer_nice = atoi(getenv("CKPT_WRITER_NICE"));
 	c->store_uri = getenv("CKPT_STORE");
