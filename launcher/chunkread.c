@@ -158,8 +158,9 @@ static int start_threads(struct ck_reader *r)
 	for (i = 0; i < r->nring; i++) {
 		void *buf = NULL;
 
-		/* page-aligned: the file store reads into it with O_DIRECT */
-		if (posix_memalign(&buf, 4096, r->span_max + 2 * CK_CHUNK_SIZE))
+		/* at the store's read alignment: its reads skip the page cache */
+		if (posix_memalign(&buf, r->s->read_align > 64 ? r->s->read_align : 64,
+				   r->span_max + 2 * CK_CHUNK_SIZE))
 			buf = NULL;
 		r->ring[i].buf = buf;
 		r->ring[i].out = malloc(CK__OUT_MAX);

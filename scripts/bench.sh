@@ -158,7 +158,7 @@ overhead_small=$(awk -v a="$su_med" -v b="$sb_med" 'BEGIN { printf "%.2f", 100 *
 # huge pages by a plain program, in the same state (caches dropped, the
 # freed memory given back to the host, which the VM does 2 s after a free).
 # It swings from 1.7 s to 9.7 s for 4 GiB from one minute to the next here.
-fresh_floor() {
+fresh_cost() {
 	drop_caches
 	sleep 3
 	"$B/tests/bench/pagecost" "$MIB" thp | awk -v p=$((MIB * 256)) '$1 == "first_touch_thp" { printf "%.3f", $2 * p / 1e6 }'
@@ -176,9 +176,9 @@ restart_once() {
 	kill -9 $pid; wait $pid 2>/dev/null
 	secs "$t0" "$t1"
 }
-fresh1=$(fresh_floor)
+fresh1=$(fresh_cost)
 t_restore1=$(restart_once) || exit 1
-fresh2=$(fresh_floor)
+fresh2=$(fresh_cost)
 t_restore2=$(restart_once) || exit 1
 t_restore=$(awk -v a="$t_restore1" -v b="$t_restore2" 'BEGIN { printf "%.3f", (a + b) / 2 }')
 stored_total=$(du -sb "$store/$job/packs" | cut -f1)

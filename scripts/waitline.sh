@@ -19,28 +19,24 @@ bench_nap() {
 # wait_line FILE REGEX [TIMEOUT_S [PID]]: 0 once a line of FILE matches
 # REGEX (extended), 1 on timeout, 2 if PID has ended without such a line.
 wait_line() {
-	local file=$1 re=$2 lim=$(( ${3:-600} * 20 )) pid=${4:-} i=0 part='' line fd
+	local file=$1 re=$2 lim=$(( ${3:-600} * 20 )) pid=${4:-} i=0 part='' line fd gone=0
 	until [ -e "$file" ]; do
 		bench_nap; i=$((i + 1)); (( i > lim )) && return 1
 	done
 	exec {fd}<"$file"
 	while :; do
-		if IFS= read -r line <&"$fd"; then
+		# once PID has ended, a last line without its newline counts too
+		if IFS= read -r line <&"$fd" || { [ "$gone" = 1 ] && [ -n "$part$line" ]; }; then
 			line=$part$line
 			part=''
 			[[ $line =~ $re ]] && { exec {fd}<&-; return 0; }
 			continue
 		fi
 		part+=$line # a line still being written
+		[ "$gone" = 1 ] && { exec {fd}<&-; return 2; }
 		if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
-			# one last look: the line may have come just before the end
-			while IFS= read -r line <&"$fd" || [ -n "$line" ]; do
-				line=$part$line
-				part=''
-				[[ $line =~ $re ]] && { exec {fd}<&-; return 0; }
-			done
-			exec {fd}<&-
-			return 2
+			gone=1 # one more pass: the line may have come just before the end
+			continue
 		fi
 		bench_nap; i=$((i + 1))
 		(( i > lim )) && { exec {fd}<&-; return 1; }

@@ -16,8 +16,8 @@
  *                   the cost of lifting it, per page
  *
  *   pagecost [SIZE_MIB]   (default 256)
- *   pagecost SIZE_MIB thp first touch through huge pages only (the floor of
- *                         a restore that fills SIZE_MIB of fresh memory)
+ *   pagecost SIZE_MIB thp first touch through huge pages only (what a
+ *                         restore's SIZE_MIB of fresh memory costs now)
  *
  * Prints "NAME us_per_page" lines; "- reason" when a way is unavailable. */
 #define _GNU_SOURCE
