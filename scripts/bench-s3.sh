@@ -3,7 +3,7 @@
 # single-host Ceph gateway, next to awscli moving the same bytes to and
 # from the same gateway in the same run; requests per checkpoint.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 top=$PWD
 B=${BUILD:-$top/build}
 case $B in /*) ;; *) B=$top/$B ;; esac

@@ -4,7 +4,7 @@
 # build/bench.md). Sizes: CKPT_BENCH_MIB (default 4096), CKPT_BENCH_PASSES,
 # CKPT_BENCH_LOST_PASSES.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 top=$PWD
 B=$top/build
 MIB=${CKPT_BENCH_MIB:-4096}

@@ -1096,8 +1096,10 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		/* Test knob: hold the parked job this long, so a fault test can
 		 * kill one of its processes in the middle of a round. */
 		const char *hold = getenv("CKPT_TEST_HOLD_MS");
-		if (hold && atoi(hold) > 0)
+		if (hold && atoi(hold) > 0) {
+			fprintf(stderr, "ckrun: test: holding the parked job for %d ms\n", atoi(hold));
 			usleep((useconds_t)atoi(hold) * 1000);
+		}
 	}
 	if ((r = ck__read_descriptors(c)) < 0)
 		goto fail;

@@ -15,10 +15,15 @@ last line is a digest of all.
 
 Usage: python3 py_mpool.py [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3.5 s)
 """
-import hashlib
-import multiprocessing as mp
 import os
 import sys
+
+# First of all: the suites' proof of a restore (tests/apps/origin; silent in a bare run).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "origin"))
+import origin  # noqa: E402,F401
+
+import hashlib
+import multiprocessing as mp
 import time
 
 NWORKERS = 4

@@ -7,8 +7,13 @@
 # doing paced work; a checkpoint lands while a child runs.
 # Usage: py_subproc.py [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s)
 import os
-import subprocess
 import sys
+
+# First of all: the suites' proof of a restore (tests/apps/origin; silent in a bare run).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "origin"))
+import origin  # noqa: E402,F401
+
+import subprocess
 
 scale = float(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CKPT_APP_SCALE", "1"))
 n = max(2, int(8 * scale))

@@ -90,7 +90,7 @@ h_rand() {
 }
 
 h_sleep_ms() { sleep "$(printf '%d.%03d' $(( $1 / 1000 )) $(( $1 % 1000 )))"; }
-h_now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+h_now_ms() { local t=${EPOCHREALTIME/./}; echo $(( t / 1000 )); }
 
 # ---- work directory and cleanup -------------------------------------------------
 
@@ -230,17 +230,121 @@ h_group_gone() {
 # h_start MODE OUT ERR [CKRUN-OPTIONS...] -- starts ckrun in its own session
 # in the background, with H_CMD as the job. MODE "new" truncates OUT, MODE
 # "resume" opens it read-write without truncating (a restored job writes at
-# its saved offset). Sets H_PID (= the process group id).
+# its saved offset), MODE "pipe" gives the job a pipe whose bytes are
+# appended to OUT. Sets H_PID (= the process group id).
+# Every run gets -v (the restore line) and CKPT_TEST_ORIGIN=1 (the job's
+# origin lines, tests/apps/origin/), appends its stderr to ERR, and records
+# in ERR.runs where its part of ERR begins, its mode and whether it was
+# asked to --resume a job of which the store held a checkpoint: h_proof
+# reads them.
 h_start() {
-	local mode=$1 out=$2 err=$3
+	local mode=$1 out=$2 err=$3 had=0
 	shift 3
-	if [ "$mode" = new ]; then
-		setsid "$CKRUN" "$@" -- "${H_CMD[@]}" </dev/null >"$out" 2>>"$err" &
-	else
-		setsid "$CKRUN" "$@" -- "${H_CMD[@]}" </dev/null 1<>"$out" 2>>"$err" &
-	fi
+	[[ " $* " == *" --resume "* ]] && h_has_checkpoint "$@" && had=1
+	h_run_mark "$err" "$mode" "$had"
+	case $mode in
+	new) CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v "$@" -- "${H_CMD[@]}" </dev/null >"$out" 2>>"$err" & ;;
+	pipe) CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v "$@" -- "${H_CMD[@]}" </dev/null 2>>"$err" > >(cat >>"$out") & ;;
+	*) CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v "$@" -- "${H_CMD[@]}" </dev/null 1<>"$out" 2>>"$err" & ;;
+	esac
 	H_PID=$!
 	H_PGIDS+=("$H_PID")
+}
+
+h_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+
+# h_run_mark ERR MODE HAD: records that a run of ckrun starts appending its
+# stderr to ERR (HAD 1: it resumes a job the store holds a checkpoint of),
+# for h_proof; h_start calls it, suites that start ckrun themselves too.
+h_run_mark() { echo "$(h_size "$1") $2 $3" >>"$1.runs"; }
+
+# h_has_checkpoint CKRUN-OPTIONS...: true if the store named by --store
+# holds a committed checkpoint of the job named by --job.
+h_has_checkpoint() {
+	local store='' job=''
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--store) store=${2:-}; shift ;;
+		--job) job=${2:-}; shift ;;
+		esac
+		shift
+	done
+	[ -n "$store" ] && [ -n "$job" ] || return 1
+	case $store in
+	s3://*) timeout -s KILL 60 "$CKPT" ls --store "$store" "$job" 2>/dev/null | grep -Eq '^ *[0-9]+ ' ;;
+	*) [ -n "$(h_manifests "${store#file://}" "$job")" ] ;;
+	esac
+}
+
+# h_wait_origin PID ERR MS: in a fresh run (the last h_start of ERR), waits
+# until the job has drawn its origin (its START line), so that no
+# checkpoint is asked for before it: a checkpoint taken earlier would make
+# a restored job draw one of its own and look like a fresh start. False if
+# PID ended or MS passed first.
+h_wait_origin() {
+	local pid=$1 err=$2 off end
+	off=$(tail -n 1 "$err.runs" 2>/dev/null)
+	off=${off%% *}
+	end=$(( $(h_now_ms) + $3 ))
+	until tail -c "+$(( ${off:-0} + 1 ))" "$err" 2>/dev/null | grep -q '^ck-origin START'; do
+		h_alive "$pid" && (( $(h_now_ms) < end )) || return 1
+		sleep 0.01
+	done
+}
+
+# h_proof ERR [WANT_END]: proof that every resumed run of ERR (runs started
+# by h_start) came back from its checkpoint rather than starting again.
+# Each run that started with a checkpoint in the store must not print the
+# job's "ck-origin START" line (a fresh start does, restored memory runs no
+# start-up code), and the last one must print ckrun's "restored from
+# checkpoint" line; with WANT_END 1 (the default) the job's final
+# "ck-origin END" value must be the one its first run drew. Prints the
+# reason and returns 1 when something is off, 2 when no run started with a
+# checkpoint to restore (the runs prove nothing either way).
+h_proof() {
+	local err=$1 want_end=${2:-1} n i from to seg origin='' v restored=0
+	local -a offs=() modes=() hads=()
+	if [ ! -s "$err.runs" ]; then
+		echo "no run was recorded"
+		return 1
+	fi
+	while read -r from v i; do
+		offs+=("$from") modes+=("$v") hads+=("$i")
+	done <"$err.runs"
+	n=${#offs[@]}
+	for (( i = 0; i < n; i++ )); do
+		from=${offs[$i]}
+		if (( i + 1 < n )); then to=${offs[$((i + 1))]}; else to=$(h_size "$err"); fi
+		seg=$(tail -c "+$(( from + 1 ))" "$err" | head -c "$(( to - from ))")
+		if [ "${hads[$i]}" = 1 ]; then
+			restored=1
+			if grep -q '^ck-origin START' <<<"$seg"; then
+				echo "run $(( i + 1 )) started the job afresh although the store held a checkpoint"
+				return 1
+			fi
+			if (( i == n - 1 )) && ! grep -q 'restored from checkpoint' <<<"$seg"; then
+				echo "the last run (a resume) did not say it restored from a checkpoint"
+				return 1
+			fi
+		else
+			v=$(sed -n 's/^ck-origin START //p' <<<"$seg" | tail -n 1)
+			[ -n "$v" ] && origin=$v
+		fi
+	done
+	if (( !restored )); then
+		echo "no run restored from a checkpoint: the test proves nothing"
+		return 2
+	fi
+	(( want_end )) || return 0
+	v=$(sed -n 's/^ck-origin END //p' <<<"$seg" | tail -n 1)
+	if [ -z "$origin" ]; then
+		echo "no run printed the job's origin (tests/apps/origin)"
+		return 1
+	fi
+	if [ "$v" != "$origin" ]; then
+		echo "the job ended with origin '${v:-none}', its first run drew $origin: it did not come back from that run"
+		return 1
+	fi
 }
 
 # h_wait PID LIMIT_MS: waits for a child started by h_start. Returns its exit
@@ -258,6 +362,30 @@ h_wait() {
 		sleep 0.05
 	done
 	wait "$pid" 2>/dev/null # no "Killed" notices in the logs
+}
+
+# h_wait_line FILE REGEX MS [PID]: waits until FILE has a line matching the
+# extended REGEX; false after MS, or once PID (if given) has ended.
+h_wait_line() {
+	local end=$(( $(h_now_ms) + $3 ))
+	until grep -Eq "$2" "$1" 2>/dev/null; do
+		if (( $(h_now_ms) >= end )) || { [ -n "${4:-}" ] && ! h_alive "$4"; }; then
+			grep -Eq "$2" "$1" 2>/dev/null
+			return
+		fi
+		sleep 0.02
+	done
+}
+
+# h_sleep_until PID T_MS: sleeps until the clock of h_now_ms reads T_MS,
+# unless PID ends first; false if it ended.
+h_sleep_until() {
+	local pid=$1 end=$2
+	while (( $(h_now_ms) < end )); do
+		h_alive "$pid" || return 1
+		sleep 0.02
+	done
+	h_alive "$pid"
 }
 
 # h_sleep_alive PID MS: sleeps MS unless PID ends first; false if it ended.

@@ -30,7 +30,10 @@ bare_one() {
 	local app=$1 d=$H_WORK/bare res
 	mkdir -p "$d"
 	h_app_cmd "$app"
-	res=$(h_run_bare "$app" "$d/$app.out" "$d/$app.err" "$(h_desc "$app" timeout 60)")
+	res=$(CKPT_TEST_ORIGIN=1 h_run_bare "$app" "$d/$app.out" "$d/$app.err" "$(h_desc "$app" timeout 60)")
+	# Whether the app's first process ends normally (prints its origin at
+	# exit): then a resumed run must end with the first run's origin.
+	if grep -q '^ck-origin END' "$d/$app.err"; then echo 1; else echo 0; fi >"$d/$app.end"
 	echo "${res% *}" >"$d/$app.rc"
 	echo "${res#* }" >"$d/$app.ms"
 	if [ "${res% *}" != 0 ]; then
@@ -55,12 +58,13 @@ start_over() {
 	echo "$1" >>"$sched"
 	mode=new extra=() cycle=0
 	rm -rf "$store"
+	rm -f "$err.runs" # the runs before do not count for the proof
 }
 
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched
-	local bare_ms bare_rc limit win mode cycle kill_at n t i rc=0 finished=0 retried=0 used_tmp=0 redone=0
+	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why
 	local -a OPTS times extra
 	name=conformance/$app
 	[ "$variant" = default ] || name=conformance-$variant/$app
@@ -68,6 +72,7 @@ conf_one() {
 	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
 	mkdir -p "$dir/tmp"
 	: >"$err"
+	rm -f "$err.runs"
 	h_rng_seed "$variant/$app"
 	variant_opts "$variant"
 	h_app_cmd "$app"
@@ -82,6 +87,7 @@ conf_one() {
 	mode=new extra=()
 	for (( cycle = 1; cycle <= KILLS; cycle++ )); do
 		h_start "$mode" "$out" "$err" --store "$store" --job "$app" "${extra[@]}" "${OPTS[@]}"
+		t0=$(h_now_ms) # the schedule is kept against this clock, not summed sleeps
 		mode=resume extra=(--resume)
 		h_rand kill_at 150 "$win"
 		h_rand n 1 3
@@ -98,25 +104,31 @@ conf_one() {
 			times+=("$t")
 		done
 		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')
-		t=0
+		if (( cycle == 1 )) && ! h_wait_origin "$H_PID" "$err" 10000; then
+			echo "run $cycle: the job drew no origin within 10 s" >>"$sched"
+		fi
 		for i in "${times[@]}"; do
-			h_sleep_alive "$H_PID" $(( i - t )) || break
+			h_sleep_until "$H_PID" $(( t0 + i )) || break
 			kill -USR2 "$H_PID" 2>/dev/null && echo "run $cycle: SIGUSR2 at ${i} ms" >>"$sched"
 			h_tmp_used && used_tmp=1
-			t=$i
 		done
-		# The first kill waits for a commit, so that every test restores at
-		# least once (unless the app's rounds are expected to be refused).
+		# The first kill lands after a commit, so that every test restores
+		# at least once (unless the app's rounds are expected to be
+		# refused): at a random moment between the commit and the end of
+		# the window, or at once when the commit came later than that.
 		if (( cycle == 1 )) && [ -z "$(h_desc "$app" unsupported "")" ]; then
 			local waited=0
-			while [ -z "$(h_manifests "$store" "$app")" ] && (( waited < 15000 )) && kill -0 "$H_PID" 2>/dev/null; do
+			while [ -z "$(h_manifests "$store" "$app")" ] && (( waited < 15000 )) && h_alive "$H_PID"; do
 				sleep 0.05
-				waited=$(( waited + 50 ))
+				waited=$(( $(h_now_ms) - t0 ))
 			done
-			t=$(( t + waited ))
-			(( waited > 0 )) && echo "run $cycle: waited ${waited} ms for the first commit" >>"$sched"
+			t=$(( $(h_now_ms) - t0 ))
+			echo "run $cycle: first commit seen at ${t} ms" >>"$sched"
+			if (( kill_at <= t )); then
+				h_rand kill_at "$t" $(( t + (win > t ? (win - t) / 2 : 100) ))
+			fi
 		fi
-		if h_sleep_alive "$H_PID" $(( kill_at > t ? kill_at - t : 0 )); then
+		if h_sleep_until "$H_PID" $(( t0 + kill_at )); then
 			h_tmp_used && used_tmp=1
 			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
@@ -138,13 +150,12 @@ conf_one() {
 			h_wait "$H_PID" 10000
 			rc=$?
 			echo "run $cycle: ended by itself with status $rc before the kill" >>"$sched"
-			# A first run that ended before its first round could commit
-			# (a short app, a slow moment: "the job ended during the
-			# checkpoint") tests no restore: once, start it again.
-			if (( cycle == 1 && !retried )) && [ -z "$(h_manifests "$store" "$app")" ] &&
-			   [ -z "$(h_desc "$app" unsupported "")" ]; then
-				start_over "run 1: no commit before the job ended; run 1 again"
-				retried=1
+			# A first run that ended by itself tests no restore (a short
+			# app, a slow moment: no commit before it ended, or no time
+			# left for the kill after it): start it again, twice at most.
+			if (( cycle == 1 && retried < 2 )) && [ -z "$(h_desc "$app" unsupported "")" ]; then
+				start_over "run 1: ended by itself before the kill; run 1 again"
+				retried=$(( retried + 1 ))
 				continue
 			fi
 			finished=1
@@ -185,6 +196,8 @@ conf_one() {
 		fi
 		if [ -z "$(h_manifests "$store" "$app")" ]; then
 			h_fail "$name" "no checkpoint was committed: the test proves nothing" "$err" "$sched"
+		elif ! why=$(h_proof "$err" "$(cat "$H_WORK/bare/$app.end")"); then
+			h_fail "$name" "$why" "$err" "$sched"
 		else
 			h_pass "$name"
 			return

@@ -23,9 +23,9 @@
 #             cut, as on kernels without PAGEMAP_SCAN).
 # The conformance suite runs a set of apps with --snapshot fork too (their
 # .desc: variants=fork); this suite checks that each path is the one taken.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+B=$H_BUILD
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-wpsnap.XXXXXX")
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 APPS=$B/tests/apps
@@ -42,7 +42,7 @@ run() {
 	shift 4
 	rm -rf "$W/st" "$W/out" "$W/err" "$W/out2"
 	"$APPS/$app" "$scale" >"$W/bare" 2>/dev/null
-	"$B/ckrun" -v --interval 200ms --keep 100 --store "$W/st" --job j "$@" -- "$APPS/$app" "$scale" \
+	timeout -s KILL 300 "$CKRUN" -v --interval 200ms --keep 100 --store "$W/st" --job j "$@" -- "$APPS/$app" "$scale" \
 		>"$W/out" 2>"$W/err"
 	rc=$?
 	nwp=$(grep -c 'committed.*write-protect snapshot' "$W/err")
@@ -96,14 +96,18 @@ run() {
 	# ckrun's: it must get what the bare run printed after the offset
 	# saved in that checkpoint.
 	seq=$(ls "$W/st/j/manifests" | sort | tail -2 | head -1)
-	"$B/ckpt" rm --store "$W/st" "j@$((10#$(ls "$W/st/j/manifests" | sort | tail -1)))" >/dev/null
-	off=$("$B/ckpt" inspect --store "$W/st" "j@$((10#$seq))" 2>/dev/null |
+	timeout -s KILL 60 "$CKPT" rm --store "$W/st" "j@$((10#$(ls "$W/st/j/manifests" | sort | tail -1)))" >/dev/null
+	off=$(timeout -s KILL 60 "$CKPT" inspect --store "$W/st" "j@$((10#$seq))" 2>/dev/null |
 		awk '$1 == 1 && $2 == "file" { sub(/^@/, "", $5); print $5; exit }')
 	tail -c +$(( ${off:-0} + 1 )) "$W/bare" >"$W/want2"
 	rm -f "$W/out2"
-	"$B/ckrun" --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" >"$W/out2" 2>>"$W/err"
+	: >"$W/err2"
+	timeout -s KILL 300 "$CKRUN" -v --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" >"$W/out2" 2>"$W/err2"
 	rc=$?
-	if [ -z "$off" ] || [ $rc != 0 ] || ! cmp -s "$W/want2" "$W/out2"; then
+	cat "$W/err2" >>"$W/err"
+	# A fresh start would print the whole output: the offset must be past 0.
+	if [ -z "$off" ] || [ "$off" = 0 ] || [ $rc != 0 ] || ! cmp -s "$W/want2" "$W/out2" ||
+	   ! grep -q "restored from checkpoint $((10#$seq))" "$W/err2"; then
 		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)) (stdout offset '${off}'): exit status $rc or output differs"
 		diff "$W/want2" "$W/out2" | head -5 | sed 's/^/    | /'
 		tail -3 "$W/err" | sed 's/^/    | /'

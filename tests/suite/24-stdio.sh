@@ -7,89 +7,108 @@
 # written over rather than twice. Cases, each with memgrow (which flushes
 # its first lines, then checkpoints after them):
 #   elsewhere  resumed with stdout to another file: that file gets the rest
-#   same       resumed with 1<> the same file: the file equals a bare run
+#   same       resumed with 1<> the same file, whose bytes before the saved
+#              offset were replaced by '#': they stay (a fresh start would
+#              write over them), the rest equals the bare run's
 #   truncated  resumed with > the same file (emptied): the rest, from 0
 #   pipe       resumed into a pipe: the pipe gets the rest
 # "the rest" is the bare run's output after the saved offset, which
-# `ckpt inspect` prints for descriptor 1.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
-W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-stdio.XXXXXX")
-trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
-APP=("$B/tests/apps/memgrow" 0.5 16 32)
-FAILED=0
+# `ckpt inspect` prints for descriptor 1. Every resume must also prove it
+# restored (h_proof: no fresh start of the job, ckrun's restore line, the
+# first run's origin at the end).
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
 
-fail() {
-	echo "FAIL stdio/$1: $2"
-	for f in "${@:3}"; do
-		[ -e "$f" ] && sed 's/^/    | /' "$f" | head -n 20
-	done
-	FAILED=1
-}
-
-"${APP[@]}" >"$W/bare" 2>/dev/null
+ARGS=(0.5 16 32)
 
 # run1 CASE: first run into $W/CASE/o1, one checkpoint after the first
-# flushed lines, then kill -9 of the group. Prints the saved offset.
+# flushed lines, then kill -9 of the group. Sets OFF to the saved offset.
 run1() {
-	local d=$W/$1 i pid off
+	local d=$H_WORK/$1
 	mkdir -p "$d"
-	setsid "$B/ckrun" --store "$d/s" --job mg -- "${APP[@]}" </dev/null >"$d/o1" 2>"$d/e1" &
-	pid=$!
-	for (( i = 0; i < 100; i++ )); do
-		grep -q 'phase 1 done' "$d/o1" 2>/dev/null && break
-		sleep 0.05
-	done
-	kill -USR2 "$pid"
-	for (( i = 0; i < 100; i++ )); do
-		[ -n "$(ls "$d/s/mg/manifests" 2>/dev/null)" ] && break
-		sleep 0.05
-	done
-	{ kill -9 -- "-$pid"; wait "$pid"; } 2>/dev/null
-	off=$("$B/ckpt" inspect --store "$d/s" mg 2>/dev/null | awk '$1 == 1 && $2 == "file" { sub(/^@/, "", $5); print $5; exit }')
-	echo "${off:-none}"
-}
-
-# check CASE GOT OFF: GOT must equal the bare output after offset OFF.
-check() {
-	local c=$1 got=$2 off=$3
-	if [ "$off" = none ] || [ "$off" = 0 ]; then
-		fail "$c" "no checkpoint with a saved stdout offset (got '$off')" "$W/$c/e1"
+	: >"$d/err"
+	OFF=none
+	h_start new "$d/o1" "$d/err" --store "$d/s" --job mg
+	if ! h_wait_line "$d/o1" 'phase 1 done' 20000 "$H_PID"; then
+		{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
 		return
 	fi
-	tail -c +$(( off + 1 )) "$W/bare" >"$W/$c/want"
-	if cmp -s "$W/$c/want" "$got"; then
-		echo "PASS stdio/$c: the rest after byte $off went to the new ckrun's stdout"
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/err" 'checkpoint 1 committed' 30000 "$H_PID"
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	OFF=$(timeout -s KILL 60 "$CKPT" inspect --store "$d/s" mg 2>/dev/null |
+		awk '$1 == 1 && $2 == "file" { sub(/^@/, "", $5); print $5; exit }')
+	OFF=${OFF:-none}
+}
+
+# resume CASE MODE FILE: resumes into FILE (h_start MODE) and waits.
+resume() {
+	local d=$H_WORK/$1
+	h_start "$2" "$3" "$d/err" --store "$d/s" --job mg --resume
+	h_wait "$H_PID" 120000
+	RC=$?
+	wait # the pipe's reader, if any
+}
+
+# check CASE GOT WANT: GOT must equal WANT, the job must have restored.
+check() {
+	local c=$1 got=$2 want=$3 d=$H_WORK/$1 why
+	if [ "$OFF" = none ] || [ "$OFF" = 0 ]; then
+		h_fail "stdio/$c" "no checkpoint with a saved stdout offset (got '$OFF')" "$d/err"
+	elif [ "$RC" != 0 ]; then
+		h_fail "stdio/$c" "the resumed job exited $RC" "$d/err"
+	elif ! cmp -s "$want" "$got"; then
+		diff "$want" "$got" >"$d/diff" 2>&1
+		h_fail "stdio/$c" "output after the restore differs from the bare run's after byte $OFF" "$d/diff" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail "stdio/$c" "$why" "$d/err"
 	else
-		diff "$W/$c/want" "$got" >"$W/$c/diff" 2>&1
-		fail "$c" "output after the restore differs from the bare run's after byte $off" "$W/$c/diff" "$W/$c/e2"
+		h_pass "stdio/$c: the rest after byte $OFF went to the new ckrun's stdout"
 	fi
 }
 
-off=$(run1 elsewhere)
-"$B/ckrun" --store "$W/elsewhere/s" --job mg --resume -- "${APP[@]}" </dev/null >"$W/elsewhere/o2" 2>"$W/elsewhere/e2"
-if grep -q 'phase 2 done' "$W/elsewhere/o1"; then
-	fail elsewhere "the restored job wrote into the first run's file" "$W/elsewhere/o1"
-else
-	check elsewhere "$W/elsewhere/o2" "$off"
-fi
+main() {
+	local d
+	h_seed_init >/dev/null
+	h_init stdio
+	h_app_cmd memgrow "${ARGS[@]}"
+	h_run_bare memgrow "$H_WORK/bare" "$H_WORK/bare.err" 120 >/dev/null
+	[ -s "$H_WORK/bare" ] || { h_fail stdio "bare run of memgrow printed nothing"; return 1; }
 
-off=$(run1 same)
-"$B/ckrun" --store "$W/same/s" --job mg --resume -- "${APP[@]}" </dev/null 1<>"$W/same/o1" 2>"$W/same/e2"
-if cmp -s "$W/bare" "$W/same/o1"; then
-	echo "PASS stdio/same: resumed into the same file, which equals a bare run's output"
-else
-	diff "$W/bare" "$W/same/o1" >"$W/same/diff" 2>&1
-	fail same "the file differs from a bare run's output" "$W/same/diff" "$W/same/e2"
-fi
+	run1 elsewhere
+	d=$H_WORK/elsewhere
+	resume elsewhere new "$d/o2"
+	tail -c "+$(( ${OFF/none/0} + 1 ))" "$H_WORK/bare" >"$d/want"
+	if grep -q 'phase 2 done' "$d/o1"; then
+		h_fail stdio/elsewhere "the restored job wrote into the first run's file" "$d/o1"
+	else
+		check elsewhere "$d/o2" "$d/want"
+	fi
 
-off=$(run1 truncated)
-"$B/ckrun" --store "$W/truncated/s" --job mg --resume -- "${APP[@]}" </dev/null >"$W/truncated/o1" 2>"$W/truncated/e2"
-check truncated "$W/truncated/o1" "$off"
+	run1 same
+	d=$H_WORK/same
+	if [ "$OFF" != none ]; then
+		# What precedes the offset is the first run's: mark it. The
+		# restored job writes at its offset and leaves the marks.
+		head -c "$OFF" /dev/zero | tr '\0' '#' | dd of="$d/o1" conv=notrunc status=none
+		{ head -c "$OFF" /dev/zero | tr '\0' '#'; tail -c "+$(( OFF + 1 ))" "$H_WORK/bare"; } >"$d/want"
+	fi
+	resume same resume "$d/o1"
+	check same "$d/o1" "$d/want"
 
-off=$(run1 pipe)
-"$B/ckrun" --store "$W/pipe/s" --job mg --resume -- "${APP[@]}" </dev/null 2>"$W/pipe/e2" | cat >"$W/pipe/o2"
-check pipe "$W/pipe/o2" "$off"
+	run1 truncated
+	d=$H_WORK/truncated
+	resume truncated new "$d/o1"
+	tail -c "+$(( ${OFF/none/0} + 1 ))" "$H_WORK/bare" >"$d/want"
+	check truncated "$d/o1" "$d/want"
 
-exit "$FAILED"
+	run1 pipe
+	d=$H_WORK/pipe
+	: >"$d/o2"
+	resume pipe pipe "$d/o2"
+	tail -c "+$(( ${OFF/none/0} + 1 ))" "$H_WORK/bare" >"$d/want"
+	check pipe "$d/o2" "$d/want"
+	return "$H_FAILED"
+}
+
+main "$@"

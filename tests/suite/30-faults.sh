@@ -39,21 +39,28 @@ bare() {
 	fi
 }
 
-# verify_newest STORE LOG: ckpt verify of the newest checkpoint, if any.
+# verify_newest STORE LOG: ckpt verify of the newest checkpoint; false
+# when there is none.
 verify_newest() {
-	[ -n "$(h_manifests "$1" "$JOB")" ] || return 0
+	if [ -z "$(h_manifests "$1" "$JOB")" ]; then
+		echo "no committed checkpoint in $1" >"$2"
+		return 1
+	fi
 	timeout -s KILL 120 "$CKPT" verify --store "$1" "$JOB" >"$2" 2>&1
 }
 
 # ---- (a) kills during checkpoint writes -------------------------------------------
 
 part_kill() {
-	local trial=0 run=0 dir out err sched store target t1 t2 rc p n i
+	local trial=0 run=0 dir out err sched store target t1 t2 rc p n i why
 	local -a targets=(ckrun job both) order=()
 	h_rng_seed kill
 	bare kill "${KILL_ARGS[@]}" || return
 	h_app_cmd memgrow "${KILL_ARGS[@]}"
-	while (( trial < TRIALS && run < TRIALS )); do
+	# A trial whose kill landed before any checkpoint committed would prove
+	# nothing: it is not counted (it cannot happen: each run commits one
+	# before its trials), and more runs are made (up to 3x).
+	while (( trial < TRIALS && run < 3 * TRIALS )); do
 		run=$((run + 1))
 		dir=$H_WORK/kill-$run
 		store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
@@ -61,6 +68,16 @@ part_kill() {
 		: >"$err"
 		echo "seed $H_SEED, run $run" >"$sched"
 		h_start new "$out" "$err" --store "$store" --job "$JOB"
+		# A first checkpoint, committed before the trials: each trial's
+		# kill then has a checkpoint to fall back on and its resume is a
+		# restore, whatever moment the kill hits.
+		h_wait_origin "$H_PID" "$err" 10000
+		kill -USR2 "$H_PID"
+		if ! h_wait_line "$err" "checkpoint 1 committed" 60000 "$H_PID"; then
+			h_fail "faults/kill-run-$run" "the first checkpoint did not commit" "$err" "$sched"
+			{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+			continue
+		fi
 		n=0
 		while (( n < PER_RUN && trial < TRIALS )); do
 			# One trial: checkpoint request, then a kill while it is written.
@@ -77,13 +94,11 @@ part_kill() {
 				done
 			fi
 			target=${order[0]}
-			order=("${order[@]:1}")
 			h_sleep_alive "$H_PID" "$t1" || break
 			kill -USR2 "$H_PID"
 			h_sleep_alive "$H_PID" "$t2" || break
-			trial=$((trial + 1))
 			n=$((n + 1))
-			echo "trial $trial: SIGUSR2, $t2 ms later kill -9 of $target" >>"$sched"
+			echo "kill $n: SIGUSR2, $t2 ms later kill -9 of $target" >>"$sched"
 			{ case $target in
 			ckrun)
 				kill -9 "$H_PID"
@@ -97,9 +112,9 @@ part_kill() {
 				done
 				h_wait "$H_PID" 15000
 				rc=$?
-				echo "trial $trial: ckrun exited with $rc" >>"$sched"
+				echo "kill $n: ckrun exited with $rc" >>"$sched"
 				if [ "$rc" = 124 ]; then
-					h_fail "faults/kill-$trial" "ckrun hung after its job was killed" "$err" "$sched"
+					h_fail "faults/kill-$((trial + 1))" "ckrun hung after its job was killed" "$err" "$sched"
 				fi
 				;;
 			both)
@@ -108,49 +123,56 @@ part_kill() {
 				;;
 			esac; } 2>/dev/null # no "Killed" notices
 			if ! h_group_gone "$H_PID"; then
-				h_fail "faults/kill-$trial" "processes survived kill -9 of the process group" "$sched"
+				h_fail "faults/kill-$((trial + 1))" "processes survived kill -9 of the process group" "$sched"
 				{ h_kill_group "$H_PID"; sleep 0.2; } 2>/dev/null
 			fi
-			if verify_newest "$store" "$dir/verify.log"; then
-				h_pass "faults/kill-$trial"
+			if [ -z "$(h_manifests "$store" "$JOB")" ]; then
+				echo "kill $n: landed before any commit: not counted" >>"$sched"
 			else
-				h_fail "faults/kill-$trial" "newest checkpoint does not verify after killing $target" \
-					"$dir/verify.log" "$err" "$sched"
+				trial=$((trial + 1))
+				order=("${order[@]:1}")
+				echo "kill $n is trial $trial" >>"$sched"
+				if verify_newest "$store" "$dir/verify.log"; then
+					h_pass "faults/kill-$trial"
+				else
+					h_fail "faults/kill-$trial" "newest checkpoint does not verify after killing $target" \
+						"$dir/verify.log" "$err" "$sched"
+				fi
 			fi
 			h_start resume "$out" "$err" --store "$store" --job "$JOB" --resume
 		done
 		h_wait "$H_PID" 120000
 		rc=$?
 		echo "end of run: status $rc" >>"$sched"
+		why=$(h_proof "$err")
+		case $? in
+		2)	echo "run $run: no kill landed after a commit: not counted" >>"$sched"
+			continue ;;
+		esac
 		if [ "$rc" != 0 ]; then
 			h_fail "faults/kill-run-$run" "exit status $rc after resume" "$out" "$err" "$sched"
 		elif ! cmp -s "$H_WORK/kill.bare.out" "$out"; then
 			h_diff_excerpt "$H_WORK/kill.bare.out" "$out" "$dir/diff"
 			h_fail "faults/kill-run-$run" "output differs from the bare run" "$dir/diff" "$err" "$sched"
+		elif [ -n "$why" ]; then
+			h_fail "faults/kill-run-$run" "$why" "$err" "$sched"
 		else
 			h_pass "faults/kill-run-$run"
 		fi
 	done
+	if (( trial < TRIALS )); then
+		h_fail faults/kill "only $trial of $TRIALS kills landed after a commit in $run runs"
+	fi
 }
 
 # ---- (a2) one process of a tree killed in the middle of a round ------------------
-
-# wait_line FILE REGEX MS: true once FILE has a line matching REGEX.
-wait_line() {
-	local end=$(( $(h_now_ms) + $3 ))
-	while (( $(h_now_ms) < end )); do
-		grep -Eq "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # A worker of mp_forkpool is killed while every process is parked (ckrun
 # holds the round open with CKPT_TEST_HOLD_MS): the round must fail with a
 # line, ckrun must not hang, checkpoint 1 must stay the newest and verify,
 # and a resume from it must print what a bare run prints.
 part_treekill() {
-	local dir=$H_WORK/treekill store out err sched res rc p victim=
+	local dir=$H_WORK/treekill store out err sched res rc p victim='' why
 	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
 	mkdir -p "$dir"
 	: >"$err"
@@ -160,16 +182,24 @@ part_treekill() {
 		h_fail faults/treekill "bare run of mp_forkpool failed" "$dir/bare.out"
 		return
 	fi
-	CKPT_TEST_HOLD_MS=1500 h_start new "$out" "$err" -v --store "$store" --job "$JOB"
-	sleep 0.8
+	CKPT_TEST_HOLD_MS=1500 h_start new "$out" "$err" --store "$store" --job "$JOB"
+	if ! h_wait_origin "$H_PID" "$err" 10000 || ! h_wait_line "$out" "^mp_forkpool:" 10000; then
+		h_fail faults/treekill "the job did not start" "$err"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
 	kill -USR2 "$H_PID"
-	if ! wait_line "$err" "checkpoint 1 committed" 15000; then
+	if ! h_wait_line "$err" "checkpoint 1 committed" 15000; then
 		h_fail faults/treekill "the first checkpoint did not commit" "$err"
 		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
 		return
 	fi
 	kill -USR2 "$H_PID"
-	sleep 0.5
+	if ! h_wait_line "$err" "holding the parked job" 15000; then
+		h_fail faults/treekill "the second round did not park the job" "$err"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
 	# a worker: pid 3 or more in the job's namespace
 	for p in $(h_group_members "$H_PID"); do
 		if awk '/^NSpid:/ { exit !(NF == 3 && $3 > 2) }' "/proc/$p/status" 2>/dev/null; then
@@ -181,7 +211,7 @@ part_treekill() {
 	[ -n "$victim" ] && kill -9 "$victim"
 	if [ -z "$victim" ]; then
 		h_fail faults/treekill "no worker process found to kill" "$err"
-	elif ! wait_line "$err" "checkpoint 2 of job $JOB failed: .*exited" 15000; then
+	elif ! h_wait_line "$err" "checkpoint 2 of job $JOB failed: .*exited" 15000; then
 		h_fail faults/treekill "the round did not fail naming the process that exited" "$err" "$sched"
 	else
 		h_wait "$H_PID" 60000
@@ -200,6 +230,8 @@ part_treekill() {
 			if [ "$rc" != 0 ] || ! cmp -s "$dir/bare.out" "$out"; then
 				h_diff_excerpt "$dir/bare.out" "$out" "$dir/diff"
 				h_fail faults/treekill "resume from checkpoint 1: status $rc or output differs" "$dir/diff" "$err"
+			elif ! why=$(h_proof "$err"); then
+				h_fail faults/treekill "$why" "$err" "$sched"
 			else
 				h_pass faults/treekill
 			fi
@@ -296,7 +328,8 @@ part_corrupt() {
 	h_app_cmd memgrow "${CORRUPT_ARGS[@]}"
 	: >"$dir/setup.err"
 	h_start new "$dir/setup.out" "$dir/setup.err" --store "$pristine" --job "$JOB"
-	h_sleep_alive "$H_PID" 700
+	h_wait_origin "$H_PID" "$dir/setup.err" 10000
+	h_sleep_alive "$H_PID" 300
 	kill -TERM "$H_PID" 2>/dev/null
 	h_wait "$H_PID" 60000
 	rc=$?
@@ -337,7 +370,7 @@ part_diskfull() {
 	h_app_cmd memgrow "${DISKFULL_ARGS[@]}"
 	: >"$dir/ckrun.err"
 	h_start new "$dir/ck.out" "$dir/ckrun.err" --store "$mnt" --job "$JOB"
-	h_sleep_alive "$H_PID" 800
+	h_wait_origin "$H_PID" "$dir/ckrun.err" 10000
 	kill -USR2 "$H_PID"
 	for (( i = 0; i < 400; i++ )); do # the first checkpoint commits
 		[ -n "$(h_manifests "$mnt" "$JOB")" ] && break

@@ -2,9 +2,9 @@
 # State this version cannot checkpoint: the round fails with one line
 # naming it, ckrun says the job keeps running, and the job's output is
 # what a bare run prints.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+B=$H_BUILD
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-unsup.XXXXXX")
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 
@@ -13,12 +13,15 @@ refused() {
 	local name=$1 re=$2 pid job
 	shift 2
 	"$@" >"$W/$name.bare"
-	"$B/ckrun" --store "$W/store" --job "$name" -- "$@" >"$W/$name.out" 2>"$W/$name.err" &
+	: >"$W/$name.err"
+	h_run_mark "$W/$name.err" new 0
+	CKPT_TEST_ORIGIN=1 "$CKRUN" --store "$W/store" --job "$name" -- "$@" >"$W/$name.out" 2>>"$W/$name.err" &
 	pid=$!
-	sleep 0.5
+	h_wait_origin "$pid" "$W/$name.err" 10000 # the job runs its main
+	h_sleep_alive "$pid" 200                  # and sets up its state
 	[ -n "${HOOK:-}" ] && $HOOK "$pid"
 	kill -USR2 "$pid"
-	sleep 1
+	h_wait_line "$W/$name.err" "keeps running" 15000 "$pid"
 	[ -n "${UNHOOK:-}" ] && $UNHOOK
 	local t=0
 	while kill -0 "$pid" 2>/dev/null && (( t < 600 )); do # a hang fails, never blocks
@@ -30,7 +33,7 @@ refused() {
 	local rc=$?
 	if [ $rc -eq 0 ] && grep -Eq "$re" "$W/$name.err" && grep -q "keeps running" "$W/$name.err" &&
 		cmp -s "$W/$name.bare" "$W/$name.out" && [ "$(grep -c . "$W/$name.err")" -ge 1 ]; then
-		echo "PASS unsupported/$name: $(head -1 "$W/$name.err")"
+		echo "PASS unsupported/$name: $(grep -Em1 "$re" "$W/$name.err")"
 	else
 		echo "FAIL unsupported/$name (rc $rc)"
 		sed 's/^/    /' "$W/$name.err"
@@ -46,9 +49,12 @@ attach() { # ckrun pid -> strace on the job's main process
 	local init job
 	init=$(pgrep -P "$1" | head -1)
 	job=$(pgrep -P "$init" | head -1)
-	strace -p "$job" -o /dev/null &
+	strace -p "$job" -o /dev/null 2>/dev/null &
 	STRACE=$!
-	sleep 0.8
+	local t=0 # until the job is traced
+	while (( t++ < 250 )) && ! awk '/^TracerPid:/ { exit $2 == 0 }' "/proc/$job/status" 2>/dev/null; do
+		sleep 0.02
+	done
 }
 detach() { kill "$STRACE" 2>/dev/null; wait "$STRACE" 2>/dev/null; }
 # A process of the job stopped (SIGSTOP) cannot park: named, not waited for.

@@ -4,42 +4,74 @@
 # differs (old vDSO bytes restored, each function patched to jump to the
 # new one), forced here with CKPT_TEST_VDSO_TRAMPOLINES=1. The restored
 # process's maps must show the kernel's vDSO elsewhere and the old range as
-# plain memory, and the clock calls must keep working.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
-W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-vdso.XXXXXX")
-trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
-app=$B/tests/vdso/clockcheck
+# plain memory, and the clock calls must keep working; the resume must be a
+# restore (h_proof), and both vDSO addresses must have been read.
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
 
-job_pid() { pgrep -P "$(pgrep -P "$1" | head -1)" | head -1; }
+APP=$H_BUILD/tests/vdso/clockcheck
 
-cycle() { # NAME [env...]
-	local name=$1 pid old new rc
-	shift
-	rm -rf "$W/st"
-	"$app" >"$W/bare"
-	"$B/ckrun" --store "$W/st" --job v -- "$app" >"$W/out" 2>"$W/err" &
-	pid=$!
-	sleep 0.5
-	old=$(grep '\[vdso\]' "/proc/$(job_pid $pid)/maps" | cut -d' ' -f1)
-	kill -USR2 $pid
-	for _ in $(seq 100); do [ -e "$W/st/v/manifests/00000001" ] && break; sleep 0.05; done
-	kill -9 $pid; wait $pid 2>/dev/null
-	env "$@" "$B/ckrun" -v --resume --store "$W/st" --job v -- "$app" 1<>"$W/out" 2>>"$W/err" &
-	pid=$!
-	sleep 0.8
-	new=$(grep '\[vdso\]' "/proc/$(job_pid $pid)/maps" 2>/dev/null | cut -d' ' -f1)
-	wait $pid
-	rc=$?
-	if [ $rc = 0 ] && grep -q "restored from" "$W/err" && cmp -s "$W/bare" "$W/out" &&
-		{ { [ "$name" = same-kernel ] && [ "$new" = "$old" ]; } ||
-		  { [ "$name" = trampolines ] && [ "$new" != "$old" ]; }; }; then
-		echo "PASS vdso/$name: vDSO at ${old%%-*} before, ${new%%-*} after"
+# job_pid CKRUN-PID: the job's process (ckrun -> the namespace's init -> job).
+job_pid() {
+	local init
+	init=$(pgrep -P "$1" | head -n 1)
+	[ -n "$init" ] && pgrep -P "$init" | head -n 1
+}
+
+# vdso_of CKRUN-PID MS: the job's [vdso] range, read once the job is up.
+vdso_of() {
+	local end=$(( $(h_now_ms) + $2 )) p r
+	while (( $(h_now_ms) < end )); do
+		p=$(job_pid "$1")
+		r=$([ -n "$p" ] && grep '\[vdso\]' "/proc/$p/maps" 2>/dev/null | cut -d' ' -f1)
+		[ -n "$r" ] && { echo "$r"; return 0; }
+		sleep 0.02
+	done
+	return 1
+}
+
+cycle() { # NAME (same-kernel, or trampolines: CKPT_TEST_VDSO_TRAMPOLINES=1)
+	local name=$1 d=$H_WORK/$1 old new rc why
+	mkdir -p "$d"
+	: >"$d/err"
+	H_CMD=("$APP")
+	h_start new "$d/out" "$d/err" --store "$d/st" --job v
+	h_wait_origin "$H_PID" "$d/err" 10000
+	old=$(vdso_of "$H_PID" 5000)
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/err" "checkpoint 1 committed" 30000 "$H_PID"
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	if [ "$name" = trampolines ]; then
+		CKPT_TEST_VDSO_TRAMPOLINES=1 h_start resume "$d/out" "$d/err" --store "$d/st" --job v --resume
 	else
-		echo "FAIL vdso/$name (rc $rc, vDSO $old -> $new)"
-		sed 's/^/    /' "$W/err"
+		h_start resume "$d/out" "$d/err" --store "$d/st" --job v --resume
+	fi
+	h_wait_line "$d/err" "restored from" 60000 "$H_PID"
+	new=$(vdso_of "$H_PID" 5000)
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail "vdso/$name" "the resumed job exited $rc" "$d/out" "$d/err"
+	elif [ -z "$old" ] || [ -z "$new" ]; then
+		h_fail "vdso/$name" "could not read the job's vDSO before ('$old') or after ('$new') the restore" "$d/err"
+	elif ! cmp -s "$H_WORK/bare" "$d/out"; then
+		h_fail "vdso/$name" "output differs from a bare run" "$d/out" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail "vdso/$name" "$why" "$d/err"
+	elif { [ "$name" = same-kernel ] && [ "$new" != "$old" ]; } ||
+	     { [ "$name" = trampolines ] && [ "$new" = "$old" ]; }; then
+		h_fail "vdso/$name" "vDSO at $old before, $new after" "$d/err"
+	else
+		h_pass "vdso/$name: vDSO at ${old%%-*} before, ${new%%-*} after"
 	fi
 }
-cycle same-kernel
-cycle trampolines CKPT_TEST_VDSO_TRAMPOLINES=1
+
+main() {
+	h_init vdso
+	"$APP" >"$H_WORK/bare"
+	cycle same-kernel
+	cycle trampolines
+	return "$H_FAILED"
+}
+
+main "$@"

@@ -7,9 +7,10 @@
 #      listeners on A's address, is checkpointed and killed, and resumes in
 #      namespace B, where that address does not exist: same output as a
 #      bare run, and ckrun says where the listeners went.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
+#  Both resumes must prove they restored (h_proof).
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+B=$H_BUILD
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
 NSA=ckA$$ NSB=ckB$$
 PY=${PYTHON:-/usr/bin/python3}
@@ -28,18 +29,10 @@ fail() {
 	for f in "$@"; do [ -f "$f" ] && sed 's/^/    | /' "$f" | head -20; done
 	FAILED=1
 }
-wait_line() { # FILE REGEX SECONDS
-	local i
-	for (( i = 0; i < $3 * 20; i++ )); do
-		grep -Eq "$2" "$1" 2>/dev/null && return 0
-		sleep 0.05
-	done
-	return 1
-}
 
 # ---- (a) a peer outside the job ----
 outside() {
-	local port=$(( 20000 + $$ % 20000 )) pid rc i
+	local port=$(( 20000 + $$ % 20000 )) pid rc i why
 	"$PY" -c '
 import socket, sys, threading
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -57,22 +50,28 @@ while True:
 		(exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
 		sleep 0.05
 	done
-	setsid "$B/ckrun" -v --store "$W/s1" --job ext -- "$B/tests/sockets/extpeer" "$port" >"$W/ext.out" 2>"$W/ext.err" &
+	: >"$W/ext.err"
+	h_run_mark "$W/ext.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s1" --job ext -- "$B/tests/sockets/extpeer" "$port" >"$W/ext.out" 2>>"$W/ext.err" &
 	pid=$!
-	sleep 0.8
+	h_wait_origin "$pid" "$W/ext.err" 10000 # (it connects at once, then pings every 100 ms)
+	h_sleep_alive "$pid" 200
 	kill -USR2 "$pid"
-	if ! wait_line "$W/ext.err" "checkpoint 1 committed" 10; then
+	if ! h_wait_line "$W/ext.err" "checkpoint 1 committed" 10000 "$pid"; then
 		fail outside-peer "no checkpoint" "$W/ext.err"
 		kill -9 -- -"$pid" 2>/dev/null
 		return
 	fi
 	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
-	"$B/ckpt" inspect --store "$W/s1" ext >"$W/inspect" 2>&1
+	timeout -s KILL 60 "$CKPT" inspect --store "$W/s1" ext >"$W/inspect" 2>&1
 	# (the restored job writes to its own ext.out, at its saved offset)
-	timeout 30 "$B/ckrun" --store "$W/s1" --job ext --resume -- "$B/tests/sockets/extpeer" "$port" \
+	h_run_mark "$W/ext.err" resume 1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 30 "$CKRUN" -v --store "$W/s1" --job ext --resume -- "$B/tests/sockets/extpeer" "$port" \
 		1<>"$W/ext.out" 2>>"$W/ext.err"
 	rc=$?
-	if ! grep -q "outside the job" "$W/inspect"; then
+	if ! why=$(h_proof "$W/ext.err" 0); then
+		fail outside-peer "$why" "$W/ext.err"
+	elif ! grep -q "outside the job" "$W/inspect"; then
 		fail outside-peer "ckpt inspect does not list the outside connection" "$W/inspect"
 	elif [ "$rc" != 3 ] || ! tail -1 "$W/ext.out" | grep -q "ECONNRESET"; then
 		fail outside-peer "after restore: status $rc (want 3) and no ECONNRESET" "$W/ext.out" "$W/ext.err"
@@ -85,7 +84,7 @@ while True:
 
 # ---- (b) resume in another network namespace ----
 netns() {
-	local pid rc
+	local pid rc why
 	if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
 		echo "SKIP sockets/netns-move: needs root and ip"
 		return
@@ -100,22 +99,29 @@ netns() {
 	fi
 	export MP_RING_HOST=10.77.0.1
 	ip netns exec "$NSA" "$B/tests/apps/mp_tcp_ring" 1 >"$W/ring.bare" 2>&1
-	setsid ip netns exec "$NSA" "$B/ckrun" -v --store "$W/s2" --job ring -- "$B/tests/apps/mp_tcp_ring" 1 \
-		>"$W/ring.out" 2>"$W/ring.err" &
+	: >"$W/ring.err"
+	h_run_mark "$W/ring.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid ip netns exec "$NSA" "$CKRUN" -v --store "$W/s2" --job ring -- "$B/tests/apps/mp_tcp_ring" 1 \
+		>"$W/ring.out" 2>>"$W/ring.err" &
 	pid=$!
-	sleep 1
+	# its first line comes once its listeners are up; the nodes fork next
+	h_wait_line "$W/ring.out" "^mp_tcp_ring:" 10000 "$pid"
+	h_sleep_alive "$pid" 300
 	kill -USR2 "$pid"
-	if ! wait_line "$W/ring.err" "checkpoint 1 committed" 10; then
+	if ! h_wait_line "$W/ring.err" "checkpoint 1 committed" 10000 "$pid"; then
 		fail netns-move "no checkpoint in namespace A" "$W/ring.err"
 		kill -9 -- -"$pid" 2>/dev/null
 		return
 	fi
 	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
-	timeout 60 ip netns exec "$NSB" "$B/ckrun" -v --store "$W/s2" --job ring --resume -- \
+	h_run_mark "$W/ring.err" resume 1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 ip netns exec "$NSB" "$CKRUN" -v --store "$W/s2" --job ring --resume -- \
 		"$B/tests/apps/mp_tcp_ring" 1 1<>"$W/ring.out" 2>>"$W/ring.err"
 	rc=$?
 	unset MP_RING_HOST
-	if [ "$rc" != 0 ] || ! cmp -s "$W/ring.bare" "$W/ring.out"; then
+	if ! why=$(h_proof "$W/ring.err"); then
+		fail netns-move "$why" "$W/ring.err"
+	elif [ "$rc" != 0 ] || ! cmp -s "$W/ring.bare" "$W/ring.out"; then
 		diff "$W/ring.bare" "$W/ring.out" >"$W/ring.diff" 2>&1
 		fail netns-move "resumed in namespace B: status $rc or output differs" "$W/ring.diff" "$W/ring.err"
 	elif ! grep -q "not free on this host" "$W/ring.err"; then

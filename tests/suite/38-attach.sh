@@ -4,21 +4,27 @@
 # descriptor closed before exec) attach through ckrun's attach socket, so
 # a checkpoint taken while a child runs holds both processes, and a
 # process of another pid namespace is not heard on that socket.
-set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-B=$top/${BUILD:-build}
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+top=$H_TOP
+B=$H_BUILD
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-attach.XXXXXX")
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 PY=${PYTHON:-/usr/bin/python3}
 FAILED=0
 
-"$B/ckrun" -v --store "$W/s" --job sub -- "$PY" "$top/tests/apps/py_subproc.py" 1 >"$W/out" 2>"$W/err" &
+CKPT_TEST_ORIGIN=1 "$CKRUN" -v --store "$W/s" --job sub -- "$PY" "$top/tests/apps/py_subproc.py" 1 \
+	>"$W/out" 2>"$W/err" &
 pid=$!
-for t in 0.7 0.8 0.8; do
-	sleep "$t"
+# From its first line on, a child is running nearly all the time; three
+# rounds 0.4 s apart (each waited for) must catch one at least once.
+h_wait_line "$W/out" "^py_subproc:" 15000 "$pid"
+for n in 1 2 3; do
+	h_sleep_alive "$pid" 400 || break
 	kill -USR2 "$pid" 2>/dev/null
+	h_wait_line "$W/err" "checkpoint $n (committed|of job .* failed)" 30000 "$pid" || break
 done
-wait "$pid"
+h_wait "$pid" 120000
 rc=$?
 if [ "$rc" != 0 ]; then
 	echo "FAIL attach/subprocess: ckrun exited $rc"
@@ -33,9 +39,10 @@ fi
 
 # A stranger (this shell's pid namespace) connecting to the attach socket
 # is refused and does not disturb the job.
-"$B/ckrun" -v --store "$W/s2" --job stranger -- "$B/tests/apps/sleeper" 1 >"$W/out2" 2>"$W/err2" &
+CKPT_TEST_ORIGIN=1 "$CKRUN" -v --store "$W/s2" --job stranger -- "$B/tests/apps/sleeper" 1 \
+	>"$W/out2" 2>"$W/err2" &
 pid=$!
-sleep 0.5
+h_wait_line "$W/err2" "^ck-origin START" 10000 "$pid" # the job runs
 att=$(tr '\0' '\n' < "/proc/$(pgrep -f "^$B/tests/apps/sleeper" | head -1)/environ" 2>/dev/null |
 	sed -n 's/^CKPT_ATTACH=//p')
 if [ -z "$att" ]; then
@@ -56,7 +63,7 @@ except Exception as e:
     print("error", e)
 ' "$att" >"$W/stranger" 2>&1
 	kill -USR2 "$pid"
-	wait "$pid"
+	h_wait "$pid" 120000
 	rc=$?
 	if [ "$rc" = 0 ] && grep -q closed "$W/stranger" && grep -q "checkpoint 1 committed: 1 process" "$W/err2"; then
 		echo "PASS attach/stranger: refused ($(cat "$W/stranger")), the job checkpointed and ended normally"

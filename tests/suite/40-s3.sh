@@ -4,13 +4,16 @@
 # tests/tools/faultproxy (reset mid-part, 503 SlowDown, stall), credential
 # errors, and a cross-check with Debian's awscli. Starts Ceph first and
 # always stops it at the end. Prints PASS/FAIL/SKIP lines.
+# Every resume must prove it restored (h_proof, tests/lib/harness.sh).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 top=$PWD
 B=${BUILD:-build}
+# shellcheck source=tests/lib/harness.sh
+. "$top/tests/lib/harness.sh"
 W=$top/$B/s3-suite
 CEPH=$W/ceph
-AWS=/usr/bin/aws # a pip-installed aws earlier in PATH may behave differently
+AWS=$(command -v aws) # scripts/deps.sh installs Debian's awscli
 fail=0
 proxy_pid=
 
@@ -136,66 +139,91 @@ fi
 # the gateway test's job must outlive a gateway restart (several seconds)
 "$top/$B/tests/apps/sgd" 2 >"$W/sgd2.bare" &
 sgd2_pid=$!
-ck_fault() { # name, control line
-    local name=$1 ctl=$2 store=$U/faultjobs job pid rc
+# ck_fault NAME CONTROL OUTCOME: a clean first checkpoint, then a second
+# one through the fault. OUTCOME "commit": fewer faults than tries, so it
+# must commit and the resume restore from it; "fail": every connection
+# broken, so it must fail cleanly with the job running on and the resume
+# restore from the first.
+ck_fault() {
+    local name=$1 ctl=$2 outcome=$3 store=$U/faultjobs job pid rc why want
     job=f-$name
     echo pass >"$W/fault.ctl"
-    setsid env CKPT_S3_ENDPOINT="$PURL" CKPT_S3_STALL_TIMEOUT=2 CKPT_S3_TRIES=3 \
-        "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
-        >"$W/$job.out" 2>"$W/$job.err" &
+    : >"$W/$job.err"
+    h_run_mark "$W/$job.err" new 0
+    CKPT_TEST_ORIGIN=1 setsid env CKPT_S3_ENDPOINT="$PURL" CKPT_S3_STALL_TIMEOUT=2 CKPT_S3_TRIES=3 \
+        "$CKRUN" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        >"$W/$job.out" 2>>"$W/$job.err" &
     pid=$!
-    sleep 0.4
+    h_wait_origin "$pid" "$W/$job.err" 10000
     kill -USR2 "$pid"                         # a clean first checkpoint
-    for _ in $(seq 1 200); do grep -q "checkpoint 1 committed" "$W/$job.err" && break; sleep 0.05; done
+    h_wait_line "$W/$job.err" "checkpoint 1 committed" 30000 "$pid"
     echo "$ctl" >"$W/fault.ctl"
     kill -USR2 "$pid"                         # the second one meets the fault
-    for _ in $(seq 1 400); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
+    h_wait_line "$W/$job.err" "checkpoint 2 (committed|of job .* failed)" 60000 "$pid"
     echo pass >"$W/fault.ctl"
     if ! kill -0 "$pid" 2>/dev/null; then
         wait "$pid"; echo "    ckrun ended (status $?) before the test was done with it:"
         tail -3 "$W/$job.err" | sed 's/^/    | /'; return 1
     fi
     kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+    h_run_mark "$W/$job.err" resume 1
+    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
         1<>"$W/$job.out" 2>>"$W/$job.err"
     rc=$?
     echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
-    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
+    case $outcome in
+    commit) want=2; grep -q "checkpoint 2 committed" "$W/$job.err" ||
+                { echo "checkpoint 2 did not commit although there were fewer faults than tries"; return 1; } ;;
+    fail) want=1; grep -q "checkpoint 2 of job .* failed" "$W/$job.err" ||
+                { echo "checkpoint 2 did not fail although every connection was broken"; return 1; } ;;
+    esac
+    grep -q "restored from checkpoint $want " "$W/$job.err" ||
+        { echo "the resume did not restore from checkpoint $want"; return 1; }
+    why=$(h_proof "$W/$job.err") || { echo "$why"; return 1; }
+    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" >/dev/null
 }
-run ckrun-fault-reset ck_fault reset "reset 3 500000"
-run ckrun-fault-slowdown ck_fault slowdown "slowdown 4"
-run ckrun-fault-stall ck_fault stall "stall 1 0"
-run ckrun-fault-dead ck_fault dead "reset 0 100000"
+run ckrun-fault-reset ck_fault reset "reset 2 500000" commit
+run ckrun-fault-slowdown ck_fault slowdown "slowdown 2" commit
+run ckrun-fault-stall ck_fault stall "stall 1 0" commit
+run ckrun-fault-dead ck_fault dead "reset 0 100000" fail
 # The gateway killed during a checkpoint and started again: the round
 # commits (if the gateway is back within the retries) or fails cleanly;
 # either way the newest committed checkpoint restores identically.
 gw_restart() {
-    local store=$U/gwjobs job=gw pid rgw rc
+    local store=$U/gwjobs job=gw pid rgw rc why want
     wait "$sgd2_pid"
-    setsid env CKPT_S3_TRIES=8 "$top/$B/ckrun" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
-        >"$W/$job.out" 2>"$W/$job.err" &
+    : >"$W/$job.err"
+    h_run_mark "$W/$job.err" new 0
+    CKPT_TEST_ORIGIN=1 setsid env CKPT_S3_TRIES=8 "$CKRUN" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
+        >"$W/$job.out" 2>>"$W/$job.err" &
     pid=$!
-    sleep 0.4
+    h_wait_origin "$pid" "$W/$job.err" 10000
     kill -USR2 "$pid"
-    for _ in $(seq 1 200); do grep -q "checkpoint 1 committed" "$W/$job.err" && break; sleep 0.05; done
+    h_wait_line "$W/$job.err" "checkpoint 1 committed" 30000 "$pid"
     rgw=$(cat "$CEPH/run/client.rgw.a.pid")
     kill -USR2 "$pid"
-    sleep 0.05
+    sleep 0.05 # (into the round: not a pass/fail decision, either outcome is checked)
     kill -9 "$rgw"
-    sleep 1
+    for _ in $(seq 1 100); do kill -0 "$rgw" 2>/dev/null || break; sleep 0.02; done
     radosgw -c "$CEPH_CONF" -n client.rgw.a 2>>"$W/$job.rgw.log"
     for _ in $(seq 1 100); do curl -s -o /dev/null --max-time 2 "$ENDPOINT/" && break; sleep 0.3; done
-    for _ in $(seq 1 600); do grep -Eq "checkpoint 2 (committed|of job .* failed)" "$W/$job.err" && break; sleep 0.05; done
+    h_wait_line "$W/$job.err" "checkpoint 2 (committed|of job .* failed)" 60000 "$pid"
     if ! kill -0 "$pid" 2>/dev/null; then
         wait "$pid"; echo "    ckrun ended (status $?) before the test was done with it:"
         tail -3 "$W/$job.err" | sed 's/^/    | /'; return 1
     fi
     kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-    "$top/$B/ckrun" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
+    h_run_mark "$W/$job.err" resume 1
+    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
         1<>"$W/$job.out" 2>>"$W/$job.err"
     rc=$?
     echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
-    [ $rc = 0 ] && cmp -s "$W/sgd2.bare" "$W/$job.out" && "$top/$B/ckpt" verify --store "$store" "$job" >/dev/null
+    # Either outcome is right; the resume must come from the newest commit.
+    if grep -q "checkpoint 2 committed" "$W/$job.err"; then want=2; else want=1; fi
+    grep -q "restored from checkpoint $want " "$W/$job.err" ||
+        { echo "the resume did not restore from checkpoint $want, the newest committed"; return 1; }
+    why=$(h_proof "$W/$job.err") || { echo "$why"; return 1; }
+    [ $rc = 0 ] && cmp -s "$W/sgd2.bare" "$W/$job.out" && timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" >/dev/null
 }
 run ckrun-gateway-restart gw_restart
 kill "$proxy_pid" 2>/dev/null; proxy_pid=
@@ -269,8 +297,6 @@ for k in ours.bin ours-small.bin theirs.bin; do "$S3CHECK" "$U" del "cross/$k" >
 rm -f "$W"/*.bin "$W"/*.aws "$W"/*.ours
 
 # ---- ckrun and ckpt with an S3 store ----
-CKRUN=$top/$B/ckrun
-CKPT=$top/$B/ckpt
 APPS=$top/$B/tests/apps
 APP=prodcons
 "$APPS/$APP" 0.5 >"$W/bare.out"
@@ -287,25 +313,29 @@ wait_commit() {
 
 # checkpoint to the gateway, kill -9 the whole group, resume from it
 s3_cycle() { # STORE JOB
-    local store=$1 job=$2 pid
-    setsid "$CKRUN" --store "$store" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>"$W/$job.err" &
+    local store=$1 job=$2 pid why
+    : >"$W/$job.err"
+    h_run_mark "$W/$job.err" new 0
+    CKPT_TEST_ORIGIN=1 setsid "$CKRUN" --store "$store" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>>"$W/$job.err" &
     pid=$!
-    sleep 0.5
+    h_wait_origin "$pid" "$W/$job.err" 10000
     kill -USR2 "$pid"
     wait_commit "$store" "$job" || { echo "no commit"; cat "$W/$job.err"; return 1; }
     kill -9 -- "-$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
-    "$CKRUN" -v --resume --store "$store" --job "$job" -- "$APPS/$APP" 0.5 1<>"$W/$job.out" 2>>"$W/$job.err" &&
-        grep -q "restored from checkpoint" "$W/$job.err" &&
+    h_run_mark "$W/$job.err" resume 1
+    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$store" --job "$job" -- "$APPS/$APP" 0.5 \
+        1<>"$W/$job.out" 2>>"$W/$job.err" &&
+        { why=$(h_proof "$W/$job.err") || { echo "$why"; false; }; } &&
         cmp "$W/bare.out" "$W/$job.out" &&
-        "$CKPT" verify --store "$store" "$job" &&
+        timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" &&
         echo "checkpointed to $store, killed, resumed from it: output identical"
 }
 run ckrun-checkpoint-kill-resume s3_cycle "$U/jobs" s3cycle
 
 # the job never sees the credentials ckrun uses
 no_creds() {
-    "$CKRUN" --store "$U/jobs" --job envcheck -- /usr/bin/env >"$W/env.txt" 2>"$W/env.err" || return 1
+    timeout -s KILL 120 "$CKRUN" --store "$U/jobs" --job envcheck -- /usr/bin/env >"$W/env.txt" 2>"$W/env.err" || return 1
     if grep -E '^AWS_(ACCESS_KEY_ID|SECRET_ACCESS_KEY|SESSION_TOKEN)=' "$W/env.txt"; then return 1; fi
     ! grep -rqF "$AWS_SECRET_ACCESS_KEY" "$W/env.txt" "$W/env.err" &&
         echo "no AWS credential in the job's environment or ckrun's output"
@@ -314,19 +344,23 @@ run credentials-not-in-job no_creds
 
 # a job stored by awscli from a file store resumes from the gateway
 aws_upload_resume() {
-    local fs=$W/filestore job=awsjob pid
+    local fs=$W/filestore job=awsjob pid why
     rm -rf "$fs"
-    setsid "$CKRUN" --store "$fs" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>"$W/$job.err" &
+    : >"$W/$job.err"
+    h_run_mark "$W/$job.err" new 0
+    CKPT_TEST_ORIGIN=1 setsid "$CKRUN" --store "$fs" --job "$job" -- "$APPS/$APP" 0.5 >"$W/$job.out" 2>>"$W/$job.err" &
     pid=$!
-    sleep 0.5
+    h_wait_origin "$pid" "$W/$job.err" 10000
     kill -USR2 "$pid"
     wait_commit "$fs" "$job" || return 1
     kill -9 -- "-$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
     "$AWS" --endpoint-url "$ENDPOINT" s3 cp --recursive --only-show-errors "$fs/$job" \
         "s3://$CKPT_S3_BUCKET/suite/awsjobs/$job" || return 1
-    "$CKRUN" -v --resume --store "$U/awsjobs" --job "$job" -- "$APPS/$APP" 0.5 1<>"$W/$job.out" 2>>"$W/$job.err" &&
-        grep -q "restored from checkpoint" "$W/$job.err" &&
+    h_run_mark "$W/$job.err" resume 1
+    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$U/awsjobs" --job "$job" -- "$APPS/$APP" 0.5 \
+        1<>"$W/$job.out" 2>>"$W/$job.err" &&
+        { why=$(h_proof "$W/$job.err") || { echo "$why"; false; }; } &&
         cmp "$W/bare.out" "$W/$job.out" &&
         echo "file store uploaded with aws s3 cp --recursive resumed from the gateway"
 }

@@ -6,7 +6,7 @@
 # must print exactly what a bare run of the same length prints. Checkpoint,
 # kill and resume under ckrun are added by the core's suites.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 bin=${BUILD:-build}/tests/cuda
 exp=tests/cuda/expected
 log=${BUILD:-build}/test-logs/cuda; mkdir -p "$log"

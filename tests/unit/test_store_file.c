@@ -169,13 +169,47 @@ struct racer {
 	int id, won, errors;
 };
 
+/* A value of the shared key, written whole by thread t in its turn i: a
+ * header naming (t, i) and a length, then bytes that depend on (t, i) and
+ * their place, so that a reader can tell one whole value from a mix of two
+ * (a header of one write with bytes of another, or a torn length). */
+static char *shared_value(int t, int i, size_t *len)
+{
+	size_t n = 65536 + (size_t)t * 4099 + (size_t)i * 257, h;
+	char *v = malloc(n + 64);
+
+	if (!v)
+		return NULL;
+	h = (size_t)snprintf(v, 64, "value %d %d %zu\n", t, i, n);
+	for (size_t k = 0; k < n; k++)
+		v[h + k] = (char)((t * 131 + i * 7 + (int)(k * 13)) & 0xff);
+	*len = h + n;
+	return v;
+}
+
+/* 0 if buf is exactly one value shared_value() makes. */
+static int shared_value_check(const char *buf, size_t len)
+{
+	char head[64], *want;
+	int t, i, ok;
+	size_t n, wlen;
+
+	snprintf(head, sizeof(head), "%.*s", (int)(len < 63 ? len : 63), buf);
+	if (sscanf(head, "value %d %d %zu", &t, &i, &n) != 3 || t < 0 || t > 3 || i < 0 || i >= 40)
+		return -1;
+	want = shared_value(t, i, &wlen);
+	ok = want && wlen == len && !memcmp(want, buf, len);
+	free(want);
+	return ok ? 0 : -1;
+}
+
 /* Several threads on one handle: distinct keys, replaced keys, and one
  * key that only a single NOREPLACE put may win. */
 static void *race(void *arg)
 {
 	struct racer *r = arg;
-	char key[64], val[64], *got;
-	size_t len;
+	char key[64], val[64], *got, *shared;
+	size_t len, slen;
 	int i, rc;
 
 	for (i = 0; i < 40; i++) {
@@ -183,13 +217,16 @@ static void *race(void *arg)
 		snprintf(val, sizeof(val), "value %d %d", r->id, i);
 		if (ck_store_put(r->s, key, val, strlen(val), 0) < 0)
 			r->errors++;
-		if (ck_store_put(r->s, "race/shared", val, strlen(val), 0) < 0)
+		shared = shared_value(r->id, i, &slen);
+		if (!shared || ck_store_put(r->s, "race/shared", shared, slen, 0) < 0)
 			r->errors++;
+		free(shared);
 		if (ck_store_get(r->s, key, (void **)&got, &len) < 0 || len != strlen(val) || memcmp(got, val, len))
 			r->errors++;
 		free(got);
 		/* Readers of a replaced key see one whole value, never a mix. */
-		if (ck_store_get(r->s, "race/shared", (void **)&got, &len) == 0 && strncmp(got, "value ", 6))
+		got = NULL;
+		if (ck_store_get(r->s, "race/shared", (void **)&got, &len) == 0 && shared_value_check(got, len))
 			r->errors++;
 		free(got);
 	}
