@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
+#include "launcher/chunkio_int.h"
 #include "launcher/manifest.h"
 
 int ck_ctl_dir(char *buf, size_t len)
@@ -43,8 +44,18 @@ int ck_ctl_path(const char *job, char *buf, size_t len)
 	if (rc < 0)
 		return rc;
 	n = snprintf(buf, len, "%s/%s.sock", dir, job);
+	if (n >= 0 && (size_t)n < len && (size_t)n < sizeof(sa.sun_path))
+		return 0;
+	/* A long name does not fit a socket's path (108 bytes): a short name
+	 * made from the job's, the same in ckrun and ckpt. */
+	{
+		uint8_t h[CK_HASH_LEN];
+		ck_sha256(job, strlen(job), h);
+		n = snprintf(buf, len, "%s/h-%02x%02x%02x%02x%02x%02x%02x%02x.sock", dir, h[0], h[1], h[2], h[3], h[4],
+			     h[5], h[6], h[7]);
+	}
 	if (n < 0 || (size_t)n >= len || (size_t)n >= sizeof(sa.sun_path)) {
-		ck_err_set("control socket of job %s: path %s/%s.sock is too long for a socket", job, dir, job);
+		ck_err_set("control socket of job %s: directory %s is too long for a socket's path", job, dir);
 		return -ENAMETOOLONG;
 	}
 	return 0;

@@ -31,7 +31,6 @@ struct ck_core {
 	int devfd; /* this round's /dev/userfaultfd from ckrun (-1: none): not the job's */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
-	uint64_t stdio_dev[3], stdio_ino[3]; /* identity of inherited stdio */
 	char fail[512]; /* why the current round failed */
 };
 

@@ -1,7 +1,7 @@
 /* exec with an environment of the job's own choosing (execve, execvpe,
  * fexecve, posix_spawn[p]) must still load libckpt in the new program:
- * the variables it needs (LD_PRELOAD with libckpt, the channel, ckrun's
- * stdio) are put back into that environment, as DMTCP does. exec*() that
+ * the variables it needs (LD_PRELOAD with libckpt, the channel, the
+ * suspend signal, the attach socket) are put back into that environment, as DMTCP does. exec*() that
  * take `environ` need nothing: it still holds them. Runs in vfork children
  * too: the new array lives on the stack, nothing is allocated. */
 #include <dlfcn.h>
@@ -13,9 +13,8 @@
 
 #include "libckpt/core.h"
 
-#define CK__NVARS 5
-static const char *const ck__names[CK__NVARS] = {"LD_PRELOAD=", CK_CTL_ENV "=", "CKPT_STDIO=", "CKPT_SIGNAL=",
-						  "CKPT_ATTACH="};
+#define CK__NVARS 4
+static const char *const ck__names[CK__NVARS] = {"LD_PRELOAD=", CK_CTL_ENV "=", "CKPT_SIGNAL=", "CKPT_ATTACH="};
 static char *ck__vars[CK__NVARS]; /* "NAME=value" as ckrun set them */
 
 __attribute__((constructor)) static void ck__exec_init(void)

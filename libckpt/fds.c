@@ -86,7 +86,8 @@ static int ck__collect_epoll(int epfd, const char *info)
 	while ((p = strstr(p, "tfd:")) != NULL) {
 		struct ck_pd_epitem *e;
 		if (ck__pd.nepitems >= CK_PD_MAX_EPITEMS) {
-			ck__failf("more than %d epoll registrations", CK_PD_MAX_EPITEMS);
+			ck__failf("more than %d epoll registrations: a checkpoint holds at most %d per process",
+				  CK_PD_MAX_EPITEMS, CK_PD_MAX_EPITEMS);
 			return -E2BIG;
 		}
 		e = &ck__pd.epitems[ck__pd.nepitems++];
@@ -133,11 +134,6 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	return 0;
 }
 
-static int ck__is_stdio(const struct ck_pd_fd *f)
-{
-	return f->fd <= 2 && f->dev == ck__core.stdio_dev[f->fd] && f->ino == ck__core.stdio_ino[f->fd];
-}
-
 static int ck__collect_one(int fd, int dirfd)
 {
 	struct ck_pd_fd *f;
@@ -149,7 +145,8 @@ static int ck__collect_one(int fd, int dirfd)
 	if (fd == ck__core.ctl_fd || fd == dirfd || fd == ck__core.devfd)
 		return 0;
 	if (ck__pd.nfds >= CK_PD_MAX_FDS) {
-		ck__failf("more than %d open descriptors", CK_PD_MAX_FDS);
+		ck__failf("more than %d open descriptors: a checkpoint holds at most %d per process", CK_PD_MAX_FDS,
+			  CK_PD_MAX_FDS);
 		return -E2BIG;
 	}
 	f = &ck__pd.fds[ck__pd.nfds];
@@ -185,13 +182,7 @@ static int ck__collect_one(int fd, int dirfd)
 			return 0;
 		}
 	}
-	if (ck__is_stdio(f)) {
-		if (!S_ISREG(f->mode)) {
-			f->kind = CK_FD_STDIO;
-			return 0;
-		}
-		f->xflags |= CK_PD_FD_STDIO_FILE; /* and saved as the file it is */
-	}
+	/* ckrun's own stdio among them is ckrun's to tell (launcher/ckrun/stdio.c) */
 	if (ck__startswith(f->path, "anon_inode:"))
 		return ck__classify_anon(f, f->path);
 	if (ck__plugins_skip(0, 0, f->path, NULL)) {

@@ -20,24 +20,6 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-/* ckrun's stdio (CKPT_STDIO="dev:ino,dev:ino,dev:ino"): descriptors that
- * still refer to it are the new ckrun's at restart. Taken from ckrun rather
- * than from our own descriptors, which in a child may be pipes between the
- * job's processes. */
-static void ck__record_stdio(void)
-{
-	const char *s = getenv("CKPT_STDIO");
-
-	for (int fd = 0; fd < 3 && s && *s; fd++) {
-		char *end;
-		ck__core.stdio_dev[fd] = strtoull(s, &end, 10);
-		if (*end != ':')
-			break;
-		ck__core.stdio_ino[fd] = strtoull(end + 1, &end, 10);
-		s = *end == ',' ? end + 1 : end;
-	}
-}
-
 /* ckrun's attach socket (CKPT_ATTACH, an abstract UNIX name): for a
  * process that lost the inherited channel (a program that closed every
  * descriptor before exec, as Python's subprocess does). */
@@ -201,7 +183,6 @@ __attribute__((constructor)) static void ck__init(void)
 	if (sig && atoi(sig) >= SIGRTMIN && atoi(sig) <= SIGRTMAX)
 		ck__core.sig = atoi(sig);
 	ck__core.pid = getpid();
-	ck__record_stdio();
 	if (ck__attach(fd) < 0)
 		return;
 	if (ck__install_handler() < 0)

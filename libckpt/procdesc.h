@@ -41,7 +41,8 @@ struct ck_pd_thread {
 /* descriptor kinds */
 enum ck_pd_fd_kind {
 	CK_FD_NONE = 0,
-	CK_FD_STDIO,    /* inherited stdio (tty/pipe/socket of ckrun): take the new ckrun's */
+	CK_FD_STDIO,    /* ckrun's stdio (tty/pipe/socket; marked by ckrun): take the new ckrun's
+			 * descriptor u64[0] - 1 (0: the same number) */
 	CK_FD_FILE,     /* regular file or directory, reopened by path at offset */
 	CK_FD_DELETED,  /* regular file deleted while open: contents saved */
 	CK_FD_MEMFD,    /* memfd: contents and seals saved */

@@ -305,7 +305,8 @@ static int ck__signal_new_threads(void)
 				continue;
 			if (ck__pd.nthreads >= CK_PD_MAX_THREADS) {
 				ck_close((int)fd);
-				ck__failf("job has more than %d threads", CK_PD_MAX_THREADS);
+				ck__failf("more than %d threads: a checkpoint holds at most %d per process", CK_PD_MAX_THREADS,
+					  CK_PD_MAX_THREADS);
 				return -E2BIG;
 			}
 			struct ck_pd_thread *t = &ck__pd.threads[ck__pd.nthreads];

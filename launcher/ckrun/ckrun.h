@@ -76,7 +76,12 @@ struct ckrun {
 	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
 	uint64_t round_seq;
 	int status_fd;  /* init reports the job's wait status here */
+	/* ckrun's own descriptors 0-2 (what its job inherits, or gets at a
+	 * restart): a descriptor of the job on the same file is ckrun's stdio */
+	uint64_t stdio_dev[3], stdio_ino[3];
+	int stdio_ok[3];
 	int job_ready;  /* libckpt said hello (or restarted) */
+	int job_started; /* it was ready once: no process left means it is ending */
 	uint64_t last_seq;
 	struct ck_manifest *prev; /* newest committed, for dedup */
 };
@@ -161,6 +166,10 @@ int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
 /* prearm.c: PREARM to every process while the job runs, and their
  * answers (p->prearm, p->wp_pre); 0, or -errno when ckrun cannot wait. */
 int ck_prearm_all(struct ckrun *c);
+
+/* stdio.c: which of the job's descriptors are ckrun's stdio */
+void ck_stdio_record(struct ckrun *c);
+void ck_stdio_mark(const struct ckrun *c, struct ck_procdesc *pd);
 
 /* round.c */
 #define CK_ROUND_STOP 0x1

@@ -228,7 +228,10 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 	return 0;
 }
 
-static void ck__install_signals(void)
+/* Before main: a SIGTERM, SIGINT or SIGUSR2 that comes while ckrun starts
+ * (a scheduler's stop, a checkpoint request sent at once) is remembered
+ * and acted on once the job runs, rather than ending ckrun by default. */
+__attribute__((constructor)) static void ck__install_signals(void)
 {
 	struct sigaction sa;
 
@@ -265,6 +268,61 @@ static int ck__checkpoint(struct ckrun *c, unsigned flags, uint64_t *seq)
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " of job %s failed: %s\n", c->last_seq + 1, c->job,
 			ck_err_msg());
 	return r;
+}
+
+/* Whether the job's main process has ended (init reports it), waiting up
+ * to ms for the report; its status in *status. */
+static int ck__job_ended(struct ckrun *c, int ms, int *status)
+{
+	struct pollfd p = {c->status_fd, POLLIN, 0};
+
+	return c->status_fd >= 0 && poll(&p, 1, ms) == 1 && ck__job_status(c, status) == 0;
+}
+
+/* SIGTERM or SIGINT: a last checkpoint, then the job is stopped. It never
+ * runs again after that checkpoint's cut (round.c). Returns ckrun's exit
+ * status: 75 when the checkpoint committed; the job's own status when the
+ * job ended by itself meanwhile (it is done: it must not be run again);
+ * 76 when it was stopped without a new checkpoint. */
+static int ck__stop(struct ckrun *c)
+{
+	uint64_t seq;
+	int st;
+
+	int r;
+
+	/* No process attached: not started yet, or every one has just ended
+	 * (their channels close before init reports the main one's status). */
+	if (!c->job_ready && c->job_started && ck__job_ended(c, 2000, &st)) {
+		fprintf(stderr, "ckrun: job %s ended by itself as it was stopped (status %d)\n", c->job, st);
+		return st;
+	}
+	if (!c->job_ready) {
+		fprintf(stderr, "ckrun: job %s stopped before it could be checkpointed (it had not started); "
+				"nothing new saved\n", c->job);
+		ck_kill_job(c);
+		return CK_EXIT_UNSAVED;
+	}
+	r = ck__checkpoint(c, CK_ROUND_STOP, &seq);
+	if (r == 0) {
+		fprintf(stderr, "ckrun: job %s checkpointed (%" PRIu64 ") and stopped; resume with --resume\n", c->job,
+			seq);
+		ck_kill_job(c);
+		return CK_EXIT_TEMPFAIL;
+	}
+	/* A process that ended during the round may be the main one: then the
+	 * job is over (init reports it within moments). */
+	if (ck__job_ended(c, r == -ESRCH ? 2000 : 0, &st)) {
+		fprintf(stderr, "ckrun: job %s ended by itself during the stop (status %d)\n", c->job, st);
+		return st;
+	}
+	if (c->last_seq)
+		fprintf(stderr, "ckrun: job %s stopped without a new checkpoint; a resume goes back to checkpoint %" PRIu64
+				"\n", c->job, c->last_seq);
+	else
+		fprintf(stderr, "ckrun: job %s stopped without a checkpoint; a resume starts it afresh\n", c->job);
+	ck_kill_job(c);
+	return CK_EXIT_UNSAVED;
 }
 
 static int ck__loop(struct ckrun *c)
@@ -304,25 +362,13 @@ static int ck__loop(struct ckrun *c)
 			goto out;
 		}
 		c->job_ready = c->nprocs > 0;
+		c->job_started |= c->job_ready;
 		if (got == 1 && from && m.type == CK_MSG_REQUEST) {
 			/* The job's own ckpt_request() */
 			ck__checkpoint(c, 0, &seq);
 		}
 		if (ck_sig_term) {
-			if (!c->job_ready) {
-				fprintf(stderr, "ckrun: stopping job %s without a checkpoint (not ready)\n", c->job);
-				ck_kill_job(c);
-				status = CK_EXIT_TEMPFAIL;
-				goto out;
-			}
-			if (ck__checkpoint(c, CK_ROUND_STOP, &seq) == 0)
-				fprintf(stderr, "ckrun: job %s checkpointed (%" PRIu64 ") and stopped; resume with --resume\n",
-					c->job, seq);
-			else
-				fprintf(stderr, "ckrun: job %s stopped; %s\n", c->job,
-					c->last_seq ? "its previous checkpoint is intact" : "it has no checkpoint");
-			ck_kill_job(c);
-			status = CK_EXIT_TEMPFAIL;
+			status = ck__stop(c);
 			goto out;
 		}
 		if (ck_sig_usr2 && c->job_ready) {
@@ -386,7 +432,9 @@ int main(int argc, char **argv)
 	}
 	if (pipe2(ck_wake_fd, O_CLOEXEC | O_NONBLOCK) < 0)
 		return CK_EXIT_INTERNAL;
-	ck__install_signals();
+	if (ck_sig_term || ck_sig_usr2) /* came before the pipe: the loop looks at once */
+		(void)!write(ck_wake_fd[1], "x", 1);
+	ck_stdio_record(&c);
 	r = ck_store_open(c.store_uri, &c.sopts, &c.store);
 	if (r < 0) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());

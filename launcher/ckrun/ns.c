@@ -114,21 +114,6 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 	setenv(CK_CTL_ENV, "1000", 1);
 	if (c->attach_name[0])
 		setenv("CKPT_ATTACH", c->attach_name, 1);
-	{
-		/* ckrun's stdio, so libckpt in any process of the job can tell
-		 * it from pipes between the job's processes. */
-		char id[3][48], all[160];
-		for (int fd = 0; fd < 3; fd++) {
-			struct stat st;
-			if (fstat(fd, &st) == 0)
-				snprintf(id[fd], sizeof(id[fd]), "%llu:%llu", (unsigned long long)st.st_dev,
-					 (unsigned long long)st.st_ino);
-			else
-				snprintf(id[fd], sizeof(id[fd]), "0:0");
-		}
-		snprintf(all, sizeof(all), "%s,%s,%s", id[0], id[1], id[2]);
-		setenv("CKPT_STDIO", all, 1);
-	}
 	ck__scrub_env();
 	if (c->huge_pages && ck__env_huge_pages() < 0)
 		_exit(CK_EXIT_INTERNAL);
@@ -158,6 +143,10 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 	pid_t job = -1;
 	int st;
 
+	/* A session of the job's own: a terminal's Ctrl-C, or a signal to
+	 * ckrun's process group (GNU timeout, a scheduler), reaches ckrun,
+	 * which checkpoints and then stops the job, and not the job first. */
+	setsid();
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
 	    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0) {
 		fprintf(stderr, "ckrun: cannot mount /proc for the job's pid namespace: %s\n", strerror(errno));

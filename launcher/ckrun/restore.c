@@ -399,7 +399,11 @@ static int ck__prepare_fds(struct ck_reader *rd, const struct ck_procdesc *pd, s
 		switch (f->kind) {
 		case CK_FD_STDIO:
 		stdio:
-			fd = fcntl(f->fd, F_DUPFD_CLOEXEC, 3);
+			/* the new ckrun's descriptor of the same number, or the one
+			 * the round found it was (u64[0] - 1: a dup of stdout at 5) */
+			fd = fcntl(f->kind == CK_FD_STDIO && f->u64[0] >= 1 && f->u64[0] <= 3 ? (int)f->u64[0] - 1
+											    : f->fd,
+				   F_DUPFD_CLOEXEC, 3);
 			if (fd < 0)
 				fd = open("/dev/null", O_RDWR | O_CLOEXEC);
 			break;
@@ -1249,7 +1253,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);
 	}
 	c->job_pid = ck__jproc_of(c, m->procs[0].pid)->pid;
-	c->job_ready = 1;
+	c->job_ready = c->job_started = 1;
 	c->last_seq = m->seq;
 	r = 0;
 out:

@@ -77,8 +77,10 @@ static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len)
 {
 
-	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2)
+	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2) {
+		ck_err_set("a second SIGTERM or SIGINT came while it was written: stopped without it");
 		return -ECANCELED;
+	}
 	if (s->wp)
 		return ck_wp_read(s->wp, s->base + off, buf, len);
 	if (s->file_fd >= 0) {
@@ -559,6 +561,12 @@ static int ck__record_tree(struct ckrun *c, struct ck_manifest *m, pid_t *zombie
 
 		if (ck_proc_ids(host, &jpid, &t->pgid, &t->sid, &hppid) < 0)
 			continue; /* a zombie reaped meanwhile */
+		/* init's session and group (ns.c) are where a restore starts
+		 * every process anyway: recorded as 0, as ckrun's were before */
+		if (t->sid == 1)
+			t->sid = 0;
+		if (t->pgid == 1)
+			t->pgid = 0;
 		t->pid = jpid;
 		if (i < c->nprocs) {
 			t->ppid = c->procs[i].pd->ppid;
@@ -819,6 +827,7 @@ static int ck__read_descriptors(struct ckrun *c)
 			ck_err_wrap("process %d: its descriptor", p->jpid);
 			return r < 0 ? r : -EPROTO;
 		}
+		ck_stdio_mark(c, p->pd);
 	}
 	return 0;
 }
@@ -991,7 +1000,20 @@ static void ck__round_nice(struct ckrun *c, int on)
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	int try_wp = !c->nofork && !c->snapshot_fork;
-	int r = ck__round_once(c, flags, seq_out, try_wp);
+	int r;
+
+	if (flags & CK_ROUND_STOP) {
+		/* The last round of a stop: the job stays parked from the cut
+		 * until it is killed. Released, it would run on while its memory
+		 * is written and print again, after the resume, what it printed
+		 * meanwhile. */
+		int nofork = c->nofork;
+		c->nofork = 1;
+		r = ck__round_once(c, flags, seq_out, 0);
+		c->nofork = nofork;
+		return r;
+	}
+	r = ck__round_once(c, flags, seq_out, try_wp);
 
 	if (r == -ESTALE && try_wp) {
 		if (c->verbose)
@@ -1074,6 +1096,14 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 			if (hold && atoi(hold) > 0)
 				usleep((useconds_t)atoi(hold) * 1000);
 		}
+	}
+	{
+		/* Test knob: the round asks the job this late (as when opening
+		 * a remote store's writer takes a while): a fault test can end
+		 * the job in between. */
+		const char *delay = getenv("CKPT_TEST_ASK_DELAY_MS");
+		if (delay && atoi(delay) > 0)
+			usleep((useconds_t)atoi(delay) * 1000);
 	}
 	t_ask = ck_now_ns(); /* the job runs unparked until here */
 	if ((r = ck__ask_all(c, ckflags)) < 0)

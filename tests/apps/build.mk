@@ -13,7 +13,7 @@ APPS_LIBS  := -lm
 
 APP_CFLAGS_fpu_avx := -mavx2
 
-APPS_ORIGIN := $(BUILD)/tests/apps/origin/origin.o # also linked by tests/{api,sockets,unsupported,vdso}
+APPS_ORIGIN := $(BUILD)/tests/apps/origin/origin.o # also linked by tests/{api,lifecycle,sockets,stdio,unsupported,vdso}
 
 $(APPS_ORIGIN): tests/apps/origin/origin.c tests/apps/build.mk
 	@mkdir -p $(dir $@)

@@ -377,6 +377,19 @@ h_wait_line() {
 	done
 }
 
+# h_wait_line_count FILE REGEX N MS [PID]: waits until FILE has N lines
+# matching REGEX; false after MS, or once PID (if given) has ended.
+h_wait_line_count() {
+	local end=$(( $(h_now_ms) + $4 ))
+	until (( $(grep -Ec "$2" "$1" 2>/dev/null) >= $3 )); do
+		if (( $(h_now_ms) >= end )) || { [ -n "${5:-}" ] && ! h_alive "$5"; }; then
+			(( $(grep -Ec "$2" "$1" 2>/dev/null) >= $3 ))
+			return
+		fi
+		sleep 0.02
+	done
+}
+
 # h_sleep_until PID T_MS: sleeps until the clock of h_now_ms reads T_MS,
 # unless PID ends first; false if it ended.
 h_sleep_until() {

@@ -93,14 +93,13 @@ conf_one() {
 		h_rand n 1 3
 		times=()
 		local last=$kill_at
-		# The first run must commit (see below): its rounds start in the
-		# first third of the run, so that the job cannot end in the middle
-		# of its only round.
+		# The first run must commit (see below): its first round starts as
+		# soon as the job has drawn its origin, the others in the first third
+		# of the run, so that the job cannot end before a commit and a kill.
 		(( cycle == 1 && last > win / 3 )) && last=$(( win / 3 ))
 		for (( i = 0; i < n; i++ )); do
-			# not before ckrun can have a handler: a SIGUSR2 that lands while
-			# it is still being loaded (libcurl, libcrypto) ends it
 			h_rand t 150 "$(( last > 150 ? last : 150 ))"
+			(( cycle == 1 && i == 0 )) && t=0
 			times+=("$t")
 		done
 		mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n | sed '/^$/d')

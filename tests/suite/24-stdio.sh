@@ -12,6 +12,11 @@
 #              write over them), the rest equals the bare run's
 #   truncated  resumed with > the same file (emptied): the rest, from 0
 #   pipe       resumed into a pipe: the pipe gets the rest
+#   chain-pipe, chain-file  a job writing to stdout and stderr is stopped
+#              (SIGTERM: checkpoint and exit 75) and resumed five times in
+#              a row, stdout through a new pipe each time (or appended to
+#              one file), stderr appended to one file: every byte of both,
+#              once and in order, and the job never blocks
 # "the rest" is the bare run's output after the saved offset, which
 # `ckpt inspect` prints for descriptor 1. Every resume must also prove it
 # restored (h_proof: no fresh start of the job, ckrun's restore line, the
@@ -67,6 +72,55 @@ check() {
 	fi
 }
 
+# chain CASE MODE: the stop-and-resume chain of the job chatter, its stdout
+# through h_start MODE (pipe: a new pipe into OUT each run; resume: the
+# same file, appended to, `1<>`), stderr appended to ERR.
+chain() {
+	local c=$1 mode=$2 d=$H_WORK/$1 i n rc why
+	mkdir -p "$d"
+	: >"$d/out"
+	: >"$d/err"
+	H_CMD=("$H_BUILD/tests/stdio/chatter" 3000)
+	"${H_CMD[@]}" >"$d/bare.out" 2>"$d/bare.err"
+	for (( i = 0; i <= 6; i++ )); do
+		if (( i == 0 )); then
+			h_start "$mode" "$d/out" "$d/err" --store "$d/s" --job chat
+			h_wait_origin "$H_PID" "$d/err" 10000
+		else
+			h_start "$mode" "$d/out" "$d/err" --store "$d/s" --job chat --resume
+		fi
+		(( i == 6 )) && break
+		# some progress in this run, then a stop
+		n=$(grep -c '^err ' "$d/err")
+		h_wait_line_count "$d/err" '^err ' $(( n + 150 )) 20000 "$H_PID"
+		kill -TERM "$H_PID"
+		h_wait "$H_PID" 60000
+		rc=$?
+		wait # the pipe's reader
+		if [ "$rc" != 75 ]; then
+			h_fail "stdio/$c" "stop $(( i + 1 )): ckrun exited $rc, want 75" "$d/err"
+			return
+		fi
+	done
+	h_wait "$H_PID" 120000
+	rc=$?
+	wait
+	grep '^err ' "$d/err" >"$d/job.err"
+	if [ "$rc" != 0 ]; then
+		h_fail "stdio/$c" "the last run exited $rc (a job blocked on a pipe nobody reads times out)" "$d/err"
+	elif ! cmp -s "$d/bare.out" "$d/out"; then
+		diff "$d/bare.out" "$d/out" >"$d/diff" 2>&1
+		h_fail "stdio/$c" "stdout after six runs differs from a bare run's" "$d/diff"
+	elif ! cmp -s "$d/bare.err" "$d/job.err"; then
+		diff "$d/bare.err" "$d/job.err" >"$d/diff" 2>&1
+		h_fail "stdio/$c" "the job's stderr after six runs differs from a bare run's" "$d/diff"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail "stdio/$c" "$why" "$d/err"
+	else
+		h_pass "stdio/$c: five stops and resumes, stdout ($(wc -c <"$d/out") bytes) and stderr complete and in order"
+	fi
+}
+
 main() {
 	local d
 	h_seed_init >/dev/null
@@ -108,6 +162,9 @@ main() {
 	resume pipe pipe "$d/o2"
 	tail -c "+$(( ${OFF/none/0} + 1 ))" "$H_WORK/bare" >"$d/want"
 	check pipe "$d/o2" "$d/want"
+
+	chain chain-pipe pipe
+	chain chain-file resume
 	return "$H_FAILED"
 }
 

@@ -12,13 +12,21 @@
 #      checkpoint still verifies.
 #  (d) bad command lines: one clear error line and the documented status
 #      (64 usage, 69 store).
+#  (e) lifecycle: SIGINT to ckrun's whole process group (Ctrl-C, GNU
+#      timeout) checkpoints and stops the job (75) instead of killing it; a
+#      stop whose checkpoint cannot be taken exits 76 and the job never runs
+#      on; a second SIGTERM during the stop's checkpoint stops without it
+#      (76, saying so) and keeps the previous one; a stop that meets the job
+#      ending by itself exits with the job's own status; the longest job
+#      name works with ckpt checkpoint; SIGUSR2 right at start never
+#      ends a running job.
 # Replay: CKPT_TEST_SEED=N bash tests/suite/30-faults.sh; a single part with
 # CKPT_TEST_FAULTS="kill corrupt diskfull badinput" (any subset).
 # CKPT_TEST_KILL_TRIALS sets the number of kill trials (default 30).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput}
+PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput lifecycle}
 TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
 PER_RUN=5
 JOB=faultjob
@@ -436,6 +444,207 @@ part_badinput() {
 	bad unknown-option 64 --frobnicate --store "$d/store" --job j --frobnicate
 }
 
+# ---- (e) lifecycle ---------------------------------------------------------------------
+
+# life_sigint: SIGINT to the whole process group ckrun leads, as a terminal's
+# Ctrl-C or GNU timeout sends it: ckrun must checkpoint and stop (75); the
+# resume must restore and finish as a bare run does.
+life_sigint() {
+	local d=$H_WORK/life/sigint rc why
+	mkdir -p "$d"
+	: >"$d/err"
+	h_app_cmd sgd 0.5
+	h_run_bare sgd "$d/bare" "$d/bare.err" 60 >/dev/null
+	h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	h_sleep_alive "$H_PID" 300
+	kill -INT -- "-$H_PID"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 75 ]; then
+		h_fail faults/sigint-group "ckrun exited $rc after SIGINT to its process group, want 75" "$d/err"
+		return
+	fi
+	h_start resume "$d/out" "$d/err" --store "$d/s" --job "$JOB" --resume
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ] || ! cmp -s "$d/bare" "$d/out"; then
+		h_fail faults/sigint-group "resume: status $rc or output differs from a bare run" "$d/out" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail faults/sigint-group "$why" "$d/err"
+	else
+		h_pass faults/sigint-group
+	fi
+}
+
+# life_unsaved: a stop whose checkpoint is refused (io_uring) exits 76,
+# says so, and the job is gone.
+life_unsaved() {
+	local d=$H_WORK/life/unsaved rc
+	mkdir -p "$d"
+	: >"$d/err"
+	H_CMD=("$H_BUILD/tests/unsupported/uring")
+	h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	h_sleep_alive "$H_PID" 200
+	kill -TERM "$H_PID"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 76 ]; then
+		h_fail faults/stop-unsaved "ckrun exited $rc after a refused stop, want 76" "$d/err"
+	elif ! grep -q "stopped without a checkpoint" "$d/err"; then
+		h_fail faults/stop-unsaved "ckrun did not say the job was stopped unsaved" "$d/err"
+	elif ! h_group_gone "$H_PID"; then
+		h_fail faults/stop-unsaved "the job still runs after the stop" "$d/err"
+	else
+		h_pass faults/stop-unsaved
+	fi
+}
+
+# life_second_term: SIGTERM, then a second one while the stop's large
+# checkpoint is being written: 76, a line saying why, checkpoint 1 intact.
+life_second_term() {
+	local d=$H_WORK/life/second rc
+	mkdir -p "$d"
+	: >"$d/err"
+	h_app_cmd memgrow "${KILL_ARGS[@]}"
+	h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/err" "checkpoint 1 committed" 60000 "$H_PID"
+	h_wait_line "$d/out" "phase 1 done" 60000 "$H_PID" # its heap has grown: checkpoint 2 is large
+	kill -TERM "$H_PID"
+	h_sleep_alive "$H_PID" 150
+	kill -TERM "$H_PID"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if grep -q "checkpoint 2 committed" "$d/err"; then
+		h_note "second-sigterm: checkpoint 2 committed within 150 ms; not counted"
+	elif [ "$rc" != 76 ]; then
+		h_fail faults/second-sigterm "ckrun exited $rc, want 76" "$d/err"
+	elif ! grep -q "a second SIGTERM or SIGINT" "$d/err" || grep -q "unknown error" "$d/err"; then
+		h_fail faults/second-sigterm "ckrun did not say what the second signal did" "$d/err"
+	elif [ "$(h_manifests "$d/s" "$JOB")" != 00000001 ] || ! verify_newest "$d/s" "$d/verify.log"; then
+		h_fail faults/second-sigterm "checkpoint 1 is not the intact newest" "$d/err" "$d/verify.log"
+	else
+		h_pass faults/second-sigterm
+	fi
+}
+
+# life_ending: SIGTERM sent as the job ends by itself (ender exits 7 once
+# its file exists): ckrun exits 75 (checkpoint first; a resume then ends
+# with 7) or 7 (the job had ended: it is done), never anything else. In
+# trials 7 and 8 the round asks the job 300 ms late (CKPT_TEST_ASK_DELAY_MS)
+# and the job ends right after the stop: always in the middle of the round,
+# where it must be 7.
+life_ending() {
+	local d=$H_WORK/life/ending rc i t own=0 saved=0 bad=0
+	mkdir -p "$d"
+	for (( i = 1; i <= 8; i++ )); do
+		rm -rf "$d/s" "$d/go"
+		: >"$d/err.$i"
+		H_CMD=("$H_BUILD/tests/lifecycle/ender" "$d/go")
+		if (( i > 6 )); then
+			CKPT_TEST_ASK_DELAY_MS=300 h_start new "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB"
+		else
+			h_start new "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB"
+		fi
+		h_wait_origin "$H_PID" "$d/err.$i" 10000
+		h_sleep_alive "$H_PID" 100
+		h_rand t 0 40 # the job's end 0-20 ms before or after the stop
+		(( i > 6 )) && t=20
+		if (( t < 20 )); then
+			: >"$d/go"
+			h_sleep_ms "$t"
+			kill -TERM "$H_PID"
+		else
+			kill -TERM "$H_PID"
+			h_sleep_ms $(( t - 20 ))
+			: >"$d/go"
+		fi
+		h_wait "$H_PID" 60000
+		rc=$?
+		case $rc in
+		7) own=$((own + 1)) ;;
+		75)
+			if (( i > 6 )); then
+				h_fail faults/stop-ending "trial $i: the job ended during the stop's round, yet ckrun exited 75 (want 7)" \
+					"$d/err.$i"
+				return
+			fi
+			h_start resume "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB" --resume
+			h_wait "$H_PID" 60000
+			rc=$?
+			if [ "$rc" = 7 ]; then saved=$((saved + 1)); else bad=1; fi ;;
+		*) bad=1 ;;
+		esac
+		if (( bad )); then
+			h_fail faults/stop-ending "trial $i: ckrun exited $rc (want 7, or 75 and a resume ending with 7)" "$d/err.$i"
+			return
+		fi
+	done
+	h_pass "faults/stop-ending: $own of 8 stops met the job ended (its status 7), $saved checkpointed first"
+}
+
+# life_longname: a job name of the longest length works with ckpt checkpoint.
+life_longname() {
+	local d=$H_WORK/life/long rc rc2 name
+	name=$(printf 'j%.0s' $(seq 1 128))
+	mkdir -p "$d"
+	: >"$d/err"
+	h_app_cmd sgd 0.5
+	h_start new "$d/out" "$d/err" --store "$d/s" --job "$name"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	timeout -s KILL 60 "$CKPT" checkpoint --stop "$name" >"$d/ctl" 2>&1
+	rc=$?
+	h_wait "$H_PID" 60000
+	rc2=$?
+	if [ "$rc" != 0 ] || [ "$rc2" != 75 ] || [ -z "$(h_manifests "$d/s" "$name")" ]; then
+		h_fail faults/long-job-name "ckpt checkpoint --stop of a 128-character job name: status $rc, ckrun $rc2" \
+			"$d/ctl" "$d/err"
+	else
+		h_pass faults/long-job-name
+	fi
+}
+
+# life_early_usr2: SIGUSR2 at random moments in ckrun's first 60 ms: ckrun
+# either ends before the job started (no origin line: nothing lost), or the
+# job runs to its end.
+life_early_usr2() {
+	local d=$H_WORK/life/early rc i t died=0 ran=0
+	mkdir -p "$d"
+	h_app_cmd sleeper 0.2
+	for (( i = 1; i <= 10; i++ )); do
+		: >"$d/err.$i"
+		rm -rf "$d/s"
+		h_rand t 0 60
+		h_start new "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB"
+		h_sleep_ms "$t"
+		kill -USR2 "$H_PID" 2>/dev/null
+		{ h_wait "$H_PID" 60000; } 2>/dev/null
+		rc=$?
+		if [ "$rc" = 0 ] && grep -q '^ck-origin END' "$d/err.$i"; then
+			ran=$((ran + 1))
+		elif ! grep -q '^ck-origin START' "$d/err.$i"; then
+			died=$((died + 1)) # ended while loading, before any job existed
+		else
+			h_fail faults/early-usr2 "trial $i (SIGUSR2 after $t ms): status $rc with the job started" "$d/err.$i"
+			return
+		fi
+	done
+	h_pass "faults/early-usr2: $ran of 10 jobs ran to their end, $died ckrun ended while loading (before any job)"
+}
+
+part_lifecycle() {
+	h_rng_seed lifecycle
+	life_sigint
+	life_unsaved
+	life_second_term
+	life_ending
+	life_longname
+	life_early_usr2
+}
+
 main() {
 	local p
 	h_seed_init
@@ -450,7 +659,7 @@ main() {
 	h_init faults
 	for p in $PARTS; do
 		case $p in
-		kill | treekill | corrupt | diskfull | badinput) "part_$p" ;;
+		kill | treekill | corrupt | diskfull | badinput | lifecycle) "part_$p" ;;
 		*) h_fail faults "unknown part '$p'" ;;
 		esac
 	done

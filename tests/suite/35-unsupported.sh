@@ -43,6 +43,8 @@ refused() {
 refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'descriptors in flight' "$B/tests/unsupported/fdpass"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
+refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
+refused many-threads 'more than 512 threads: a checkpoint holds at most 512' "$B/tests/unsupported/manythreads"
 
 # A debugger attached from outside: the job is traced.
 attach() { # ckrun pid -> strace on the job's main process

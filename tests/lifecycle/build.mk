@@ -1,0 +1,6 @@
+# Jobs of tests/suite/30-faults.sh's lifecycle part that are not
+# conformance apps.
+$(BUILD)/tests/lifecycle/%: tests/lifecycle/%.c $(BUILD)/tests/apps/origin/origin.o
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $^
+ALL_TARGETS += $(patsubst tests/lifecycle/%.c,$(BUILD)/tests/lifecycle/%,$(wildcard tests/lifecycle/*.c))
