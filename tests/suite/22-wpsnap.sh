@@ -38,12 +38,13 @@ APPS=$B/tests/apps
 # (every commit forked), fallback (forked, saying why), churn (write protection, output only; reports
 # how many rounds were repeated with a fork).
 run() {
-	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq npre
+	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq npre why=
 	shift 4
-	rm -rf "$W/st" "$W/out" "$W/err" "$W/out2"
+	rm -rf "$W/st" "$W/out" "$W/err" "$W/err.runs" "$W/out2"
 	"$APPS/$app" "$scale" >"$W/bare" 2>/dev/null
-	timeout -s KILL 300 "$CKRUN" -v --interval 200ms --keep 100 --store "$W/st" --job j "$@" -- "$APPS/$app" "$scale" \
-		>"$W/out" 2>"$W/err"
+	h_run_mark "$W/err" new 0
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --interval 200ms --keep 100 --store "$W/st" --job j "$@" -- \
+		"$APPS/$app" "$scale" >"$W/out" 2>>"$W/err"
 	rc=$?
 	nwp=$(grep -c 'committed.*write-protect snapshot' "$W/err")
 	nfork=$(grep -c 'committed.*forked snapshot' "$W/err")
@@ -101,14 +102,15 @@ run() {
 		awk '$1 == 1 && $2 == "file" { sub(/^@/, "", $5); print $5; exit }')
 	tail -c +$(( ${off:-0} + 1 )) "$W/bare" >"$W/want2"
 	rm -f "$W/out2"
-	: >"$W/err2"
-	timeout -s KILL 300 "$CKRUN" -v --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" >"$W/out2" 2>"$W/err2"
+	h_run_mark "$W/err" resume 1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$W/st" --job j -- "$APPS/$app" "$scale" \
+		>"$W/out2" 2>>"$W/err"
 	rc=$?
-	cat "$W/err2" >>"$W/err"
-	# A fresh start would print the whole output: the offset must be past 0.
-	if [ -z "$off" ] || [ "$off" = 0 ] || [ $rc != 0 ] || ! cmp -s "$W/want2" "$W/out2" ||
-	   ! grep -q "restored from checkpoint $((10#$seq))" "$W/err2"; then
-		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)) (stdout offset '${off}'): exit status $rc or output differs"
+	# The job's origin proves the restore (h_proof: no fresh start, the
+	# first run's value at the end), the line which checkpoint it came from.
+	if [ -z "$off" ] || [ $rc != 0 ] || ! cmp -s "$W/want2" "$W/out2" || ! why=$(h_proof "$W/err") ||
+	   ! grep -q "restored from checkpoint $((10#$seq)) " "$W/err"; then
+		echo "FAIL wpsnap/$name: restore from checkpoint $((10#$seq)) (stdout offset '${off}'): exit status $rc, output differs, or ${why:-no restore line}"
 		diff "$W/want2" "$W/out2" | head -5 | sed 's/^/    | /'
 		tail -3 "$W/err" | sed 's/^/    | /'
 		return

@@ -30,7 +30,7 @@ run() {
     local name=$1; shift
     if "$@" >"$W/$name.log" 2>&1; then
         say_pass "$name"
-        grep -E 'MB/s|up in|retries|->' "$W/$name.log" | sed 's/^ */    /'
+        grep -E 'MB/s|up in|retries|->|applied' "$W/$name.log" | sed 's/^ */    /'
     else
         say_fail "$name"; tail -15 "$W/$name.log" | sed 's/^/    /'
     fi
@@ -145,7 +145,7 @@ sgd2_pid=$!
 # broken, so it must fail cleanly with the job running on and the resume
 # restore from the first.
 ck_fault() {
-    local name=$1 ctl=$2 outcome=$3 store=$U/faultjobs job pid rc why want
+    local name=$1 ctl=$2 outcome=$3 store=$U/faultjobs job pid rc why want f0 f1
     job=f-$name
     echo pass >"$W/fault.ctl"
     : >"$W/$job.err"
@@ -157,10 +157,18 @@ ck_fault() {
     h_wait_origin "$pid" "$W/$job.err" 10000
     kill -USR2 "$pid"                         # a clean first checkpoint
     h_wait_line "$W/$job.err" "checkpoint 1 committed" 30000 "$pid"
+    f0=$(grep -c '^faultproxy: conn' "$W/proxy.log")
     echo "$ctl" >"$W/fault.ctl"
     kill -USR2 "$pid"                         # the second one meets the fault
     h_wait_line "$W/$job.err" "checkpoint 2 (committed|of job .* failed)" 60000 "$pid"
     echo pass >"$W/fault.ctl"
+    f1=$(grep -c '^faultproxy: conn' "$W/proxy.log")
+    echo "faults applied during checkpoint 2: $(( f1 - f0 ))"
+    if (( f1 == f0 )); then
+        echo "no fault was applied to checkpoint 2: the case proves nothing"
+        kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+        return 1
+    fi
     if ! kill -0 "$pid" 2>/dev/null; then
         wait "$pid"; echo "    ckrun ended (status $?) before the test was done with it:"
         tail -3 "$W/$job.err" | sed 's/^/    | /'; return 1
@@ -182,10 +190,10 @@ ck_fault() {
     why=$(h_proof "$W/$job.err") || { echo "$why"; return 1; }
     [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" >/dev/null
 }
-run ckrun-fault-reset ck_fault reset "reset 2 500000" commit
+run ckrun-fault-reset ck_fault reset "reset 2 1000" commit
 run ckrun-fault-slowdown ck_fault slowdown "slowdown 2" commit
 run ckrun-fault-stall ck_fault stall "stall 1 0" commit
-run ckrun-fault-dead ck_fault dead "reset 0 100000" fail
+run ckrun-fault-dead ck_fault dead "reset 0 1" fail
 # The gateway killed during a checkpoint and started again: the round
 # commits (if the gateway is back within the retries) or fails cleanly;
 # either way the newest committed checkpoint restores identically.

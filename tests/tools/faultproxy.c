@@ -4,9 +4,11 @@
  *   faultproxy -l PORT -t HOST:PORT -c CONTROL [-p PORTFILE]
  *
  * -l 0 picks a free port; it is printed and written to PORTFILE. CONTROL is a
- * file read at every new connection; its one line chooses what happens to
- * the next connections (COUNT of them, 0 = all of them, counted again from
- * the moment the line changes):
+ * file read at every new request (a new connection, or the client speaking
+ * again on a kept-alive one after the gateway answered: a client's pooled
+ * connections are no way around a fault); its one line chooses what
+ * happens to the next requests (COUNT of them, 0 = all of them, counted
+ * again from the moment the line changes):
  *   pass                       forward untouched (also: no file)
  *   reset COUNT BYTES          reset (RST) after BYTES bytes from the client
  *   slowdown COUNT             read the request, answer 503 SlowDown, close
@@ -98,19 +100,21 @@ static void hard_reset(int fd)
 	close(fd);
 }
 
-/* Reads one request (headers and Content-Length body), answers SlowDown. */
-static void slowdown(struct conn *c)
+/* Reads one request (headers and Content-Length body; the first have bytes
+ * of it already in buf), answers SlowDown. */
+static void slowdown(struct conn *c, char *buf, size_t size, size_t have)
 {
 	static const char body[] = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code>"
 				   "<Message>Please reduce your request rate.</Message></Error>";
-	char buf[65536], resp[512];
-	size_t have = 0;
+	char resp[512];
 	long clen = 0, got;
 	char *end = NULL, *cl;
 	ssize_t n;
 
-	while (!end && have < sizeof(buf) - 1) {
-		n = recv(c->cfd, buf + have, sizeof(buf) - 1 - have, 0);
+	buf[have] = 0;
+	end = strstr(buf, "\r\n\r\n");
+	while (!end && have < size - 1) {
+		n = recv(c->cfd, buf + have, size - 1 - have, 0);
 		if (n <= 0)
 			return;
 		have += (size_t)n;
@@ -126,7 +130,7 @@ static void slowdown(struct conn *c)
 		}
 	got = (long)(have - (size_t)(end + 4 - buf));
 	while (got < clen) {
-		n = recv(c->cfd, buf, sizeof(buf), 0);
+		n = recv(c->cfd, buf, size, 0);
 		if (n <= 0)
 			return;
 		got += n;
@@ -139,7 +143,7 @@ static void slowdown(struct conn *c)
 		write_all(c->cfd, body, sizeof(body) - 1);
 	shutdown(c->cfd, SHUT_WR);
 	/* let the client read the answer before the socket goes */
-	while (recv(c->cfd, buf, sizeof(buf), 0) > 0)
+	while (recv(c->cfd, buf, size, 0) > 0)
 		;
 }
 
@@ -148,7 +152,7 @@ static void relay(struct conn *c)
 	struct pollfd p[2];
 	char buf[65536];
 	long up = 0, down = 0;
-	int sfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, stalled = 0;
+	int sfd = socket(AF_INET, SOCK_STREAM, 0), one = 1, stalled = 0, answered = 0;
 
 	if (sfd < 0 || connect(sfd, (struct sockaddr *)&target, sizeof(target))) {
 		fprintf(stderr, "faultproxy: cannot reach target: %s\n", strerror(errno));
@@ -170,9 +174,20 @@ static void relay(struct conn *c)
 			break;
 		}
 		if (p[0].revents) {
-			n = recv(c->cfd, buf, sizeof(buf), 0);
+			n = recv(c->cfd, buf, sizeof(buf) - 1, 0);
 			if (n <= 0)
 				break;
+			if (answered && c->mode == M_PASS) {
+				/* a new request on a kept-alive connection */
+				choose(c);
+				up = down = 0;
+				if (c->mode == M_SLOWDOWN) {
+					fprintf(stderr, "faultproxy: conn %ld: answering 503 SlowDown\n", c->id);
+					slowdown(c, buf, sizeof(buf), (size_t)n);
+					break;
+				}
+			}
+			answered = 0;
 			if (c->mode == M_RESET && up + n >= c->bytes) {
 				long keep = c->bytes - up;
 
@@ -206,6 +221,7 @@ static void relay(struct conn *c)
 				continue;
 			}
 			down += n;
+			answered = 1;
 			if (write_all(c->cfd, buf, (size_t)n))
 				break;
 		}
@@ -219,8 +235,9 @@ static void *serve(void *arg)
 	struct conn *c = arg;
 
 	if (c->mode == M_SLOWDOWN) {
+		char buf[65536];
 		fprintf(stderr, "faultproxy: conn %ld: answering 503 SlowDown\n", c->id);
-		slowdown(c);
+		slowdown(c, buf, sizeof(buf), 0);
 	} else {
 		relay(c);
 	}
