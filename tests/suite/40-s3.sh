@@ -135,8 +135,8 @@ fi
 # ckrun through the faults: a checkpoint either commits and verifies, or
 # fails cleanly with the job running on; the newest committed checkpoint
 # always restores (after a kill -9) to an identical result.
-"$top/$B/tests/apps/sgd" 0.6 >"$W/sgd.bare"
-# the gateway test's job must outlive a gateway restart (several seconds)
+# the jobs of the fault and gateway tests must outlive a stalled or
+# restarted gateway (several seconds)
 "$top/$B/tests/apps/sgd" 2 >"$W/sgd2.bare" &
 sgd2_pid=$!
 # ck_fault NAME CONTROL OUTCOME: a clean first checkpoint, then a second
@@ -147,11 +147,12 @@ sgd2_pid=$!
 ck_fault() {
     local name=$1 ctl=$2 outcome=$3 store=$U/faultjobs job pid rc why want f0 f1
     job=f-$name
+    wait "$sgd2_pid" 2>/dev/null # its bare output
     echo pass >"$W/fault.ctl"
     : >"$W/$job.err"
     h_run_mark "$W/$job.err" new 0
     CKPT_TEST_ORIGIN=1 setsid env CKPT_S3_ENDPOINT="$PURL" CKPT_S3_STALL_TIMEOUT=2 CKPT_S3_TRIES=3 \
-        "$CKRUN" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+        "$CKRUN" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
         >"$W/$job.out" 2>>"$W/$job.err" &
     pid=$!
     h_wait_origin "$pid" "$W/$job.err" 10000
@@ -175,7 +176,7 @@ ck_fault() {
     fi
     kill -9 -- "-$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     h_run_mark "$W/$job.err" resume 1
-    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 0.6 \
+    CKPT_TEST_ORIGIN=1 timeout -s KILL 300 "$CKRUN" -v --resume --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
         1<>"$W/$job.out" 2>>"$W/$job.err"
     rc=$?
     echo "outcome -> $(grep -Eo "checkpoint 2 (committed|of job [^ ]* failed: .{0,90})" "$W/$job.err" | head -1)"
@@ -188,7 +189,7 @@ ck_fault() {
     grep -q "restored from checkpoint $want " "$W/$job.err" ||
         { echo "the resume did not restore from checkpoint $want"; return 1; }
     why=$(h_proof "$W/$job.err") || { echo "$why"; return 1; }
-    [ $rc = 0 ] && cmp -s "$W/sgd.bare" "$W/$job.out" && timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" >/dev/null
+    [ $rc = 0 ] && cmp -s "$W/sgd2.bare" "$W/$job.out" && timeout -s KILL 120 "$CKPT" verify --store "$store" "$job" >/dev/null
 }
 run ckrun-fault-reset ck_fault reset "reset 2 1000" commit
 run ckrun-fault-slowdown ck_fault slowdown "slowdown 2" commit
@@ -199,7 +200,7 @@ run ckrun-fault-dead ck_fault dead "reset 0 1" fail
 # either way the newest committed checkpoint restores identically.
 gw_restart() {
     local store=$U/gwjobs job=gw pid rgw rc why want
-    wait "$sgd2_pid"
+    wait "$sgd2_pid" 2>/dev/null
     : >"$W/$job.err"
     h_run_mark "$W/$job.err" new 0
     CKPT_TEST_ORIGIN=1 setsid env CKPT_S3_TRIES=8 "$CKRUN" -v --store "$store" --job "$job" -- "$top/$B/tests/apps/sgd" 2 \
