@@ -15,7 +15,6 @@ ifeq ($(UBSAN),1)
 CFLAGS    += -fsanitize=undefined -fno-sanitize-recover=undefined
 LDFLAGS   += -fsanitize=undefined
 endif
-CUDA_INC  ?= /usr/local/cuda/include
 
 # Filled by fragments.
 ALL_TARGETS   :=
