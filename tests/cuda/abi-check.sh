@@ -12,7 +12,7 @@
 #                       checks nothing.
 # Prints PASS/FAIL/SKIP lines; exits 1 on a failure.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 inc=${CUDA_HOME:-/usr/local/cuda}/include
 cc=${CC:-cc}
 flags=(-Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -D_GNU_SOURCE)

@@ -12,7 +12,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 B=$top/${BUILD:-build}
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
 NSA=ckA$$ NSB=ckB$$
-PY=${PYTHON:-/usr/bin/python3}
+PY=${PYTHON:-python3}
 FAILED=0
 cleanup() {
 	pkill -9 -f "$W" 2>/dev/null

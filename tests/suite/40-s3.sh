@@ -10,7 +10,9 @@ top=$PWD
 B=${BUILD:-build}
 W=$top/$B/s3-suite
 CEPH=$W/ceph
-AWS=/usr/bin/aws # a pip-installed aws earlier in PATH may behave differently
+# Debian's awscli (scripts/ceph-start.sh installs it); CKPT_TEST_AWS names
+# another, e.g. where a pip-installed aws comes first in PATH.
+AWS=${CKPT_TEST_AWS:-aws}
 fail=0
 proxy_pid=
 
