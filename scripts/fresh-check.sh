@@ -6,8 +6,9 @@
 # Builds a minimal Debian 12 root with mmdebstrap (--variant=minbase, from the
 # Debian mirrors this machine's apt is configured with; the tarball is cached),
 # unpacks it in a temporary directory, clones the committed HEAD of this
-# repository into it (/root/ckrun), mounts /proc, /dev, /sys and a tmpfs
-# /tmp, and runs as root in a chroot what the README tells a new user to:
+# repository into it (/root/ckrun), and runs there as root, with /proc, /dev,
+# /sys and a tmpfs /tmp mounted (see enter below), what the README tells a
+# new user to:
 #   setup   apt-get update; apt-get install -y make git   (minbase has neither)
 #   demo    make demo
 #   unit    make test-unit
@@ -15,16 +16,16 @@
 # Every step after setup starts from what the one before left (the build,
 # the packages make installed). Prints PASS/FAIL lines, "fresh/STEP" for each
 # step and "fresh/NAME" for each line of the suites inside; exits 1 if any
-# failed, 2 when the root cannot be made. Whatever happens, the mounts are
-# undone, processes left in the root are killed and the root is removed.
+# failed, 2 when the root cannot be made. Whatever happens, the processes a
+# step leaves are ended with it and the root is removed.
 #
-# Needs root (chroot, mounts) and the Debian package mirrors. Environment:
+# Needs root (namespaces, mounts) and the Debian package mirrors. Environment:
 #   CKPT_FRESH_CACHE    the cached root tarball
 #                       (default build/fresh-check/debian12-minbase.tar)
 #   CKPT_FRESH_REFRESH  1: build the tarball again
 #   CKPT_FRESH_MIRRORS  mmdebstrap mirror lines ("deb URI SUITE COMPONENTS",
 #                       separated by |) instead of this machine's apt sources
-#   CKPT_FRESH_KEEP     1: keep the root (its mounts are still undone)
+#   CKPT_FRESH_KEEP     1: keep the root directory
 # Logs: build/fresh-check/STEP.log and the suites' logs in
 # build/fresh-check/test-logs/.
 set -uo pipefail
@@ -42,7 +43,7 @@ die() { echo "FAIL fresh/setup: $*"; exit 2; }
 for s in "${steps[@]}"; do
     case "$s" in demo|unit|test) ;; *) echo "usage: $0 [demo|unit|test]..." >&2; exit 2 ;; esac
 done
-[ "$(id -u)" -eq 0 ] || die "needs root (chroot and mounts)"
+[ "$(id -u)" -eq 0 ] || die "needs root (namespaces and mounts)"
 head=$(git rev-parse HEAD 2>/dev/null) || die "$top is not a git checkout"
 [ -z "$(git status --porcelain --untracked-files=no)" ] ||
     say "note: uncommitted changes are not checked; the root gets the committed HEAD"
@@ -110,18 +111,10 @@ mounts_under() {
         /proc/self/mountinfo | sort -r
 }
 cleanup() {
-    local p pids m
+    local m
     [ -n "$root" ] && [ -d "$root" ] || return 0
-    # Processes whose root is ours (daemons a failed suite left behind).
-    for _ in 1 2 3; do
-        pids=()
-        for p in /proc/[0-9]*; do
-            [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && pids+=("${p#/proc/}")
-        done
-        [ ${#pids[@]} -eq 0 ] && break
-        kill -9 "${pids[@]}" 2>/dev/null
-        sleep 1
-    done
+    # Nothing is mounted here from outside the namespaces; undo anything
+    # that is anyway before removing, and never remove through a mount.
     for _ in 1 2 3; do
         while read -r m; do
             [ -n "$m" ] && { umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null; }
@@ -157,10 +150,28 @@ git clone -q --no-checkout "$top" "$root/root/ckrun" &&
     git -C "$root/root/ckrun" checkout -q --detach "$head" || die "cannot clone $top into the root"
 say "root $root, checkout $(git log -1 --format='%h %s' "$head" | cut -c1-70)"
 
-mount -t proc proc "$root/proc" &&
-    mount --rbind /dev "$root/dev" && mount --make-rslave "$root/dev" &&
-    mount --rbind /sys "$root/sys" && mount --make-rslave "$root/sys" &&
-    mount -t tmpfs -o mode=1777 tmpfs "$root/tmp" || die "cannot mount /proc, /dev, /sys, /tmp in the root"
+# enter COMMAND: runs COMMAND as root in the fresh root, in new mount and PID
+# namespaces: /proc, /dev, /sys and a tmpfs /tmp are mounted there, and
+# pivot_root (not chroot: the kernel refuses user namespaces, which ckrun
+# makes, to a chrooted process) makes the root the namespace's own. The
+# mounts never appear outside, and when the command ends the kernel ends
+# every process it left (daemons of a failed suite) with the namespace.
+enter() {
+    unshare --mount --pid --fork --propagation private /bin/bash -c '
+        set -e
+        r=$1 cmd=$2
+        mount --bind "$r" "$r"
+        mount -t proc proc "$r/proc"
+        mount --rbind /dev "$r/dev"
+        mount --rbind /sys "$r/sys"
+        mount -t tmpfs -o mode=1777 tmpfs "$r/tmp"
+        cd "$r"
+        pivot_root . mnt
+        cd /
+        umount -l /mnt
+        exec env -i HOME=/root TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+            /bin/bash -c "cd /root/ckrun && $cmd"' fresh-root "$root" "$1"
+}
 
 pass=0 fail=0 skip=0
 shopt -s lastpipe # the loop reading a step's output counts in this shell
@@ -168,8 +179,7 @@ shopt -s lastpipe # the loop reading a step's output counts in this shell
 step() {
     local name=$1 cmd=$2 t0 rc line
     t0=$(date +%s)
-    env -i HOME=/root TERM=dumb PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-        chroot "$root" /bin/bash -c "cd /root/ckrun && $cmd" </dev/null 2>&1 | tee "$out/$name.log" |
+    enter "$cmd" </dev/null 2>&1 | tee "$out/$name.log" |
     while IFS= read -r line; do
         case "$line" in
             PASS\ *) echo "PASS fresh/${line#PASS }"; pass=$((pass + 1)) ;;
