@@ -22,7 +22,7 @@
 # Needs root (namespaces, mounts) and the Debian package mirrors. Environment:
 #   CKPT_FRESH_CACHE    the cached root tarball
 #                       (default build/fresh-check/debian12-minbase.tar)
-#   CKPT_FRESH_REFRESH  1: build the tarball again
+#   CKPT_FRESH_REFRESH  1: build the tarball again (done anyway after 30 days)
 #   CKPT_FRESH_MIRRORS  mmdebstrap mirror lines ("deb URI SUITE COMPONENTS",
 #                       separated by |) instead of this machine's apt sources
 #   CKPT_FRESH_KEEP     1: keep the root directory
@@ -134,7 +134,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-if [ ! -s "$cache" ] || [ "${CKPT_FRESH_REFRESH:-0}" = 1 ]; then
+# A month-old tarball is made again: "fresh" means this point release.
+if [ ! -s "$cache" ] || [ "${CKPT_FRESH_REFRESH:-0}" = 1 ] || [ -n "$(find "$cache" -mtime +30)" ]; then
     make_tarball
 else
     say "using the cached root tarball $cache"
