@@ -96,11 +96,15 @@ make_tarball() {
     fi
     say "building a minimal Debian 12 root (mmdebstrap, ${mirrors[*]})"
     mkdir -p "$(dirname "$cache")"
-    if ! mmdebstrap --variant=minbase --mode=root "$suite" "$cache.part" "${mirrors[@]}" \
+    # --format: mmdebstrap takes the format from the name otherwise (".part"
+    # made a directory).
+    [ -d "$cache.part" ] && rm -rf --one-file-system "$cache.part"
+    if ! mmdebstrap --variant=minbase --mode=root --format=tar "$suite" "$cache.part" "${mirrors[@]}" \
         >"$out/mmdebstrap.log" 2>&1; then
         rm -f "$cache.part"
         die "mmdebstrap failed (see $out/mmdebstrap.log)"
     fi
+    [ -d "$cache" ] && rm -rf --one-file-system "$cache"
     mv "$cache.part" "$cache"
 }
 
@@ -135,7 +139,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 # A month-old tarball is made again: "fresh" means this point release.
-if [ ! -s "$cache" ] || [ "${CKPT_FRESH_REFRESH:-0}" = 1 ] || [ -n "$(find "$cache" -mtime +30)" ]; then
+if [ ! -f "$cache" ] || [ ! -s "$cache" ] || [ "${CKPT_FRESH_REFRESH:-0}" = 1 ] || [ -n "$(find "$cache" -mtime +30)" ]; then
     make_tarball
 else
     say "using the cached root tarball $cache"
