@@ -15,7 +15,6 @@ ifeq ($(UBSAN),1)
 CFLAGS    += -fsanitize=undefined -fno-sanitize-recover=undefined
 LDFLAGS   += -fsanitize=undefined
 endif
-CUDA_INC  ?= /usr/local/cuda/include
 
 # Filled by fragments.
 ALL_TARGETS   :=
@@ -25,7 +24,7 @@ BENCH_TARGETS :=
 INSTALL_BINS  :=
 INSTALL_LIBS  :=
 
-.PHONY: all build-all deps-check test test-unit bench demo install clean lint format
+.PHONY: all build-all deps-check test test-unit bench demo fresh-check install clean lint format
 # The packages come first, the build in a second make: with -j, a rule
 # that only listed deps-check as a prerequisite compiled next to apt-get
 # (gelf.h missing on a fresh machine).
@@ -59,6 +58,11 @@ bench: all
 
 demo: all
 	@scripts/demo.sh
+
+# The README's commands in a pristine Debian 12 root (root only; builds
+# nothing here). FRESH_STEPS: demo, unit, test (default: demo test).
+fresh-check:
+	@scripts/fresh-check.sh $(FRESH_STEPS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/ckrun

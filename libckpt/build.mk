@@ -4,7 +4,7 @@ LIBCKPT_SRCS := $(wildcard libckpt/*.c libckpt/*.S plugins/*/*.c)
 LIBCKPT_OBJS := $(patsubst %,$(BUILD)/pic/%.o,$(LIBCKPT_SRCS))
 # The restart and suspend paths run where libc and TLS may not be usable:
 # no stack protector, no instrumentation.
-LIBCKPT_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fno-stack-protector -fno-tree-loop-distribute-patterns -I$(CUDA_INC)
+LIBCKPT_CFLAGS := $(filter-out -fsanitize=%,$(CFLAGS)) -fPIC -fno-stack-protector -fno-tree-loop-distribute-patterns
 
 $(BUILD)/pic/%.c.o: %.c
 	@mkdir -p $(dir $@)

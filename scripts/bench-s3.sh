@@ -10,7 +10,7 @@ case $B in /*) ;; *) B=$top/$B ;; esac
 MIB=${CKPT_BENCH_S3_MIB:-2048}
 W=$(mktemp -d "$B/bench-s3.XXXXXX")
 CEPH=$W/ceph
-AWS=/usr/bin/aws
+AWS=${CKPT_TEST_AWS:-aws} # Debian's awscli, installed with Ceph by make bench
 trap 'pkill -9 -f "$W/" 2>/dev/null; "$top/scripts/ceph-stop.sh" "$CEPH" >/dev/null 2>&1; rm -rf "$W"' EXIT
 
 now() { date +%s.%N; }

@@ -2,9 +2,22 @@
 # Makes sure the Debian packages the build and the tests need are present.
 # As root: installs the missing ones with apt-get. Otherwise: prints the exact
 # apt-get line and fails.
+#
+# The base set is what `make` and every suite but the S3 one use, starting
+# from a minimal Debian 12 (mmdebstrap --variant=minbase: no compiler, no
+# procps); the S3 suite's and `make bench`'s Ceph and awscli come as an extra
+# set that scripts/ceph-start.sh asks for itself. Tools by package:
+#   build-essential pkg-config lib*-dev   the build
+#   zstd                                  stores compressed by the tests
+#   python3                               the *.py apps, 37-sockets, 38-attach
+#   iproute2                              ip netns (37-sockets)
+#   util-linux                            setsid, mount (demo, every suite)
+#   procps                                pgrep, pkill (the suites)
+#   strace                                a traced job is refused (35-unsupported)
 set -euo pipefail
 need=(build-essential pkg-config libzstd-dev libcurl4-openssl-dev libssl-dev
-      libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux)
+      libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux
+      procps strace)
 # Extra package sets, named by the caller: CKPT_DEPS_EXTRA="ceph awscli".
 for extra in ${CKPT_DEPS_EXTRA:-}; do
     case "$extra" in

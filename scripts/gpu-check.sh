@@ -14,9 +14,10 @@
 #   scripts/gpu-check.sh                 on the GPU
 #   scripts/gpu-check.sh --sim           the same flow against the simulated
 #                                        driver (GIB defaults to 1)
-#   scripts/gpu-check.sh --compile-only  build the GPU program against the
-#                                        real cuda.h and check its PTX with
-#                                        ptxas; needs no GPU
+#   scripts/gpu-check.sh --compile-only  build the GPU program (with the
+#                                        project's cuda_abi.h) and check its
+#                                        PTX with the toolkit's ptxas; needs
+#                                        no GPU
 #
 # Environment: GIB, CUDA_HOME (default /usr/local/cuda), CKRUN_TIMEOUT
 # (seconds a checkpoint or restore may take, default 900).
@@ -59,9 +60,11 @@ build() {
     else
         say "no ptxas at $ptxas: PTX not checked"
     fi
-    # Linked against the toolkit's link-time libcuda; at run time the loader finds
-    # the installed driver (or, with --sim, the simulated one).
-    cc -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -D_GNU_SOURCE -I"$CUDA/include" \
+    # Declared by the project's plugins/cuda/cuda_abi.h (no toolkit header);
+    # linked against the toolkit's link-time libcuda where there is one, else
+    # the simulated driver's; at run time the loader finds the installed
+    # driver (or, with --sim, the simulated one).
+    cc -O2 -g -Wall -Wextra -Wshadow -Wstrict-prototypes -Werror -D_GNU_SOURCE -I"$top" \
         tests/cuda/gpu/gpu_check.c -o "$out/gpu_check" -L"$CUDA/lib64/stubs" -L"$top/build/sim" -lcuda
 }
 

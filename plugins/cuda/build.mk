@@ -1,5 +1,6 @@
 # CUDA plugin. plugins/cuda/*.c go into libckpt.so (the core's fragment
-# compiles them); they include the real cuda.h. The simulated driver (a test
+# compiles them); they include the project's own declaration of the Driver
+# API (cuda_abi.h), so no CUDA toolkit is needed. The simulated driver (a test
 # double for GPU-less machines) lives in sim/ and is built here into
 # $(BUILD)/sim/libcuda.so.1.
 CKSIM_SRCS := $(wildcard plugins/cuda/sim/*.c)
@@ -8,7 +9,7 @@ CKSIM_LIB  := $(BUILD)/sim/libcuda.so.1
 
 $(BUILD)/pic/plugins/cuda/sim/%.o: plugins/cuda/sim/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
 
 # -Bsymbolic: the driver's calls to its own entry points must not be caught
 # by an interposer loaded before it, as with the real driver.

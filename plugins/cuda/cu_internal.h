@@ -4,19 +4,19 @@
 #ifndef CK_CU_INTERNAL_H
 #define CK_CU_INTERNAL_H
 
-#include <cuda.h>
+#include "cuda_abi.h"
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Interposed entry points must stay visible from libckpt.so; everything
- * declared below (after cuda.h has declared the entry points) is internal. */
+ * declared below (after cuda_abi.h has declared the entry points) is internal. */
 #define CK_CU_API __attribute__((visibility("default")))
 
 #pragma GCC visibility push(hidden)
 
 /* Every driver function the plugin forwards to. The member of struct
- * ck_cu_drv and the symbol looked up are the versioned names cuda.h maps
+ * ck_cu_drv and the symbol looked up are the versioned names cuda_abi.h maps
  * each API name to (cuMemAlloc -> cuMemAlloc_v2). */
 #define CK_CU_DRV_FNS(X)                                                                              \
 	X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)         \

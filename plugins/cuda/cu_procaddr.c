@@ -9,7 +9,7 @@
 
 CUresult CUDAAPI cuModuleLoad(CUmodule *module, const char *fname);
 
-/* #n: the name a caller asks for; n: the versioned symbol cuda.h maps it
+/* #n: the name a caller asks for; n: the versioned symbol cuda_abi.h maps it
  * to, which is what the plugin defines. */
 #define P(n) { #n, (void *)n }
 static const struct {

@@ -1,13 +1,11 @@
-# CUDA tests: workloads written against the real Driver API (tests/cuda/wl_*.c),
+# CUDA tests: workloads written against the Driver API (tests/cuda/wl_*.c, with
+# the project's plugins/cuda/cuda_abi.h: no CUDA toolkit needed),
 # each built bare against the simulated driver as $(BUILD)/tests/cuda/cuda-NAME,
 # and the standalone plugin harness cuda-plugin-test (plugin sources + a fake
 # plugin registry + every workload). tests/suite/50-cuda.sh runs them.
 CUTEST_WLS   := $(patsubst tests/cuda/wl_%.c,%,$(wildcard tests/cuda/wl_*.c))
 CUTEST_BARE  := $(CUTEST_WLS:%=$(BUILD)/tests/cuda/cuda-%)
-CUTEST_CFLAGS = -I$(CUDA_INC)
 CUTEST_LINK   = -L$(BUILD)/sim -lcuda -Wl,-rpath,'$$ORIGIN/../../sim'
-
-$(BUILD)/tests/cuda/%.o: CFLAGS += $(CUTEST_CFLAGS)
 
 $(BUILD)/tests/cuda/bare_%.o: tests/cuda/bare_main.c
 	@mkdir -p $(dir $@)
@@ -29,7 +27,7 @@ CUTEST_PLUGIN := $(BUILD)/tests/cuda/cuda-plugin-test
 
 $(BUILD)/tests/cuda/plugin/%.o: plugins/cuda/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_INC) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(CUTEST_PLUGIN): $(BUILD)/tests/cuda/plugin_test.o $(BUILD)/tests/cuda/fake_ckpt.o $(CUPLUG_OBJS) \
 		$(CUTEST_WLS:%=$(BUILD)/tests/cuda/wl_%.o) $(BUILD)/tests/cuda/cutest.o $(CKSIM_LIB)
@@ -45,11 +43,11 @@ CUPRELOAD_OBJS := $(CUPLUG_SRCS:plugins/cuda/%.c=$(BUILD)/tests/cuda/pic/%.o) \
 
 $(BUILD)/tests/cuda/pic/%.o: plugins/cuda/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/cuda/pic/%.o: tests/cuda/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -I$(CUDA_INC) -fPIC -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
 $(CUPRELOAD): $(CUPRELOAD_OBJS)
 	$(CC) $(LDFLAGS) -shared -Wl,-z,defs -o $@ $^ -ldl -lpthread

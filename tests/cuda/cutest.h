@@ -6,7 +6,7 @@
 #ifndef CUTEST_H
 #define CUTEST_H
 
-#include <cuda.h>
+#include "plugins/cuda/cuda_abi.h"
 #include <stddef.h>
 #include <stdint.h>
 

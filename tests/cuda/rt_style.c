@@ -5,7 +5,7 @@
  * preloaded library does (the loader finds it already loaded). Not linked
  * with the driver. Prints a checksum of device memory after STEPS (env
  * CUTEST_STEPS, default 2000) kernel steps. */
-#include <cuda.h>
+#include "plugins/cuda/cuda_abi.h"
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -13,7 +13,7 @@
 B=$H_BUILD
 W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
 NSA=ckA$$ NSB=ckB$$
-PY=${PYTHON:-/usr/bin/python3}
+PY=${PYTHON:-python3}
 FAILED=0
 cleanup() {
 	pkill -9 -f "$W" 2>/dev/null

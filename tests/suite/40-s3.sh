@@ -13,7 +13,9 @@ B=${BUILD:-build}
 . "$top/tests/lib/harness.sh"
 W=$top/$B/s3-suite
 CEPH=$W/ceph
-AWS=$(command -v aws) # scripts/deps.sh installs Debian's awscli
+# Debian's awscli (scripts/ceph-start.sh installs it); CKPT_TEST_AWS names
+# another, e.g. where a pip-installed aws comes first in PATH.
+AWS=${CKPT_TEST_AWS:-aws}
 fail=0
 proxy_pid=
 

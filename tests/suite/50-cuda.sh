@@ -101,8 +101,12 @@ else
     bad "$name" "differs from the bare run, or no round happened"
 fi
 
-# The GPU check's program builds against the real cuda.h and its embedded
-# PTX assembles for sm_90 (the full check needs a GPU: scripts/gpu-check.sh).
+# The project's Driver API declarations (plugins/cuda/cuda_abi.h) against
+# NVIDIA's cuda.h, where a toolkit is installed (else two SKIP lines).
+bash tests/cuda/abi-check.sh || fail=1
+
+# The GPU check's program builds (with the project's cuda_abi.h) and its
+# embedded PTX assembles for sm_90 (the full check needs a GPU: scripts/gpu-check.sh).
 name=gpu-check-compile
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/ptxas" ]; then
     if bash scripts/gpu-check.sh --compile-only >"$log/$name.err" 2>&1; then ok "$name"; else bad "$name"; fi

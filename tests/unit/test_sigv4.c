@@ -1,11 +1,11 @@
-/* SigV4 against the published vectors, found at run time (never copied into
- * the project):
+/* SigV4 against the published vectors, kept in the repository under
+ * tests/data/sigv4/ (their sources and licences: SOURCE.txt there):
  *   aws-sig-v4-test-suite/          raw request -> creq, sts, Authorization
  *   aws-c-auth-signing-test-suite/  header and query (presigned) signing
  *   s3-doc-examples/                S3 cases, streaming chunk signatures
- * Location: $CKPT_SIGV4_VECTORS, "$CKPT_TOP/../shared/testdata/sigv4", or
- * "../shared/testdata/sigv4" from the working directory or from a folder above
- * the executable. Missing vectors are a failure, never a silent pass. */
+ * Location: $CKPT_SIGV4_VECTORS, else tests/data/sigv4 under $CKPT_TOP, the
+ * working directory, or a folder above the executable (the checkout it was
+ * built in). Missing vectors are a failure, never a silent pass. */
 #include "tests/unit/unit.h"
 #include "launcher/s3/sigv4.h"
 #include "launcher/s3/s3_buf.h"
@@ -758,6 +758,9 @@ static int try_dir(char *out, size_t n, const char *d)
 	return 1;
 }
 
+/* Relative to the top of the checkout. */
+#define VECTORS "tests/data/sigv4"
+
 static int find_vectors(char *out, size_t n, struct ck_buf *tried)
 {
 	const char *env = getenv("CKPT_SIGV4_VECTORS"), *top = getenv("CKPT_TOP");
@@ -770,13 +773,13 @@ static int find_vectors(char *out, size_t n, struct ck_buf *tried)
 		return try_dir(out, n, env);
 	}
 	if (top) {
-		pathf(p, sizeof(p), "%s/../shared/testdata/sigv4", top);
+		pathf(p, sizeof(p), "%s/" VECTORS, top);
 		ck_buf_addf(tried, " %s", p);
 		if (try_dir(out, n, p))
 			return 1;
 	}
-	ck_buf_addf(tried, " ./../shared/testdata/sigv4");
-	if (try_dir(out, n, "../shared/testdata/sigv4"))
+	ck_buf_addf(tried, " ./" VECTORS);
+	if (try_dir(out, n, VECTORS))
 		return 1;
 	len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (len <= 0)
@@ -788,7 +791,7 @@ static int find_vectors(char *out, size_t n, struct ck_buf *tried)
 		if (!slash || slash == exe)
 			break;
 		*slash = 0;
-		pathf(p, sizeof(p), "%s/../shared/testdata/sigv4", exe);
+		pathf(p, sizeof(p), "%s/" VECTORS, exe);
 		ck_buf_addf(tried, " %s", p);
 		if (try_dir(out, n, p))
 			return 1;

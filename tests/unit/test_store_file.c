@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
+#include <linux/magic.h>
 
 #include "launcher/ck_err.h"
 #include "launcher/store.h"
@@ -282,8 +284,9 @@ static long long storage_reads(void)
 
 /* Aligned ranged reads go through O_DIRECT with a buffered tail: every
  * split of head and tail must return the same bytes, and a range past the
- * end must still fail (a short direct read is not success). */
-static void test_direct_reads(const char *dir)
+ * end must still fail (a short direct read is not success). `on_disk`: the
+ * store is on storage, so reads past the page cache can be seen. */
+static void test_direct_reads(const char *dir, int on_disk)
 {
 	const size_t size = (3u << 20) + 1234; /* not a multiple of a block */
 	struct ck_store *s = NULL;
@@ -322,7 +325,7 @@ static void test_direct_reads(const char *dir)
 		fd = open(path, O_RDONLY);
 		dfd = open(path, O_RDONLY | O_DIRECT);
 		CHECK(fd >= 0);
-		if (fd >= 0 && dfd >= 0) {
+		if (fd >= 0 && dfd >= 0 && on_disk) {
 			long long before;
 
 			/* all in the cache (read through it once): read from it */
@@ -374,13 +377,50 @@ out:
 	free(buf);
 }
 
+/* A file system whose files live in memory (tmpfs, ramfs): its pages are
+ * the files, so no read goes past a cache to storage. */
+static int in_memory(const char *dir)
+{
+	struct statfs sf;
+
+	return statfs(dir, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
+}
+
+/* Whether the direct path was taken shows only on storage: for a scratch
+ * directory in memory, the direct reads run in one under /var/tmp. */
+static void direct_reads_from(const char *dir)
+{
+	char *disk = NULL;
+
+	if (!in_memory(dir)) {
+		test_direct_reads(dir, 1);
+	} else if (asprintf(&disk, "/var/tmp/ckunit-XXXXXX") >= 0 && mkdtemp(disk) && !in_memory(disk)) {
+		test_direct_reads(disk, 1);
+	} else {
+		fprintf(stderr, "test_direct_reads: %s and /var/tmp are in memory: the bytes are checked, "
+				"not that reads went past the page cache\n", dir);
+		test_direct_reads(dir, 0);
+	}
+	if (disk && access(disk, F_OK) == 0)
+		ck_unit_rmtree(disk);
+	else
+		free(disk);
+}
+
 void ck_unit_run(void)
 {
-	char *dir = ck_unit_tmpdir();
+	char *dir = ck_unit_tmpdir(), *shm = strdup("/dev/shm/ckunit-XXXXXX");
 
 	test_basic(dir);
 	test_open_errors(dir);
 	test_threads(dir);
-	test_direct_reads(dir);
+	direct_reads_from(dir);
+	/* And as where $TMPDIR is a tmpfs (a tmpfs /tmp: Debian 13's default). */
+	if (shm && in_memory("/dev/shm") && mkdtemp(shm)) {
+		direct_reads_from(shm);
+		ck_unit_rmtree(shm);
+	} else {
+		free(shm);
+	}
 	ck_unit_rmtree(dir);
 }

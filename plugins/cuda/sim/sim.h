@@ -20,7 +20,7 @@
 #ifndef CKSIM_SIM_H
 #define CKSIM_SIM_H
 
-#include <cuda.h>
+#include "plugins/cuda/cuda_abi.h"
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>

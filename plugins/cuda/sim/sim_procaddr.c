@@ -10,7 +10,7 @@ CUresult CUDAAPI cuMemHostUnregister(void *p);
 void cksimReset(void);
 
 /* #n is the name as the program spells it; n expands to the versioned
- * symbol cuda.h maps it to. */
+ * symbol cuda_abi.h maps it to. */
 #define P(n) { #n, (void *)n }
 static const struct {
 	const char *name;

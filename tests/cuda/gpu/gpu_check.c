@@ -12,7 +12,7 @@
  *                                   on the host
  *
  * Output is "key: value" lines, one "iter N" line per loop iteration. */
-#include <cuda.h>
+#include "plugins/cuda/cuda_abi.h"
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
