@@ -174,6 +174,9 @@ struct ck_retain_opts {
 	 * damaged; other errors stop the retention. */
 	int (*verify)(void *arg, struct ck_store *s, const struct ck_manifest *m);
 	void *arg;
+	/* Packs of sequences up to this one may go (0: up to the newest
+	 * committed one, as listed before anything is deleted). */
+	uint64_t upto;
 };
 struct ck_retain_report {
 	uint64_t *removed;  /* checkpoints deleted, oldest first */

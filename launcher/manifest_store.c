@@ -587,6 +587,8 @@ int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const
 			}
 		}
 	}
+	if (o && o->upto > newest)
+		newest = o->upto;
 	rc = gc_packs(s, job, newest, newest, !!(flags & CK_RETAIN_OWNER), &rep->npacks, &rep->pack_bytes,
 		      &rep->packs_held);
 	if (rc == 0 && (flags & CK_RETAIN_SWEEP)) {

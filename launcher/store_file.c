@@ -62,7 +62,7 @@ int ck_store_key_valid(const char *key)
 /* A directory of the store (path) must be a directory, not a symbolic
  * link, and this user's. A missing one is fine: a writer creates it. 1 if
  * it exists, 0 if not, else -errno with a message. */
-static int check_dir(struct ck__fstore *fs, const char *path)
+static int check_dir(struct ck__fstore *fs, const char *path, const char *op, const char *key)
 {
 	struct stat st;
 
@@ -70,23 +70,24 @@ static int check_dir(struct ck__fstore *fs, const char *path)
 		if (errno == ENOENT)
 			return 0;
 		if (errno == ENOTDIR) {
-			ck_err_set("store %s: %s: a part of it is not a directory", fs->base.uri, path);
+			ck_err_set("store %s: %s %s: %s: a part of it is not a directory", fs->base.uri, op, key, path);
 			return -ENOTDIR;
 		}
-		ck_err_set("store %s: %s: %s", fs->base.uri, path, strerror(errno));
+		ck_err_set("store %s: %s %s: %s: %s", fs->base.uri, op, key, path, strerror(errno));
 		return -errno;
 	}
 	if (S_ISLNK(st.st_mode)) {
-		ck_err_set("store %s: %s is a symbolic link: refusing it (give the real directory)", fs->base.uri, path);
+		ck_err_set("store %s: %s %s: %s is a symbolic link: refusing it (give the real directory)",
+			   fs->base.uri, op, key, path);
 		return -EPERM;
 	}
 	if (!S_ISDIR(st.st_mode)) {
-		ck_err_set("store %s: %s is not a directory", fs->base.uri, path);
+		ck_err_set("store %s: %s %s: %s is not a directory", fs->base.uri, op, key, path);
 		return -ENOTDIR;
 	}
 	if (st.st_uid != geteuid()) {
-		ck_err_set("store %s: %s is owned by uid %u, not by this user (uid %u): refusing it", fs->base.uri, path,
-			   (unsigned)st.st_uid, (unsigned)geteuid());
+		ck_err_set("store %s: %s %s: %s is owned by uid %u, not by this user (uid %u): refusing it",
+			   fs->base.uri, op, key, path, (unsigned)st.st_uid, (unsigned)geteuid());
 		return -EPERM;
 	}
 	return 1;
@@ -94,14 +95,14 @@ static int check_dir(struct ck__fstore *fs, const char *path)
 
 /* Checks the store's directory and every directory on the way to key (or,
  * for a listing, to the prefix: up to its last '/'). */
-static int check_dirs(struct ck__fstore *fs, const char *key)
+static int check_dirs(struct ck__fstore *fs, const char *op, const char *key)
 {
 	char path[PATH_MAX];
 	size_t base = strlen(fs->dir);
 	const char *p;
 	int rc;
 
-	if (strcmp(fs->dir, "/") && (rc = check_dir(fs, fs->dir)) <= 0)
+	if (strcmp(fs->dir, "/") && (rc = check_dir(fs, fs->dir, op, key)) <= 0)
 		return rc;
 	if (base + strlen(key) + 2 > sizeof(path))
 		return 0; /* fs_path reports it */
@@ -110,7 +111,7 @@ static int check_dirs(struct ck__fstore *fs, const char *key)
 	for (p = strchr(key, '/'); p; p = strchr(p + 1, '/')) {
 		memcpy(path + base + 1, key, (size_t)(p - key));
 		path[base + 1 + (p - key)] = 0;
-		if ((rc = check_dir(fs, path)) <= 0)
+		if ((rc = check_dir(fs, path, op, key)) <= 0)
 			return rc;
 	}
 	return 0;
@@ -129,7 +130,7 @@ static int fs_path(struct ck__fstore *fs, const char *op, const char *key, char 
 		ck_err_set("store %s: %s %s: path too long", fs->base.uri, op, key);
 		return -ENAMETOOLONG;
 	}
-	n = check_dirs(fs, key);
+	n = check_dirs(fs, op, key);
 	return n < 0 ? n : 0;
 }
 
@@ -613,7 +614,7 @@ static int fs_list(struct ck_store *s, const char *prefix, ck_store_list_cb cb, 
 
 	if (!prefix)
 		prefix = "";
-	if ((rc = check_dirs(fs, prefix)) < 0)
+	if ((rc = check_dirs(fs, "list", prefix)) < 0)
 		return rc;
 	fd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
@@ -726,7 +727,7 @@ static int fs_sweep(struct ck_store *s, const char *prefix, unsigned *n)
 static int fs_probe(struct ck_store *s)
 {
 	struct ck__fstore *fs = fs_of(s);
-	int rc = check_dir(fs, fs->dir);
+	int rc = check_dir(fs, fs->dir, "open", "store");
 
 	if (rc == 0) {
 		ck_err_set("store %s: no such directory", s->uri);
