@@ -70,9 +70,9 @@ static int take_lock(struct ck_store *s, const char *job, const char *tool, int 
 	if (rc != -EBUSY)
 		return rc;
 	if (!force) {
-		ck_err_wrap("%s refused", tool);
-		ck_err_set("%s; --force goes on anyway (that writer then re-writes what its next checkpoint needs)",
-			   ck_err_msg());
+		ck_err_set("%s refused: %s; --force goes on anyway (that writer then re-writes what its next checkpoint "
+			   "needs)",
+			   tool + 5 /* after "ckpt " */, ck_err_msg());
 		return rc;
 	}
 	fprintf(stderr, "ckpt: warning: %s; going on (--force)\n", ck_err_msg());

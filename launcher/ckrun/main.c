@@ -373,19 +373,21 @@ out:
 /* A writer of the job killed before it committed left packs no manifest
  * references and temporaries: gone now that the lock is ours (nobody else
  * writes the job), as is any pack no checkpoint references. */
-static void ck__clean_leftovers(struct ckrun *c)
+static int ck__clean_leftovers(struct ckrun *c)
 {
 	struct ck_retain_opts ro = {.flags = CK_RETAIN_OWNER | CK_RETAIN_SWEEP};
 	struct ck_retain_report rep;
+	int r = ck_store_retain_ex(c->store, c->job, 0, &ro, &rep);
 
-	if (ck_store_retain_ex(c->store, c->job, 0, &ro, &rep) < 0)
-		fprintf(stderr, "ckrun: warning: cleaning up job %s: %s\n", c->job, ck_err_msg());
+	if (r < 0)
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 	else if (c->verbose && (rep.npacks || rep.ntemp))
 		fprintf(stderr,
 			"ckrun: job %s: removed %u pack(s) no checkpoint references (%" PRIu64 " bytes) and %u "
 			"temporary object(s) an earlier writer left\n",
 			c->job, rep.npacks, rep.pack_bytes, rep.ntemp);
 	ck_retain_report_free(&rep);
+	return r;
 }
 
 static int ck__run(struct ckrun *c);
@@ -420,8 +422,8 @@ int main(int argc, char **argv)
 		ck_store_close(c.store);
 		return r == -EINVAL ? CK_EXIT_USAGE : CK_EXIT_STORE;
 	}
-	ck__clean_leftovers(&c);
-	r = ck__run(&c);
+	r = ck__clean_leftovers(&c);
+	r = r < 0 ? CK_EXIT_STORE : ck__run(&c);
 	ck_joblock_release(c.lock);
 	ck_store_close(c.store);
 	return r;

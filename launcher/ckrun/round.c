@@ -1037,6 +1037,10 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
 	}
+	/* A writer that lost the job's lock writes nothing more (checked
+	 * again before the commit). */
+	if ((r = ck_joblock_check(c->lock)) < 0)
+		return r;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		pid_t tracer = 0;
 		if (ck__job_traced(c->procs[i].pid, &tracer)) {

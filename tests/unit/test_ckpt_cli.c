@@ -9,6 +9,7 @@
 
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
+#include "launcher/joblock.h"
 #include "launcher/manifest.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
@@ -255,6 +256,51 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("rm --store st2 demo"), 0);
 	CHECK_EQ_INT(run("ls --store st2 demo"), 2);
 	CHECK(one_line(err));
+
+	/* A chunk at an absurd offset (a damaged or forged manifest that
+	 * still checks out): corrupt, status 2, like any read past a pack. */
+	{
+		struct ck_manifest *bad = NULL;
+
+		CHECK_EQ_INT(ck_manifest_load(s, "demo", 1, &bad), 0);
+		if (bad) {
+			bad->seq = 9;
+			bad->chunks[0].off = (1ull << 63) + 5;
+			CHECK_EQ_INT(ck_manifest_commit(s, bad), 0);
+			ck_manifest_free(bad);
+		}
+		CHECK_EQ_INT(run("verify --store st demo@9"), 2);
+		CHECK(one_line(err));
+		CHECK(strstr(err, "demo@9: chunk 0") != NULL);
+		CHECK_EQ_INT(run("rm --store st demo@9"), 0);
+	}
+	/* A store that does not exist is not an empty one. */
+	CHECK_EQ_INT(run("ls --store no-such-store"), 69);
+	CHECK(one_line(err) && strstr(err, "no-such-store: no such directory"));
+	CHECK_EQ_INT(run("ls --store no-such-store demo"), 69);
+	CHECK(access("no-such-store", F_OK) != 0);
+	/* rm and gc leave a job alone while its writer holds it, naming the
+	 * holder, unless --force; ckpt unlock cannot break a file lock. */
+	{
+		struct ck_joblock *l = NULL;
+		char who[64];
+
+		snprintf(who, sizeof(who), "held by ckrun pid %d on host", (int)getpid());
+		CHECK_EQ_INT(ck_joblock_acquire(s, "demo", "ckrun", 0, &l), 0);
+		CHECK_EQ_INT(run("rm --store st demo@1"), 69);
+		CHECK(one_line(err) && strstr(err, who) && strstr(err, "rm refused"));
+		CHECK_EQ_INT(run("gc --store st --keep 1 demo"), 69);
+		CHECK(one_line(err) && strstr(err, who));
+		CHECK_EQ_INT(run("unlock --store st demo"), 69);
+		CHECK(one_line(err) && strstr(err, who));
+		CHECK_EQ_INT(run("ls --store st demo"), 0); /* readers need no lock */
+		CHECK(strstr(out, "\n1 ") != NULL);
+		CHECK_EQ_INT(run("gc --store st --force demo"), 0);
+		CHECK(strstr(err, "going on (--force)") != NULL);
+		ck_joblock_release(l);
+		CHECK_EQ_INT(run("unlock --store st demo"), 0);
+		CHECK(strstr(out, "not locked") != NULL);
+	}
 
 	/* Usage and store errors: one line, documented statuses. */
 	CHECK_EQ_INT(run("frobnicate"), 64);
