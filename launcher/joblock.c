@@ -642,6 +642,9 @@ int ck_joblock_check(struct ck_joblock *l)
 			char next[256];
 			uint64_t size;
 
+			/* A failed look (the gateway down a moment) is no loss:
+			 * nobody takes a lease before it is a whole length old,
+			 * and ours is less than half. */
 			lease_key(l->job, l->me.gen + 1, next, sizeof(next));
 			rc = ck_store_stat(l->s, next, &size);
 			rc = rc == -ENOENT ? 0 : rc == 0 ? lease_renew(l) : rc;
@@ -705,6 +708,16 @@ static void lock_end(struct ck_joblock *l, int drop)
 	}
 	ck_err_set("%s", saved);
 	lock_free(l);
+}
+
+void ck_joblock_pause(struct ck_joblock *l, int pause)
+{
+	if (!l || l->fd >= 0)
+		return;
+	if (pause)
+		pthread_mutex_lock(&l->renew);
+	else
+		pthread_mutex_unlock(&l->renew);
 }
 
 void ck_joblock_release(struct ck_joblock *l)
