@@ -768,7 +768,14 @@ int ck_joblock_break(struct ck_store *s, const char *job, int force, unsigned fl
 	if ((rc = check_job(job)) < 0)
 		return rc;
 	if (use_file(s, flags)) {
+		uint64_t size;
+
 		snprintf(key, sizeof(key), "%s/lock", job);
+		rc = ck_store_stat(s, key, &size);
+		if (rc == -ENOENT)
+			return 0; /* never locked: nothing to create */
+		if (rc < 0)
+			return rc;
 		fd = s->ops->open_lock(s, key);
 		if (fd < 0)
 			return fd;

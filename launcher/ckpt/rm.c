@@ -59,6 +59,20 @@ static void report(const char *job, const uint64_t *removed, size_t nman, unsign
 	printf("\n");
 }
 
+static int count_cb(void *arg, const char *key, uint64_t size)
+{
+	(void)key;
+	(void)size;
+	++*(size_t *)arg;
+	return 1; /* one is enough */
+}
+
+static const char *prefix_of(const char *job, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/", job);
+	return buf;
+}
+
 /* Takes the job's lock for a deletion: 1 held, 0 going on without it
  * (--force past a live writer, said on stderr), <0 refused. */
 static int take_lock(struct ck_store *s, const char *job, const char *tool, int force, struct ck_joblock **l)
@@ -210,6 +224,7 @@ int ckpt_cmd_gc(int argc, char **argv)
 	struct ckpt_opts o;
 	char seqs[256];
 	int a, rc, owner;
+	size_t nobj = 0;
 
 	memset(&rep, 0, sizeof(rep));
 	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_KEEP | CKPT_O_FORCE, &o);
@@ -222,6 +237,10 @@ int ckpt_cmd_gc(int argc, char **argv)
 	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
+	/* A job the store does not hold: nothing to do, and no lock to make. */
+	rc = ck_store_list(s, prefix_of(argv[a], seqs, sizeof(seqs)), count_cb, &nobj);
+	if (rc < 0 || nobj == 0)
+		goto out;
 	rc = owner = take_lock(s, argv[a], "ckpt gc", o.force, &lock);
 	if (rc < 0)
 		goto out;
@@ -250,6 +269,8 @@ int ckpt_cmd_gc(int argc, char **argv)
 		fprintf(stderr, "ckpt: %s: packs not collected while a checkpoint does not load: %s\n", argv[a],
 			ck_err_msg());
 out:
+	if (rc == 0 && nobj == 0)
+		report(argv[a], NULL, 0, 0, 0, 0);
 	if (rc == 0 && (rep.ndamaged || rep.packs_held))
 		rc = 1; /* done, and damage found: status 2 */
 	ck_joblock_release(lock);
