@@ -614,6 +614,20 @@ int ck_joblock_acquire(struct ck_store *s, const char *job, const char *tool, un
 	return 0;
 }
 
+int ck_joblock_lost(struct ck_joblock *l)
+{
+	int lost;
+
+	if (l->fd >= 0)
+		return ck_joblock_check(l); /* an fstat */
+	pthread_mutex_lock(&l->mu);
+	lost = l->lost;
+	if (lost)
+		ck_err_set("%s", l->lost_why);
+	pthread_mutex_unlock(&l->mu);
+	return lost ? -ENOLCK : 0;
+}
+
 int ck_joblock_check(struct ck_joblock *l)
 {
 	struct stat st;

@@ -60,6 +60,9 @@ int ck_joblock_acquire(struct ck_store *s, const char *job, const char *tool, un
 /* Before a commit: 0 if the lock is still ours (a lease: renewed recently
  * enough, and no newer generation), else -ENOLCK. */
 int ck_joblock_check(struct ck_joblock *l);
+/* The same from what is known, without asking the store (before a round):
+ * -ENOLCK once a renewal found the lock taken, or a lock file removed. */
+int ck_joblock_lost(struct ck_joblock *l);
 /* Holds (1) or lets go (0) the lease's renewals: around a raw clone() of
  * a program with this thread, so that the child does not inherit a lock
  * (malloc's, stdio's) the renewal thread held at that moment. NULL and

@@ -384,11 +384,44 @@ int ck_manifest_check_packs(struct ck_store *s, const struct ck_manifest *m)
  * one: a round that never committed (a manifest references only packs of
  * its own or earlier sequences), whether or not every manifest loads. A
  * manifest that does not load holds back the rest: *held = 1. */
+/* A checkpoint retention loaded: the packs it names, so that gc need not
+ * load it again. */
+struct ck__seen {
+	uint64_t seq;
+	char **packs;
+	size_t npacks;
+};
+
+struct ck__seenset {
+	struct ck__seen *v;
+	size_t n;
+	struct ck__packidx *pi; /* the packs as retention listed them (NULL: list) */
+};
+
+static void seenset_free(struct ck__seenset *ss)
+{
+	for (size_t i = 0; i < ss->n; i++) {
+		for (size_t j = 0; j < ss->v[i].npacks; j++)
+			free(ss->v[i].packs[j]);
+		free(ss->v[i].packs);
+	}
+	free(ss->v);
+	memset(ss, 0, sizeof(*ss));
+}
+
+static const struct ck__seen *seen_find(const struct ck__seenset *ss, uint64_t seq)
+{
+	for (size_t i = 0; ss && i < ss->n; i++)
+		if (ss->v[i].seq == seq)
+			return &ss->v[i];
+	return NULL;
+}
+
 static int gc_packs(struct ck_store *s, const char *job, uint64_t upto, uint64_t newest, int owner, unsigned *ndel,
-		    uint64_t *bytes, int *held)
+		    uint64_t *bytes, int *held, const struct ck__seenset *seen)
 {
 	struct ck__strset used = {0};
-	struct ck__packidx pi = {0};
+	struct ck__packidx own = {0}, *pi = &own;
 	uint64_t *seqs = NULL;
 	size_t n = 0, i, j;
 	char why[1024] = "";
@@ -403,8 +436,18 @@ static int gc_packs(struct ck_store *s, const char *job, uint64_t upto, uint64_t
 	for (i = 0; i < n; i++) {
 		struct ck_manifest *m;
 
+		const struct ck__seen *e = seen_find(seen, seqs[i]);
+
 		if (seqs[i] > newest)
 			newest = seqs[i]; /* committed meanwhile (no lock): not a leftover */
+		for (j = 0; e && j < e->npacks && rc == 0; j++)
+			rc = strset_add(&used, e->packs[j]);
+		if (e && rc == 0)
+			continue;
+		if (rc < 0) {
+			ck_err_set("gc %s: out of memory", job);
+			goto out;
+		}
 		rc = ck_manifest_load(s, job, seqs[i], &m);
 		if (rc < 0) {
 			if (!*held)
@@ -423,11 +466,15 @@ static int gc_packs(struct ck_store *s, const char *job, uint64_t upto, uint64_t
 	}
 	if (used.n)
 		qsort(used.v, used.n, sizeof(char *), str_cmp);
-	rc = packidx_load(s, job, &pi);
-	if (rc < 0)
+	/* Packs listed by retention before it deleted manifests are still
+	 * the packs: deleting manifests adds none, and a pack added since
+	 * belongs to a round in flight (or, under the lock, none exists). */
+	if (seen && seen->pi)
+		pi = seen->pi;
+	else if ((rc = packidx_load(s, job, &own)) < 0)
 		goto out;
-	for (i = 0; i < pi.n; i++) {
-		const char *rel = pi.v[i].rel;
+	for (i = 0; i < pi->n; i++) {
+		const char *rel = pi->v[i].rel;
 		uint64_t seq = ck_pack_seq(rel);
 		char key[512];
 
@@ -446,12 +493,12 @@ static int gc_packs(struct ck_store *s, const char *job, uint64_t upto, uint64_t
 		if (rc < 0)
 			goto out;
 		++*ndel;
-		*bytes += pi.v[i].size;
+		*bytes += pi->v[i].size;
 	}
 	if (*held)
 		ck_err_set("%s", why);
 out:
-	packidx_free(&pi);
+	packidx_free(&own);
 	strset_free(&used);
 	free(seqs);
 	return rc;
@@ -463,7 +510,7 @@ int ck_store_gc_packs(struct ck_store *s, const char *job, uint64_t upto_seq, un
 	uint64_t nb = 0;
 	int held = 0, rc;
 
-	rc = gc_packs(s, job, upto_seq, UINT64_MAX, 0, &nd, &nb, &held);
+	rc = gc_packs(s, job, upto_seq, UINT64_MAX, 0, &nd, &nb, &held, NULL);
 	if (rc == 0 && held) {
 		ck_err_wrap("gc %s: not deleting anything", job);
 		rc = -EBADMSG;
@@ -498,9 +545,10 @@ void ck_retain_report_free(struct ck_retain_report *r)
  * 0 damaged (why in ck_err_msg()), <0 when the store cannot tell (then
  * nothing may be deleted). */
 static int judge(struct ck_store *s, const char *job, uint64_t seq, const struct ck__packidx *pi,
-		 const struct ck_retain_opts *o)
+		 const struct ck_retain_opts *o, struct ck__seenset *seen)
 {
 	struct ck_manifest *m = NULL;
+	struct ck__seen *e;
 	int rc = ck_manifest_load(s, job, seq, &m);
 
 	if (rc == -EBADMSG)
@@ -511,6 +559,24 @@ static int judge(struct ck_store *s, const char *job, uint64_t seq, const struct
 	}
 	if (rc < 0)
 		return rc;
+	/* its packs, for gc (it loaded: whatever else is wrong with it) */
+	e = realloc(seen->v, (seen->n + 1) * sizeof(*e));
+	if (!e) {
+		ck_manifest_free(m);
+		return -ENOMEM;
+	}
+	seen->v = e;
+	e = &seen->v[seen->n++];
+	e->seq = seq;
+	e->npacks = 0;
+	e->packs = calloc(m->npacks ? m->npacks : 1, sizeof(char *));
+	for (size_t i = 0; e->packs && i < m->npacks; i++, e->npacks++)
+		if (!(e->packs[i] = strdup(m->packs[i])))
+			break;
+	if (!e->packs || e->npacks < m->npacks) {
+		ck_manifest_free(m);
+		return -ENOMEM;
+	}
 	rc = packs_present(pi, job, m);
 	if (rc == -ENOENT || rc == -EBADMSG)
 		rc = 0;
@@ -528,6 +594,7 @@ int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const
 		       struct ck_retain_report *rep)
 {
 	struct ck__packidx pi = {0};
+	struct ck__seenset seen = {0};
 	uint64_t *seqs = NULL, newest;
 	signed char *good = NULL;
 	size_t n = 0, i, cut = 0, ngood = 0;
@@ -554,7 +621,7 @@ int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const
 			 * when there is anything older to delete. */
 			struct ck_retain_opts structural = {0};
 
-			rc = judge(s, job, seqs[i], &pi, i > 0 ? o : &structural);
+			rc = judge(s, job, seqs[i], &pi, i > 0 ? o : &structural, &seen);
 			if (rc < 0)
 				break;
 			good[i] = (signed char)rc;
@@ -589,8 +656,10 @@ int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const
 	}
 	if (o && o->upto > newest)
 		newest = o->upto;
+	if (keep && n)
+		seen.pi = &pi;
 	rc = gc_packs(s, job, newest, newest, !!(flags & CK_RETAIN_OWNER), &rep->npacks, &rep->pack_bytes,
-		      &rep->packs_held);
+		      &rep->packs_held, &seen);
 	if (rc == 0 && (flags & CK_RETAIN_SWEEP)) {
 		unsigned t = 0;
 
@@ -603,6 +672,7 @@ int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const
 		rep->ntemp += t;
 	}
 out:
+	seenset_free(&seen);
 	packidx_free(&pi);
 	free(good);
 	free(seqs);

@@ -1037,9 +1037,9 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
 	}
-	/* A writer that lost the job's lock writes nothing more (checked
-	 * again before the commit). */
-	if ((r = ck_joblock_check(c->lock)) < 0)
+	/* A writer known to have lost the job's lock writes nothing more
+	 * (the store is asked before the commit). */
+	if ((r = ck_joblock_lost(c->lock)) < 0)
 		return r;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		pid_t tracer = 0;
