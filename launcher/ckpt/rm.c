@@ -256,8 +256,15 @@ int ckpt_cmd_gc(int argc, char **argv)
 	}
 	if (rep.ndamaged) {
 		fmt_seqs(rep.damaged, rep.ndamaged, seqs, sizeof(seqs));
-		fprintf(stderr, "ckpt: %s: damaged checkpoint%s %s kept and not counted (ckpt rm %s@SEQ removes one): %s\n",
-			argv[a], rep.ndamaged == 1 ? "" : "s", seqs, argv[a], rep.damaged_why);
+		if (rep.ndamaged == 1)
+			fprintf(stderr,
+				"ckpt: %s: damaged checkpoint %s kept and not counted (ckpt rm %s@%s removes it): %s\n",
+				argv[a], seqs, argv[a], seqs, rep.damaged_why);
+		else
+			fprintf(stderr,
+				"ckpt: %s: damaged checkpoints %s kept and not counted (ckpt rm %s@SEQ removes one); the "
+				"newest: %s\n",
+				argv[a], seqs, argv[a], rep.damaged_why);
 		if (o.keep > 0 && rep.nkept < (size_t)o.keep) {
 			fmt_seqs(rep.kept, rep.nkept, seqs, sizeof(seqs));
 			fprintf(stderr, "ckpt: %s: %zu good checkpoint%s%s%s%s, fewer than --keep %ld: none removed\n",
