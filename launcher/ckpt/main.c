@@ -6,13 +6,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
-#include "launcher/ctl.h"
 
 static const char ckpt_usage_text[] =
 	"usage: ckpt COMMAND [OPTIONS] ARGS\n"
