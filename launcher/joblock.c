@@ -429,31 +429,51 @@ static void lease_prune(struct ck_store *s, const char *job, uint64_t below)
 	ck_err_set("%s", saved);
 }
 
-/* Checks that no newer generation exists, then rewrites ours with a new
- * renewal time. Under l->renew. */
+/* Whether the lock is still ours: 0 if our generation is there and none
+ * newer, 1 (and l->lost, with the reason) if not, <0 when the store
+ * cannot tell. A listing, not a look at G+1 alone: after two takeovers
+ * G+1 may be pruned already, and our own G with it. */
+static int lease_gone(struct ck_joblock *l)
+{
+	struct ck_lock_owner o;
+	struct gens g;
+	uint64_t max = 0;
+	char who[512];
+	int mine = 0, rc = list_gens(l->s, l->job, &g);
+
+	if (rc < 0) {
+		free(g.v);
+		return rc;
+	}
+	for (size_t i = 0; i < g.n; i++) {
+		max = g.v[i] > max ? g.v[i] : max;
+		mine |= g.v[i] == l->me.gen;
+	}
+	free(g.v);
+	if (mine && max == l->me.gen)
+		return 0;
+	if (max > l->me.gen && read_gen(l->s, l->job, max, &o) == 0)
+		ck_lock_owner_describe(&o, who, sizeof(who));
+	else
+		snprintf(who, sizeof(who), "another writer (the lease was removed)");
+	pthread_mutex_lock(&l->mu);
+	l->lost = 1;
+	snprintf(l->lost_why, sizeof(l->lost_why), "lost the lock of job %s in store %s: taken over by %s", l->job,
+		 l->s->uri, who);
+	pthread_mutex_unlock(&l->mu);
+	return 1;
+}
+
+/* Checks that the lock is still ours, then rewrites our generation with a
+ * new renewal time. Under l->renew. */
 static int lease_renew(struct ck_joblock *l)
 {
-	char next[256], rec[1024], who[512];
-	struct ck_lock_owner o;
-	uint64_t size;
+	char rec[1024];
 	int rc, n;
 
-	lease_key(l->job, l->me.gen + 1, next, sizeof(next));
-	rc = ck_store_stat(l->s, next, &size);
-	if (rc == 0) {
-		if (read_gen(l->s, l->job, l->me.gen + 1, &o) == 0)
-			ck_lock_owner_describe(&o, who, sizeof(who));
-		else
-			snprintf(who, sizeof(who), "another writer");
-		pthread_mutex_lock(&l->mu);
-		l->lost = 1;
-		snprintf(l->lost_why, sizeof(l->lost_why), "lost the lock of job %s in store %s: taken over by %s",
-			 l->job, l->s->uri, who);
-		pthread_mutex_unlock(&l->mu);
-		return -ENOLCK;
-	}
-	if (rc != -ENOENT)
-		return rc;
+	rc = lease_gone(l);
+	if (rc != 0)
+		return rc > 0 ? -ENOLCK : rc;
 	l->me.renewed_ns = clock_ns(CLOCK_REALTIME);
 	n = ck_lock_owner_format(&l->me, rec, sizeof(rec));
 	if (n < 0)
@@ -650,20 +670,11 @@ int ck_joblock_check(struct ck_joblock *l)
 	/* A lease renewed more than half its length ago may be near its end
 	 * on a contender's clock: renew it now, and check that no one took it
 	 * either way. */
-	if (!lost) {
-		rc = age > l->me.lease_ns / 2 ? lease_renew(l) : 0;
-		if (rc == 0) {
-			char next[256];
-			uint64_t size;
-
-			/* A failed look (the gateway down a moment) is no loss:
-			 * nobody takes a lease before it is a whole length old,
-			 * and ours is less than half. */
-			lease_key(l->job, l->me.gen + 1, next, sizeof(next));
-			rc = ck_store_stat(l->s, next, &size);
-			rc = rc == -ENOENT ? 0 : rc == 0 ? lease_renew(l) : rc;
-		}
-	}
+	/* A failed look (the gateway down a moment) is no loss by itself:
+	 * nobody takes a lease before it is a whole length old, and ours is
+	 * less than half, which is checked below. */
+	if (!lost)
+		rc = age > l->me.lease_ns / 2 ? lease_renew(l) : lease_gone(l) > 0 ? -ENOLCK : 0;
 	pthread_mutex_lock(&l->mu);
 	lost = l->lost;
 	age = clock_ns(CLOCK_MONOTONIC) - l->renewed_mono;

@@ -143,6 +143,16 @@ static void test_lease(struct ck_store *s)
 	ck_joblock_drop(a);
 	CHECK(!exists(s, "lj/lease/00000007") && !exists(s, "lj/lease/00000006"));
 
+	/* Taken twice while its holder slept (the first taker's generation
+	 * pruned by the second, ours by the first): still noticed. */
+	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L, &a), 0);
+	CHECK_EQ_INT(ck_joblock_break(s, "lj", 1, L, &o), 0);
+	CHECK_EQ_INT(ck_joblock_break(s, "lj", 1, L, &o), 0);
+	CHECK_EQ_INT(ck_joblock_check(a), -ENOLCK);
+	ck_joblock_release(a);
+	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L, &a), 0);
+	ck_joblock_drop(a);
+
 	/* A record that is not one is no lock to take over silently. */
 	CHECK_EQ_INT(ck_store_put(s, "lj/lease/00000009", "garbage", 7, 0), 0);
 	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L, &a), -EBADMSG);
