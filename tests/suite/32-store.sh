@@ -241,35 +241,36 @@ t_rm_gc_running() {
 
 # ---- a killed writer's leftovers ---------------------------------------------
 
-# cut_short STORE JOB ERR OUT: starts memgrow, commits one checkpoint, and
-# kills ckrun -9 while the next round writes its packs (tried again where
-# that round committed first). Sets SEQ to the round cut short.
+# cut_short STORE JOB ERR OUT: runs memgrow (8 MiB, then 192 MiB more of
+# random data), commits a small checkpoint in its first phase, and kills
+# ckrun -9 while the large one of its second phase is being written (its
+# first pack is there). From scratch again where that round committed
+# first. Sets SEQ to the round cut short.
 cut_short() {
-	local store=$1 job=$2 err=$3 out=$4 try i p
+	local store=$1 job=$2 err=$3 out=$4 try p next
 	SEQ=
 	for try in 1 2 3; do
-		if [ "$try" = 1 ]; then
-			start "$out" "$err" -v --store "$store" --job "$job" -- "$APPS/memgrow" 1.2 192 16
-		else
-			resume "$out" "$err" -v --resume --store "$store" --job "$job" -- "$APPS/memgrow" 1.2 192 16
-		fi
+		rm -rf "$store"
+		: >"$err"
+		start "$out" "$err" -v --store "$store" --job "$job" -- "$APPS/memgrow" 1.5 8 192
 		p=$PID
-		sleep 0.8
+		sleep 0.3
 		kill -USR2 "$p"
-		wait_line "$err" "checkpoint [0-9]+ committed" 60000 || { kill9 "$p"; return 1; }
-		i=$(seqs "$store" "$job" | tail -n 1)
+		wait_line "$err" "checkpoint 1 committed" 60000 || { kill9 "$p"; return 1; }
+		wait_line "$out" "^phase 1 done" 60000 || { kill9 "$p"; return 1; }
+		sleep 0.5 # phase 2's data is written
+		next=$(printf %08d 2)
 		kill -USR2 "$p"
-		for _ in $(seq 1 600); do
-			compgen -G "$store/$job/packs/$(printf %08d $((i + 1)))-*" >/dev/null && break
+		for _ in $(seq 1 1000); do
+			compgen -G "$store/$job/packs/$next-*" >/dev/null && break
 			sleep 0.02
 		done
 		kill9 "$p"
-		if [ ! -e "$store/$job/manifests/$(printf %08d $((i + 1)))" ] &&
-			compgen -G "$store/$job/packs/$(printf %08d $((i + 1)))-*" >/dev/null; then
-			SEQ=$((i + 1))
+		if [ ! -e "$store/$job/manifests/$next" ] && compgen -G "$store/$job/packs/$next-*" >/dev/null; then
+			SEQ=2
 			return 0
 		fi
-		grep -q "checkpoint $((i + 1)) committed" "$err" || return 1
+		echo "# try $try: checkpoint 2 committed before the kill" >>"$err"
 	done
 	return 1
 }
@@ -291,7 +292,7 @@ t_leftovers() {
 	local d=$W/left store job=leftjob rc out
 	store=$d/store
 	mkdir -p "$d"
-	bare memgrow 1.2 192 16
+	bare memgrow 1.5 8 192
 	if ! cut_short "$store" "$job" "$d/a.err" "$d/a.out"; then
 		failx leftovers-gc "could not kill ckrun while it wrote a checkpoint" "$d/a.err"
 		return
@@ -320,7 +321,7 @@ t_leftovers() {
 	fi
 	plant "$store" "$job" "$SEQ"
 	: >"$d/c.err"
-	resume "$d/b.out" "$d/c.err" -v --resume --store "$store" --job "$job" -- "$APPS/memgrow" 1.2 192 16
+	resume "$d/b.out" "$d/c.err" -v --resume --store "$store" --job "$job" -- "$APPS/memgrow" 1.5 8 192
 	finish "$PID" 180000
 	rc=$?
 	out=$(grep "an earlier writer left" "$d/c.err")

@@ -297,6 +297,9 @@ void ck_unit_run(void)
 		CHECK(strstr(out, "\n1 ") != NULL);
 		CHECK_EQ_INT(run("gc --store st --force demo"), 0);
 		CHECK(strstr(err, "going on (--force)") != NULL);
+		/* a copy into the job is a writer too */
+		CHECK_EQ_INT(run("cp st st demo@1"), 69);
+		CHECK(one_line(err) && strstr(err, who));
 		ck_joblock_release(l);
 		CHECK_EQ_INT(run("unlock --store st demo"), 0);
 		CHECK(strstr(out, "not locked") != NULL);
