@@ -14,9 +14,12 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <zstd.h>
 
 #include "launcher/chunkio_int.h"
@@ -89,6 +92,9 @@ struct ck_writer {
 	uint32_t cur_idx; /* its index in packs */
 	unsigned pack_no;
 	int cur_open;
+	/* in every pack name: no other writer, even of the same sequence
+	 * (a killed one, or one that lost the job's lock), produces it */
+	char wid[17];
 
 	/* upload threads */
 	struct ck__upl *upl;
@@ -221,7 +227,7 @@ static void *uploader(void *arg)
 			break;
 		pthread_mutex_unlock(&w->up_lock);
 		/* The upload runs unlocked: the filler may check on us. */
-		rc = ck_store_put(w->s, u->key, u->buf, u->len, 0);
+		rc = ck_store_put(w->s, u->key, u->buf, u->len, CK_PUT_NEW);
 		pthread_mutex_lock(&w->up_lock);
 		if (rc < 0 && !w->up_rc) {
 			w->up_rc = rc;
@@ -330,7 +336,7 @@ static int open_pack(struct ck_writer *w)
 			return -ENOMEM;
 		(void)madvise(w->cur, len, MADV_HUGEPAGE);
 	}
-	snprintf(name, sizeof(name), "packs/%08llu-%04u.pack", (unsigned long long)w->seq, ++w->pack_no);
+	snprintf(name, sizeof(name), "packs/%08llu-%04u-%s.pack", (unsigned long long)w->seq, ++w->pack_no, w->wid);
 	rc = push_pack(w, name, &w->cur_idx);
 	if (rc < 0)
 		return rc;
@@ -644,6 +650,17 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 	w->s = s;
 	w->seq = seq;
 	w->prev = prev;
+	{
+		unsigned char r[8];
+
+		if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+			uint64_t t = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 24) ^ (uint64_t)(uintptr_t)w;
+
+			memcpy(r, &t, sizeof(r));
+		}
+		for (i = 0; i < sizeof(r); i++)
+			snprintf(w->wid + 2 * i, 3, "%02x", r[i]);
+	}
 	w->job = strdup(job);
 	w->level = opts && opts->level ? opts->level : 1;
 	w->nthreads = opts && opts->threads ? opts->threads : 1;

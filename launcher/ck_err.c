@@ -7,7 +7,11 @@ static __thread char ck__errbuf[1024];
 
 void ck_err_vset(const char *fmt, va_list ap)
 {
-	vsnprintf(ck__errbuf, sizeof(ck__errbuf), fmt, ap);
+	char buf[sizeof(ck__errbuf)];
+
+	/* through a copy: the arguments may be ck_err_msg() itself */
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	memcpy(ck__errbuf, buf, sizeof(buf));
 }
 
 void ck_err_set(const char *fmt, ...)

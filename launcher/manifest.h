@@ -154,10 +154,53 @@ int ck_manifest_load_latest(struct ck_store *s, const char *job, struct ck_manif
 /* Encodes and stores m as JOB/manifests/SEQ with CK_PUT_NOREPLACE. */
 int ck_manifest_commit(struct ck_store *s, const struct ck_manifest *m);
 
-/* Keep the newest `keep` manifests of job; delete older ones, then every
- * pack of a sequence <= the newest committed one that no remaining manifest
- * references. Never touches packs of a later (in-flight) sequence. */
+/* Retention: keeps the newest `keep` good checkpoints of job (a good one
+ * loads, and every pack it references is there with the bytes its chunks
+ * need; with opts->verify, also passes that check), deletes every older
+ * one, good or damaged, oldest first; damaged ones newer than the last
+ * kept are kept and not counted, and with fewer than `keep` good ones
+ * nothing is deleted. Then packs: those of a sequence <= the newest
+ * committed one that no remaining manifest references (none while a
+ * remaining manifest does not load: rep->packs_held), never those of a
+ * later (in-flight) sequence unless CK_RETAIN_OWNER. keep 0: no
+ * checkpoint is deleted, only packs. A store error leaves everything. */
+#define CK_RETAIN_OWNER 0x1 /* the caller holds the job's lock: a round in flight does not exist, so packs of
+			     * sequences above the newest commit are a killed writer's leftovers */
+#define CK_RETAIN_SWEEP 0x2 /* also remove temporaries (ck_store_sweep); needs the lock */
+struct ck_retain_opts {
+	unsigned flags;
+	/* Optional: reads and checks the data of a checkpoint that would be
+	 * kept in place of older ones (ckpt gc). 0 good; -EBADMSG/-ENOENT
+	 * damaged; other errors stop the retention. */
+	int (*verify)(void *arg, struct ck_store *s, const struct ck_manifest *m);
+	void *arg;
+	/* Packs of sequences up to this one may go (0: up to the newest
+	 * committed one, as listed before anything is deleted). */
+	uint64_t upto;
+};
+struct ck_retain_report {
+	uint64_t *removed;  /* checkpoints deleted, oldest first */
+	size_t nremoved;
+	uint64_t *kept;     /* good ones counted, newest first */
+	size_t nkept;
+	uint64_t *damaged;  /* damaged ones looked at (kept when newer than the last counted), newest first */
+	size_t ndamaged;
+	char damaged_why[1024]; /* the newest damaged one's reason */
+	unsigned npacks;        /* packs deleted */
+	uint64_t pack_bytes;
+	int packs_held;         /* packs not collected: a remaining manifest does not load (ck_err_msg) */
+	unsigned ntemp;         /* temporaries removed (CK_RETAIN_SWEEP) */
+};
+int ck_store_retain_ex(struct ck_store *s, const char *job, unsigned keep, const struct ck_retain_opts *opts,
+		       struct ck_retain_report *rep);
+void ck_retain_report_free(struct ck_retain_report *rep);
+/* The same without options and report; packs held back are an error. */
 int ck_store_retain(struct ck_store *s, const char *job, unsigned keep);
+/* Every pack m references exists with the bytes its chunks need (one
+ * listing): 0, or -ENOENT/-EBADMSG naming the pack. ckrun's check before a
+ * commit: a pack deleted under a running job (ckpt rm --force) is found
+ * there, not at a restore. */
+int ck_manifest_check_packs(struct ck_store *s, const struct ck_manifest *m);
 
 /* Job names: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
 int ck_job_name_valid(const char *name);

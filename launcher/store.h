@@ -18,6 +18,10 @@ struct ck_store;
 
 /* put flags */
 #define CK_PUT_NOREPLACE 0x1 /* fail with -EEXIST if the key exists (commit) */
+/* The key is a name no other writer produces (a pack): refuse to replace an
+ * existing object where that costs nothing (the file store's rename); a
+ * backend where it would cost more (S3 multipart) relies on the name. */
+#define CK_PUT_NEW 0x2
 
 typedef int (*ck_store_list_cb)(void *arg, const char *key, uint64_t size);
 
@@ -39,6 +43,19 @@ struct ck_store_ops {
 	/* Removes a key; a missing key is not an error. */
 	int (*del)(struct ck_store *s, const char *key);
 	void (*close)(struct ck_store *s);
+	/* Optional. Opens (creating it, 0600) the object of key as a file that
+	 * can hold an fcntl lock: stores on a file system have one, and their
+	 * job lock is that (launcher/joblock.c); NULL elsewhere, where the lock
+	 * is a leased object. Returns the descriptor or -errno. */
+	int (*open_lock)(struct ck_store *s, const char *key);
+	/* Optional. Removes the temporaries a killed writer left in the folder
+	 * dir ("JOB/packs": the file store's hidden .NAME.tmp-* files, S3's
+	 * unfinished multipart uploads); counts them. Only for a caller that
+	 * holds the job's lock. */
+	int (*sweep)(struct ck_store *s, const char *dir, unsigned *n);
+	/* Optional. 0 if the store exists (a reader's check: a writer creates
+	 * it), else -ENXIO with a message naming it. */
+	int (*probe)(struct ck_store *s);
 };
 
 struct ck_store {
@@ -101,6 +118,15 @@ static inline int ck_store_list(struct ck_store *s, const char *prefix, ck_store
 static inline int ck_store_del(struct ck_store *s, const char *key)
 {
 	return s->ops->del(s, key);
+}
+static inline int ck_store_sweep(struct ck_store *s, const char *dir, unsigned *n)
+{
+	*n = 0;
+	return s->ops->sweep ? s->ops->sweep(s, dir, n) : 0;
+}
+static inline int ck_store_probe(struct ck_store *s)
+{
+	return s->ops->probe ? s->ops->probe(s) : 0;
 }
 
 #endif

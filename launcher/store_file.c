@@ -4,6 +4,10 @@
  * target's directory, fsyncs it, renames it over the key and fsyncs the
  * directory, so a crash leaves the old object, no object, or the whole new
  * one. Directories are created 0700 and files 0600: images hold job memory.
+ * The store's directory and the directories of its keys must be real
+ * directories of this user: a symbolic link or another user's directory
+ * is refused before anything is read or written there (a manifest another
+ * user could write is an image that user chooses).
  * Handles hold no mutable state, so every operation is thread-safe. */
 #include "launcher/store.h"
 
@@ -15,8 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
@@ -53,6 +59,64 @@ int ck_store_key_valid(const char *key)
 	}
 }
 
+/* A directory of the store (path) must be a directory, not a symbolic
+ * link, and this user's. A missing one is fine: a writer creates it. 1 if
+ * it exists, 0 if not, else -errno with a message. */
+static int check_dir(struct ck__fstore *fs, const char *path, const char *op, const char *key)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT)
+			return 0;
+		if (errno == ENOTDIR) {
+			ck_err_set("store %s: %s %s: %s: a part of it is not a directory", fs->base.uri, op, key, path);
+			return -ENOTDIR;
+		}
+		ck_err_set("store %s: %s %s: %s: %s", fs->base.uri, op, key, path, strerror(errno));
+		return -errno;
+	}
+	if (S_ISLNK(st.st_mode)) {
+		ck_err_set("store %s: %s %s: %s is a symbolic link: refusing it (give the real directory)",
+			   fs->base.uri, op, key, path);
+		return -EPERM;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		ck_err_set("store %s: %s %s: %s is not a directory", fs->base.uri, op, key, path);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		ck_err_set("store %s: %s %s: %s is owned by uid %u, not by this user (uid %u): refusing it",
+			   fs->base.uri, op, key, path, (unsigned)st.st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 1;
+}
+
+/* Checks the store's directory and every directory on the way to key (or,
+ * for a listing, to the prefix: up to its last '/'). */
+static int check_dirs(struct ck__fstore *fs, const char *op, const char *key)
+{
+	char path[PATH_MAX];
+	size_t base = strlen(fs->dir);
+	const char *p;
+	int rc;
+
+	if (strcmp(fs->dir, "/") && (rc = check_dir(fs, fs->dir, op, key)) <= 0)
+		return rc;
+	if (base + strlen(key) + 2 > sizeof(path))
+		return 0; /* fs_path reports it */
+	memcpy(path, fs->dir, base);
+	path[base] = '/';
+	for (p = strchr(key, '/'); p; p = strchr(p + 1, '/')) {
+		memcpy(path + base + 1, key, (size_t)(p - key));
+		path[base + 1 + (p - key)] = 0;
+		if ((rc = check_dir(fs, path, op, key)) <= 0)
+			return rc;
+	}
+	return 0;
+}
+
 static int fs_path(struct ck__fstore *fs, const char *op, const char *key, char *buf, size_t len)
 {
 	int n;
@@ -66,7 +130,8 @@ static int fs_path(struct ck__fstore *fs, const char *op, const char *key, char 
 		ck_err_set("store %s: %s %s: path too long", fs->base.uri, op, key);
 		return -ENAMETOOLONG;
 	}
-	return 0;
+	n = check_dirs(fs, op, key);
+	return n < 0 ? n : 0;
 }
 
 static int fsync_dir(const char *dir)
@@ -166,6 +231,17 @@ static int write_object(int fd, const void *buf, size_t len)
 	return write_all(fd, (const char *)buf + head, len - head);
 }
 
+/* Temporary names no other writer produces, on this host or another
+ * sharing the file system (a pid is neither). */
+static uint64_t tmp_id(void)
+{
+	uint64_t v;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t)sizeof(v))
+		v = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ ((uint64_t)atomic_fetch_add(&ck__tmp_counter, 1) << 48);
+	return v;
+}
+
 static int fs_put(struct ck_store *s, const char *key, const void *buf, size_t len, unsigned flags)
 {
 	struct ck__fstore *fs = fs_of(s);
@@ -180,8 +256,8 @@ static int fs_put(struct ck_store *s, const char *key, const void *buf, size_t l
 	snprintf(dir, sizeof(dir), "%s", path);
 	slash = strrchr(dir, '/');
 	*slash = 0;
-	if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%d-%u", dir, slash + 1, (int)getpid(),
-		     atomic_fetch_add(&ck__tmp_counter, 1)) >= (int)sizeof(tmp)) {
+	if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp-%016llx", dir, slash + 1, (unsigned long long)tmp_id()) >=
+	    (int)sizeof(tmp)) {
 		ck_err_set("store %s: put %s: path too long", s->uri, key);
 		return -ENAMETOOLONG;
 	}
@@ -228,6 +304,15 @@ static int fs_put(struct ck_store *s, const char *key, const void *buf, size_t l
 			if (rc < 0)
 				goto out;
 		}
+	} else if (flags & CK_PUT_NEW) {
+		/* A pack's name is its writer's own: never replace one. */
+		if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) < 0) {
+			rc = -errno;
+			if (rc == -EINVAL || rc == -ENOSYS)
+				rc = rename(tmp, path) < 0 ? -errno : 0;
+			if (rc < 0)
+				goto out;
+		}
 	} else if (rename(tmp, path) < 0) {
 		rc = -errno;
 		goto out;
@@ -256,9 +341,13 @@ static int fs_open_read(struct ck_store *s, const char *key, const char *op, uin
 	rc = fs_path(fs_of(s), op, key, path, sizeof(path));
 	if (rc < 0)
 		return rc;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		rc = -errno;
+		if (rc == -ELOOP) {
+			ck_err_set("store %s: %s %s: a symbolic link, not an object: refusing it", s->uri, op, key);
+			return -EPERM;
+		}
 		ck_err_set("store %s: %s %s: %s", s->uri, op, key, rc == -ENOENT ? "no such object" : strerror(-rc));
 		return rc;
 	}
@@ -354,6 +443,12 @@ static int fs_get_range(struct ck_store *s, const char *key, uint64_t off, void 
 	fd = fs_open_read(s, key, "read", &size);
 	if (fd < 0)
 		return fd;
+	if (off > (uint64_t)INT64_MAX - len) { /* no file reaches there: past its end, as any other */
+		close(fd);
+		ck_err_set("store %s: read %s: object is %llu bytes, range %llu+%zu goes past its end", s->uri, key,
+			   (unsigned long long)size, (unsigned long long)off, len);
+		return -EIO;
+	}
 	rc = read_direct(fd, buf, len, off, &got);
 	close(fd);
 	if (rc < 0) {
@@ -519,6 +614,8 @@ static int fs_list(struct ck_store *s, const char *prefix, ck_store_list_cb cb, 
 
 	if (!prefix)
 		prefix = "";
+	if ((rc = check_dirs(fs, "list", prefix)) < 0)
+		return rc;
 	fd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -559,6 +656,86 @@ static int fs_del(struct ck_store *s, const char *key)
 	return 0;
 }
 
+static int fs_open_lock(struct ck_store *s, const char *key)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	int fd, rc;
+
+	rc = fs_path(fs_of(s), "lock", key, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == ENOENT) {
+		rc = mkdir_parents(path);
+		if (rc < 0) {
+			ck_err_set("store %s: lock %s: create directory: %s", s->uri, key, strerror(-rc));
+			return rc;
+		}
+		fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	if (fd < 0) {
+		rc = errno == ELOOP ? -EPERM : -errno;
+		ck_err_set("store %s: lock %s: %s", s->uri, key,
+			   rc == -EPERM ? "a symbolic link: refusing it" : strerror(-rc));
+		return rc;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) {
+		ck_err_set("store %s: lock %s: not a file of this user (uid %u): refusing it", s->uri, key,
+			   (unsigned)geteuid());
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* Temporaries are hidden files ".NAME.tmp-ID" beside their target. */
+static int fs_sweep(struct ck_store *s, const char *prefix, unsigned *n)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int fd, rc;
+
+	*n = 0;
+	rc = fs_path(fs_of(s), "sweep", prefix, path, sizeof(path));
+	if (rc < 0)
+		return rc;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -ENOMEM;
+	}
+	while ((de = readdir(d))) {
+		if (de->d_name[0] != '.' || !strstr(de->d_name, ".tmp-"))
+			continue;
+		if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+			++*n;
+		else if (errno != ENOENT) {
+			rc = -errno;
+			ck_err_set("store %s: sweep %s%s: %s", s->uri, prefix, de->d_name, strerror(errno));
+			break;
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static int fs_probe(struct ck_store *s)
+{
+	struct ck__fstore *fs = fs_of(s);
+	int rc = check_dir(fs, fs->dir, "open", "store");
+
+	if (rc == 0) {
+		ck_err_set("store %s: no such directory", s->uri);
+		return -ENXIO;
+	}
+	return rc < 0 ? rc : 0;
+}
+
 static void fs_close(struct ck_store *s)
 {
 	struct ck__fstore *fs = fs_of(s);
@@ -577,6 +754,9 @@ static const struct ck_store_ops ck__file_ops = {
 	.list = fs_list,
 	.del = fs_del,
 	.close = fs_close,
+	.open_lock = fs_open_lock,
+	.sweep = fs_sweep,
+	.probe = fs_probe,
 };
 
 int ck_store_file_open_uri(const char *dir, const char *uri, struct ck_store **out)

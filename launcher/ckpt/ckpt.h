@@ -32,7 +32,8 @@ int ckpt_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 int ckpt_fail(int rc);
 int ckpt_exit_status(int rc);
 
-int ckpt_open_store(const char *uri, const struct ck_store_opts *so, struct ck_store **s);
+/* must_exist: a store that does not exist fails (-ENXIO: exit 69). */
+int ckpt_open_store(const char *uri, const struct ck_store_opts *so, int must_exist, struct ck_store **s);
 /* "JOB" or "JOB@SEQ": fills job and, if present, *seq (else 0). */
 int ckpt_parse_ref(const char *arg, char *job, size_t len, uint64_t *seq);
 /* Loads JOB@SEQ, or the newest checkpoint when seq is 0. */
@@ -53,8 +54,6 @@ void ckpt_progress_start(struct ckpt_progress *p, const char *what, uint64_t tot
 void ckpt_progress(struct ckpt_progress *p, uint64_t done);
 void ckpt_progress_end(struct ckpt_progress *p);
 
-/* 1 if job's control socket accepts connections on this host. */
-int ckpt_job_running(const char *job);
 
 int ckpt_cmd_checkpoint(int argc, char **argv);
 int ckpt_cmd_ls(int argc, char **argv);
@@ -63,5 +62,6 @@ int ckpt_cmd_inspect(int argc, char **argv);
 int ckpt_cmd_rm(int argc, char **argv);
 int ckpt_cmd_gc(int argc, char **argv);
 int ckpt_cmd_cp(int argc, char **argv);
+int ckpt_cmd_unlock(int argc, char **argv);
 
 #endif

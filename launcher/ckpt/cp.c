@@ -18,6 +18,7 @@
 
 #include "launcher/chunkio_int.h"
 #include "launcher/ck_err.h"
+#include "launcher/joblock.h"
 
 #define CP_PARALLEL 4 /* packs copied at once */
 
@@ -423,6 +424,7 @@ out:
 
 int ckpt_cmd_cp(int argc, char **argv)
 {
+	struct ck_joblock *lock = NULL;
 	struct cp_ctx c = {0};
 	struct ckpt_opts o;
 	uint64_t seq, *seqs = NULL;
@@ -439,9 +441,12 @@ int ckpt_cmd_cp(int argc, char **argv)
 		return ckpt_usage_error("cp: %s", ck_err_msg());
 	c.job = job;
 	pthread_mutex_init(&c.lock, NULL);
-	rc = ckpt_open_store(argv[a], &o.sopts, &c.src);
+	rc = ckpt_open_store(argv[a], &o.sopts, 1, &c.src);
 	if (rc == 0)
-		rc = ckpt_open_store(argv[a + 1], &o.sopts, &c.dst);
+		rc = ckpt_open_store(argv[a + 1], &o.sopts, 0, &c.dst);
+	/* The copy writes the job at the destination: one writer at a time. */
+	if (rc == 0)
+		rc = ck_joblock_acquire(c.dst, job, "ckpt cp", 0, &lock);
 	if (rc < 0)
 		goto out;
 	if (seq) {
@@ -463,6 +468,7 @@ out:
 	}
 	free(seqs);
 	pthread_mutex_destroy(&c.lock);
+	ck_joblock_release(lock);
 	ck_store_close(c.src);
 	ck_store_close(c.dst);
 	return rc < 0 ? ckpt_fail(rc) : 0;

@@ -88,7 +88,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 		return ckpt_usage_error("inspect: expected one JOB[@SEQ]");
 	if (ckpt_parse_ref(argv[a], job, sizeof(job), &seq) < 0)
 		return ckpt_usage_error("inspect: %s", ck_err_msg());
-	rc = ckpt_open_store(o.store, &o.sopts, &s);
+	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
 	rc = ckpt_load(s, job, seq, &m);

@@ -127,7 +127,7 @@ int ckpt_cmd_ls(int argc, char **argv)
 		return ckpt_usage_error("ls: expected at most one JOB");
 	if (argc - i == 1 && !ck_job_name_valid(argv[i]))
 		return ckpt_usage_error("ls: invalid job name \"%s\"", argv[i]);
-	rc = ckpt_open_store(o.store, &o.sopts, &s);
+	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
 	rc = argc - i == 1 ? ls_job(s, argv[i], o.json) : ls_jobs(s, o.json);

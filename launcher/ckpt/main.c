@@ -6,13 +6,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "launcher/ck_err.h"
-#include "launcher/ctl.h"
 
 static const char ckpt_usage_text[] =
 	"usage: ckpt COMMAND [OPTIONS] ARGS\n"
@@ -21,11 +18,14 @@ static const char ckpt_usage_text[] =
 	"  verify [--store URI] [--json] JOB[@SEQ]   read and check every chunk of a checkpoint\n"
 	"  inspect [--store URI] JOB[@SEQ]           show processes, regions and skipped items\n"
 	"  rm [--store URI] [--force] JOB[@SEQ]      delete one checkpoint, or all of JOB\n"
-	"  gc [--store URI] [--keep N] JOB           keep the newest N, delete unreferenced packs\n"
+	"  gc [--store URI] [--keep N] [--force] JOB keep the newest N good ones, delete unreferenced packs\n"
 	"  cp SRC_STORE DST_STORE JOB[@SEQ]          copy committed checkpoints between stores\n"
+	"  unlock [--store URI] [--force] JOB        remove a stale lock of JOB (--force: a live S3 lease)\n"
+	"rm and gc refuse a job that a running ckrun holds unless --force.\n"
 	"The store is --store URI, else $CKPT_STORE, else ./ckpt-store; URIs are\n"
 	"file:///DIR, a path, or s3://BUCKET/PREFIX (--s3-endpoint URL, --s3-ca FILE).\n"
-	"Exit status: 0 ok, 2 checkpoint corrupt or missing, 64 usage, 69 store problem.\n";
+	"Exit status: 0 ok, 2 checkpoint corrupt or missing, 64 usage, 69 store problem or job held by\n"
+	"another writer.\n";
 
 int ckpt_usage_error(const char *fmt, ...)
 {
@@ -116,9 +116,19 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 	return optind;
 }
 
-int ckpt_open_store(const char *uri, const struct ck_store_opts *so, struct ck_store **s)
+int ckpt_open_store(const char *uri, const struct ck_store_opts *so, int must_exist, struct ck_store **s)
 {
-	return ck_store_open(uri, so, s);
+	int rc = ck_store_open(uri, so, s);
+
+	/* A store that is not there is the store's problem (69), not a job
+	 * without checkpoints (2): a misspelt path must not look empty. */
+	if (rc == 0 && must_exist && (rc = ck_store_probe(*s)) < 0) {
+		ck_store_close(*s);
+		*s = NULL;
+		if (rc == -ENOENT)
+			rc = -ENXIO;
+	}
+	return rc;
 }
 
 int ckpt_parse_ref(const char *arg, char *job, size_t len, uint64_t *seq)
@@ -242,28 +252,13 @@ void ckpt_progress_end(struct ckpt_progress *p)
 		fprintf(stderr, "\r\033[K");
 }
 
-int ckpt_job_running(const char *job)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd, up;
-
-	if (ck_ctl_path(job, sa.sun_path, sizeof(sa.sun_path)) < 0)
-		return 0;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	up = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-	close(fd);
-	return up;
-}
-
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);
 } ckpt_cmds[] = {
 	{"checkpoint", ckpt_cmd_checkpoint}, {"ls", ckpt_cmd_ls}, {"verify", ckpt_cmd_verify},
 	{"inspect", ckpt_cmd_inspect},       {"rm", ckpt_cmd_rm}, {"gc", ckpt_cmd_gc},
-	{"cp", ckpt_cmd_cp},
+	{"cp", ckpt_cmd_cp},                 {"unlock", ckpt_cmd_unlock},
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "launcher/joblock.h"
 #include "launcher/manifest.h"
 #include "launcher/procdesc.h"
 #include "launcher/store.h"
@@ -84,6 +85,7 @@ struct ckrun {
 	int job_started; /* it was ready once: no process left means it is ending */
 	uint64_t last_seq;
 	struct ck_manifest *prev; /* newest committed, for dedup */
+	struct ck_joblock *lock;  /* the job's lock in the store, held for the whole run */
 };
 
 /* ns.c: the job's user+pid+mount namespaces and their init */

@@ -23,6 +23,7 @@
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/ctlsrv.h"
+#include "launcher/joblock.h"
 #include "libckpt/proto.h"
 
 volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
@@ -415,10 +416,31 @@ out:
 	return status;
 }
 
+/* A writer of the job killed before it committed left packs no manifest
+ * references and temporaries: gone now that the lock is ours (nobody else
+ * writes the job), as is any pack no checkpoint references. */
+static int ck__clean_leftovers(struct ckrun *c)
+{
+	struct ck_retain_opts ro = {.flags = CK_RETAIN_OWNER | CK_RETAIN_SWEEP};
+	struct ck_retain_report rep;
+	int r = ck_store_retain_ex(c->store, c->job, 0, &ro, &rep);
+
+	if (r < 0)
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+	else if (c->verbose && (rep.npacks || rep.ntemp))
+		fprintf(stderr,
+			"ckrun: job %s: removed %u pack(s) no checkpoint references (%" PRIu64 " bytes) and %u "
+			"temporary object(s) an earlier writer left\n",
+			c->job, rep.npacks, rep.pack_bytes, rep.ntemp);
+	ck_retain_report_free(&rep);
+	return r;
+}
+
+static int ck__run(struct ckrun *c);
+
 int main(int argc, char **argv)
 {
 	struct ckrun c;
-	struct ck_manifest *m = NULL;
 	int r;
 
 	memset(&c, 0, sizeof(c));
@@ -440,48 +462,67 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		return r == -EINVAL ? CK_EXIT_USAGE : CK_EXIT_STORE;
 	}
+	/* One writer per job: a second ckrun of the job (or ckpt rm/gc at
+	 * work on it) is refused here, before anything is written. */
+	r = ck_joblock_acquire(c.store, c.job, "ckrun", 0, &c.lock);
+	if (r < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		ck_store_close(c.store);
+		return r == -EINVAL ? CK_EXIT_USAGE : CK_EXIT_STORE;
+	}
+	r = ck__clean_leftovers(&c);
+	r = r < 0 ? CK_EXIT_STORE : ck__run(&c);
+	ck_joblock_release(c.lock);
+	ck_store_close(c.store);
+	return r;
+}
+
+static int ck__run(struct ckrun *c)
+{
+	struct ck_manifest *m = NULL;
+	int r;
+
 	/* The newest committed checkpoint: the base for dedup and sequence
 	 * numbers, and with --resume the one to restart from. */
-	r = ck_manifest_load_latest(c.store, c.job, &m);
+	r = ck_manifest_load_latest(c->store, c->job, &m);
 	if (r < 0 && r != -ENOENT) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		return r == -EBADMSG ? CK_EXIT_CORRUPT : CK_EXIT_STORE;
 	}
 	if (m) {
-		c.last_seq = m->seq;
-		c.prev = m;
+		c->last_seq = m->seq;
+		c->prev = m;
 	}
-	if (ck_attach_open(&c) < 0)
+	if (ck_attach_open(c) < 0)
 		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
 				"checkpointable\n", ck_err_msg());
-	if (c.resume && m) {
+	if (c->resume && m) {
 		uint64_t t0 = ck_now_ns(), req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
-		r = ck_restore(&c, m);
+		r = ck_restore(c, m);
 		if (r < 0) {
-			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c.job, m->seq, ck_err_msg());
+			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c->job, m->seq, ck_err_msg());
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
-		if (c.verbose) {
+		if (c->verbose) {
 			char req[64] = "";
 			if (ck_s3_request_count && ck_s3_request_count() > req0)
 				snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
-			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 " in %.3f s%s\n", c.job, m->seq,
+			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 " in %.3f s%s\n", c->job, m->seq,
 				(double)(ck_now_ns() - t0) / 1e9, req);
 		}
 	} else {
-		if (!c.resume && m && c.verbose)
+		if (!c->resume && m && c->verbose)
 			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",
-				c.job);
-		r = ck_spawn(&c, CK_SPAWN_LAUNCH, NULL, 0);
+				c->job);
+		r = ck_spawn(c, CK_SPAWN_LAUNCH, NULL, 0);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 			return CK_EXIT_INTERNAL;
 		}
 	}
-	r = ck__loop(&c);
-	ck_procs_clear(&c);
-	free(c.procs);
-	ck_manifest_free(c.prev);
-	ck_store_close(c.store);
+	r = ck__loop(c);
+	ck_procs_clear(c);
+	free(c->procs);
+	ck_manifest_free(c->prev);
 	return r;
 }

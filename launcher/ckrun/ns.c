@@ -212,8 +212,13 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	}
 	setsockopt(chan[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 	fflush(NULL);
+	/* The child runs on without the lease's renewal thread: it must not
+	 * be in the middle of a request (holding malloc's lock) now. */
+	ck_joblock_pause(c->lock, 1);
 	/* IPC too: the job's System V objects are its own, their ids restorable */
 	pid = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0);
+	if (pid != 0)
+		ck_joblock_pause(c->lock, 0);
 	if (pid < 0) {
 		r = -errno;
 		ck_err_set("cannot create the job's user and pid namespaces: %s", strerror(errno));

@@ -1015,6 +1015,15 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	}
 	r = ck__round_once(c, flags, seq_out, try_wp);
 
+	if (r == -ENOLINK && c->prev) {
+		/* Packs of the previous checkpoint are gone (deleted while the
+		 * job ran): this round is written again, every chunk stored. */
+		fprintf(stderr, "ckrun: %s; repeating the checkpoint without the previous one\n", ck_err_msg());
+		ck_manifest_free(c->prev);
+		c->prev = NULL;
+		r = ck__round_once(c, flags, seq_out, try_wp);
+	}
+
 	if (r == -ESTALE && try_wp) {
 		if (c->verbose)
 			fprintf(stderr, "ckrun: %s; repeating the checkpoint with a forked snapshot\n", ck_err_msg());
@@ -1050,6 +1059,10 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
 	}
+	/* A writer known to have lost the job's lock writes nothing more
+	 * (the store is asked before the commit). */
+	if ((r = ck_joblock_lost(c->lock)) < 0)
+		return r;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		pid_t tracer = 0;
 		if (ck__job_traced(c->procs[i].pid, &tracer)) {
@@ -1247,6 +1260,18 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	/* from the request to suspend (the first process to park cannot park
 	 * earlier) to the release of all */
 	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t_ask;
+	/* Still the job's only writer, and every pack this checkpoint names
+	 * still there (ckpt rm --force may have removed the previous one's
+	 * under us: then ck_round writes the round again without it). */
+	if ((r = ck_joblock_check(c->lock)) < 0) {
+		ck_err_wrap("nothing committed");
+		goto fail;
+	}
+	if ((r = ck_manifest_check_packs(c->store, m)) < 0) {
+		if (r == -ENOENT || r == -EBADMSG)
+			r = -ENOLINK;
+		goto fail;
+	}
 	if ((r = ck_manifest_commit(c->store, m)) < 0)
 		goto fail;
 	for (size_t i = 0; i < c->nprocs; i++)
@@ -1283,8 +1308,25 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	c->last_seq = m->seq;
 	ck_manifest_free(c->prev);
 	c->prev = m;
-	if (ck_store_retain(c->store, c->job, c->keep) < 0)
-		fprintf(stderr, "ckrun: warning: retention: %s\n", ck_err_msg());
+	{
+		/* No round is in flight: ours just committed, and the lock keeps
+		 * others out. */
+		struct ck_retain_opts ro = {.flags = CK_RETAIN_OWNER};
+		struct ck_retain_report rep;
+
+		if (ck_store_retain_ex(c->store, c->job, c->keep, &ro, &rep) < 0) {
+			fprintf(stderr, "ckrun: warning: retention: %s\n", ck_err_msg());
+		} else {
+			if (rep.ndamaged)
+				fprintf(stderr,
+					"ckrun: warning: retention: checkpoint %" PRIu64 " of job %s is damaged, kept and "
+					"not counted (%s)\n",
+					rep.damaged[0], c->job, rep.damaged_why);
+			if (rep.packs_held)
+				fprintf(stderr, "ckrun: warning: retention: packs not collected: %s\n", ck_err_msg());
+		}
+		ck_retain_report_free(&rep);
+	}
 	*seq_out = c->last_seq;
 	r = 0;
 	goto out;

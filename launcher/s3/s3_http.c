@@ -511,6 +511,64 @@ static void fail_msg(struct ck_s3 *s, struct run_state *rs, struct ck_s3_req *r,
 		   r->method, s->endpoint_desc, what, r->tries, r->tries == 1 ? "try" : "tries");
 }
 
+/* The Code or Message of an error answer, fit for one line of a log: an
+ * error body is the gateway's text, and some echo the request (the
+ * canonical request, header values: the Authorization header among them).
+ * Only the <Error> element's own Code and Message are taken; control
+ * characters become spaces, and the text is cut at anything that looks
+ * like a request header or a credential, and at max bytes. */
+static char *error_field(const char *body, size_t len, const char *tag, size_t max)
+{
+	static const char *const cut_at[] = {"authorization", "credential=", "signature=", "security-token",
+					     "aws4-hmac"};
+	const char *in;
+	size_t inlen, pos = 0, i, n;
+	char *v, *c;
+
+	/* inside <Error> when there is one: not a Code of some echoed part */
+	if (ck_xml_next(body, len, &pos, "Error", &in, &inlen)) {
+		body = in;
+		len = inlen;
+	}
+	v = ck_xml_text(body, len, tag);
+	if (!v)
+		return NULL;
+	for (c = v; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = ' ';
+	n = strlen(v);
+	for (i = 0; i < sizeof(cut_at) / sizeof(cut_at[0]); i++) {
+		const char *hit = strcasestr(v, cut_at[i]);
+
+		if (hit && (size_t)(hit - v) < n)
+			n = (size_t)(hit - v);
+	}
+	/* a header line "x-amz-NAME: value" (names alone say nothing) */
+	for (c = v; (c = strcasestr(c, "x-amz-")) && (size_t)(c - v) < n; c++) {
+		const char *e = c + 6;
+
+		while ((*e >= 'a' && *e <= 'z') || (*e >= 'A' && *e <= 'Z') || (*e >= '0' && *e <= '9') || *e == '-')
+			e++;
+		if (*e == ':' || *e == '=') {
+			n = (size_t)(c - v);
+			break;
+		}
+	}
+	if (n > max)
+		n = max;
+	if (n < strlen(v)) {
+		char *t;
+
+		while (n && v[n - 1] == ' ')
+			n--;
+		if (asprintf(&t, "%.*s%s[...]", (int)n, v, n ? " " : "") < 0)
+			t = NULL;
+		free(v);
+		v = t;
+	}
+	return v;
+}
+
 /* Decides what an ended attempt means: 1 = retry it, 0 = final. */
 static int judge(struct ck_s3 *s, struct run_state *rs, struct slot *sl, CURLcode cc)
 {
@@ -540,7 +598,7 @@ static int judge(struct ck_s3 *s, struct run_state *rs, struct slot *sl, CURLcod
 		/* CompleteMultipartUpload reports some failures in a 200 answer */
 		if (r->out.len && !r->dst && (code = ck_xml_text(r->out.p, r->out.len, "Error"))) {
 			free(code);
-			code = ck_xml_text(r->out.p, r->out.len, "Code");
+			code = error_field(r->out.p, r->out.len, "Code", 64);
 			if (r->tries < s->cfg.max_tries) {
 				free(code);
 				return 1;
@@ -554,8 +612,8 @@ static int judge(struct ck_s3 *s, struct run_state *rs, struct slot *sl, CURLcod
 		return 0;
 	}
 	if (r->out.len) {
-		code = ck_xml_text(r->out.p, r->out.len, "Code");
-		msg = ck_xml_text(r->out.p, r->out.len, "Message");
+		code = error_field(r->out.p, r->out.len, "Code", 64);
+		msg = error_field(r->out.p, r->out.len, "Message", 200);
 	}
 	retry = r->status == 500 || r->status == 502 || r->status == 503 || r->status == 504 || r->status == 408 ||
 		r->status == 429 ||

@@ -7,7 +7,9 @@
  *
  * CK_PUT_NOREPLACE puts always go as one PUT with If-None-Match: * (Ceph's
  * gateway ignores that header on CompleteMultipartUpload), so they are
- * limited to the 5 GiB of a single PUT.
+ * limited to the 5 GiB of a single PUT. CK_PUT_NEW (a pack, whose name
+ * holds its writer's random id) sends the header when the object goes as
+ * one PUT anyway, and relies on the name when it goes multipart.
  *
  * Every object carries x-amz-meta-sha256 (hash of the whole content); after
  * a multipart upload the object's size and stored hash are read back and
@@ -83,7 +85,7 @@ static int put_single(struct ck_s3 *s, const char *fk, const void *buf, size_t l
 	r.body_len = len;
 	ck_sha256_hex(buf, len, r.body_sha256);
 	ck_s3_req_header(&r, "x-amz-meta-sha256", r.body_sha256);
-	if (flags & CK_PUT_NOREPLACE)
+	if (flags & (CK_PUT_NOREPLACE | CK_PUT_NEW))
 		ck_s3_req_header(&r, "if-none-match", "*");
 	ret = ck_s3_run1(s, &r);
 	if (ret == -EEXIST) {

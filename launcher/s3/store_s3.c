@@ -271,6 +271,78 @@ static int s3_list(struct ck_store *st, const char *prefix, ck_store_list_cb cb,
 	return ret;
 }
 
+/* A reader's check that the bucket is there: one listing of at most one
+ * key under the prefix. */
+static int s3_probe(struct ck_store *st)
+{
+	struct ck_s3 *s = S(st);
+	struct ck_s3_req r;
+	int ret;
+
+	ck_s3_req_init(&r, "GET", "list", NULL);
+	ck_s3_req_query(&r, "list-type", "2");
+	ck_s3_req_query(&r, "max-keys", "1");
+	ck_s3_req_query(&r, "prefix", s->prefix);
+	ret = ck_s3_run1(s, &r);
+	ck_s3_req_free(&r);
+	if (ret == -ENOENT) {
+		ck_err_set("store %s: no such bucket (%s at %s)", st->uri, s->bucket, s->endpoint_desc);
+		ret = -ENXIO;
+	}
+	return ret;
+}
+
+/* S3's temporaries are unfinished multipart uploads (a writer killed
+ * between CreateMultipartUpload and Complete or Abort): their parts cost
+ * storage and no listing shows them. Aborted here, a page at a time. */
+static int s3_sweep(struct ck_store *st, const char *prefix, unsigned *n)
+{
+	struct ck_s3 *s = S(st);
+	char *dir = NULL, *full;
+	int ret = 0, pages;
+
+	*n = 0;
+	if (asprintf(&dir, "%s/", prefix) < 0)
+		return -ENOMEM;
+	full = ck_s3_full_key(s, dir);
+	free(dir);
+	if (!full)
+		return -ENOMEM;
+	for (pages = 0; pages < 100 && !ret; pages++) {
+		struct ck_s3_req r;
+		const char *in;
+		size_t inlen, pos = 0;
+		unsigned found = 0;
+
+		ck_s3_req_init(&r, "GET", "list multipart uploads", NULL);
+		ck_s3_req_query(&r, "uploads", NULL);
+		ck_s3_req_query(&r, "prefix", full);
+		ret = ck_s3_run1(s, &r);
+		while (!ret && ck_xml_next(r.out.p, r.out.len, &pos, "Upload", &in, &inlen)) {
+			char *k = ck_xml_text(in, inlen, "Key"), *id = ck_xml_text(in, inlen, "UploadId");
+			struct ck_s3_req d;
+
+			if (k && id && *id && !strncmp(k, full, strlen(full))) {
+				ck_s3_req_init(&d, "DELETE", "abort multipart upload", k);
+				ck_s3_req_query(&d, "uploadId", id);
+				ret = ck_s3_run1(s, &d);
+				if (ret == -ENOENT) /* finished or aborted meanwhile */
+					ret = 0;
+				ck_s3_req_free(&d);
+				found++;
+			}
+			free(k);
+			free(id);
+		}
+		ck_s3_req_free(&r);
+		*n += found;
+		if (!found)
+			break;
+	}
+	free(full);
+	return ret;
+}
+
 static void s3_close(struct ck_store *st)
 {
 	struct ck_s3 *s;
@@ -297,6 +369,8 @@ static const struct ck_store_ops s3_ops = {
 	.list = s3_list,
 	.del = s3_del,
 	.close = s3_close,
+	.sweep = s3_sweep,
+	.probe = s3_probe,
 };
 
 /* Bucket names as S3 allows them (also safe in a host name). */

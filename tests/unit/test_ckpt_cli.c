@@ -2,12 +2,14 @@
  * ls, verify, inspect, cp, corruption, rm, gc, usage errors. */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <libgen.h>
 #include <limits.h>
 #include <sys/wait.h>
 
 #include "launcher/chunkio.h"
 #include "launcher/ck_err.h"
+#include "launcher/joblock.h"
 #include "launcher/manifest.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
@@ -46,6 +48,22 @@ static int run(const char *args)
 	slurp(o, out, sizeof(out));
 	slurp(e, err, sizeof(err));
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The file of pack NNNN of round SEQ in store dir st (its name ends in
+ * its writer's random id). */
+static void pack_path(const char *st, unsigned seq, unsigned no, char *buf, size_t len)
+{
+	char pat[PATH_MAX];
+	glob_t g;
+
+	snprintf(pat, sizeof(pat), "%s/%s/demo/packs/%08u-%04u-*.pack", tmp, st, seq, no);
+	buf[0] = 0;
+	if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1)
+		snprintf(buf, len, "%s", g.gl_pathv[0]);
+	else
+		fprintf(stderr, "no single pack matches %s\n", pat);
+	globfree(&g);
 }
 
 static int one_line(const char *s)
@@ -145,8 +163,8 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("cp st st2 demo@2"), 0);
 	CHECK(strstr(out, "already") != NULL);
 	/* A same-size but damaged pack at the destination is replaced. */
-	snprintf(path, sizeof(path), "%s/st3/demo/packs/00000001-0001.pack", tmp);
 	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
+	pack_path("st3", 1, 1, path, sizeof(path));
 	{
 		int fd = open(path, O_RDWR);
 
@@ -162,7 +180,7 @@ void ck_unit_run(void)
 	ck_unit_rmtree(strdup(path));
 
 	/* Corrupt one byte of a round-2 pack (the changed chunk lives there). */
-	snprintf(path, sizeof(path), "%s/st/demo/packs/00000002-0001.pack", tmp);
+	pack_path("st", 2, 1, path, sizeof(path));
 	{
 		int fd = open(path, O_RDWR);
 		uint8_t b = 0;
@@ -175,7 +193,8 @@ void ck_unit_run(void)
 	}
 	CHECK_EQ_INT(run("verify --store st demo@2"), 2);
 	CHECK(one_line(err));
-	CHECK(strstr(err, "ckpt: checkpoint demo@2: chunk 0 (pack packs/00000002-0001.pack, offset 0): ") != NULL);
+	CHECK(strstr(err, "ckpt: checkpoint demo@2: chunk 0 (pack packs/00000002-0001-") != NULL);
+	CHECK(strstr(err, ".pack, offset 0): ") != NULL);
 	CHECK_EQ_INT(run("verify --store st --json demo@2"), 2);
 	CHECK(strstr(out, "\"ok\":false") != NULL);
 	/* A copy of a corrupt checkpoint stops before its manifest. */
@@ -187,7 +206,7 @@ void ck_unit_run(void)
 	{
 		char pack[600], keep[640];
 
-		snprintf(pack, sizeof(pack), "%s/st/demo/packs/00000001-0001.pack", tmp);
+		pack_path("st", 1, 1, pack, sizeof(pack));
 		snprintf(keep, sizeof(keep), "%s.keep", pack);
 		CHECK_EQ_INT(link(pack, keep), 0);
 		CHECK_EQ_INT(unlink(pack), 0);
@@ -204,7 +223,7 @@ void ck_unit_run(void)
 		CHECK_EQ_INT(run("cp st st4 demo@1"), 2);
 		CHECK(one_line(err));
 		CHECK(strstr(err, "pack truncated") != NULL);
-		CHECK(strstr(err, "00000001-0001.pack") != NULL);
+		CHECK(strstr(err, "00000001-0001-") != NULL);
 		snprintf(path, sizeof(path), "%s/st4/demo/manifests/00000001", tmp);
 		CHECK(access(path, F_OK) != 0);
 		CHECK_EQ_INT(unlink(pack), 0);
@@ -224,11 +243,67 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("ls --store st2 demo"), 0);
 	CHECK(!strstr(out, "\n1 ") && strstr(out, "\n2 "));
 	CHECK_EQ_INT(run("verify --store st2 demo"), 0);
-	CHECK_EQ_INT(run("gc --store st --keep 1 demo"), 0);
-	CHECK(strstr(out, "removed 1 checkpoint") != NULL);
+	/* demo@2 of st has a flipped byte (above): gc --keep 1 does not count
+	 * it, so the good demo@1 stays; both are said, and the status is 2. */
+	CHECK_EQ_INT(run("gc --store st --keep 1 demo"), 2);
+	CHECK(strstr(out, "removed 0 checkpoints") != NULL);
+	CHECK(strstr(err, "damaged checkpoint 2 kept and not counted") != NULL);
+	CHECK(strstr(err, "checkpoint demo@2: chunk 0 (pack packs/00000002-0001-") != NULL);
+	CHECK_EQ_INT(run("verify --store st demo@1"), 0);
+	/* st2 holds demo@2 only, good: keep 1 removes nothing and says so. */
+	CHECK_EQ_INT(run("gc --store st2 --keep 1 demo"), 0);
+	CHECK(strstr(out, "removed 0 checkpoints and 0 packs") != NULL);
 	CHECK_EQ_INT(run("rm --store st2 demo"), 0);
 	CHECK_EQ_INT(run("ls --store st2 demo"), 2);
 	CHECK(one_line(err));
+
+	/* A chunk at an absurd offset (a damaged or forged manifest that
+	 * still checks out): corrupt, status 2, like any read past a pack. */
+	{
+		struct ck_manifest *bad = NULL;
+
+		CHECK_EQ_INT(ck_manifest_load(s, "demo", 1, &bad), 0);
+		if (bad) {
+			bad->seq = 9;
+			bad->chunks[0].off = (1ull << 63) + 5;
+			CHECK_EQ_INT(ck_manifest_commit(s, bad), 0);
+			ck_manifest_free(bad);
+		}
+		CHECK_EQ_INT(run("verify --store st demo@9"), 2);
+		CHECK(one_line(err));
+		CHECK(strstr(err, "demo@9: chunk 0") != NULL);
+		CHECK_EQ_INT(run("rm --store st demo@9"), 0);
+	}
+	/* A store that does not exist is not an empty one. */
+	CHECK_EQ_INT(run("ls --store no-such-store"), 69);
+	CHECK(one_line(err) && strstr(err, "no-such-store: no such directory"));
+	CHECK_EQ_INT(run("ls --store no-such-store demo"), 69);
+	CHECK(access("no-such-store", F_OK) != 0);
+	/* rm and gc leave a job alone while its writer holds it, naming the
+	 * holder, unless --force; ckpt unlock cannot break a file lock. */
+	{
+		struct ck_joblock *l = NULL;
+		char who[64];
+
+		snprintf(who, sizeof(who), "held by ckrun pid %d on host", (int)getpid());
+		CHECK_EQ_INT(ck_joblock_acquire(s, "demo", "ckrun", 0, &l), 0);
+		CHECK_EQ_INT(run("rm --store st demo@1"), 69);
+		CHECK(one_line(err) && strstr(err, who) && strstr(err, "rm refused"));
+		CHECK_EQ_INT(run("gc --store st --keep 1 demo"), 69);
+		CHECK(one_line(err) && strstr(err, who));
+		CHECK_EQ_INT(run("unlock --store st demo"), 69);
+		CHECK(one_line(err) && strstr(err, who));
+		CHECK_EQ_INT(run("ls --store st demo"), 0); /* readers need no lock */
+		CHECK(strstr(out, "\n1 ") != NULL);
+		CHECK_EQ_INT(run("gc --store st --force demo"), 0);
+		CHECK(strstr(err, "going on (--force)") != NULL);
+		/* a copy into the job is a writer too */
+		CHECK_EQ_INT(run("cp st st demo@1"), 69);
+		CHECK(one_line(err) && strstr(err, who));
+		ck_joblock_release(l);
+		CHECK_EQ_INT(run("unlock --store st demo"), 0);
+		CHECK(strstr(out, "not locked") != NULL);
+	}
 
 	/* Usage and store errors: one line, documented statuses. */
 	CHECK_EQ_INT(run("frobnicate"), 64);

@@ -359,12 +359,43 @@ static void test_store_ops(void)
 	CHECK(exists(s, "job/packs/00000005-0001.pack"));
 	CHECK_EQ_INT(ck_store_retain(s, "job", 0), -EINVAL);
 
-	/* A corrupt manifest: newest fails loudly, gc deletes nothing. */
+	/* A corrupt newest manifest: it fails loudly, is not counted, and is
+	 * never the reason a good one goes: keep 1 keeps 4 (the newest good
+	 * one) and 6, removes 3, and collects no pack while 6 is there. */
 	ck_store_put(s, "job/manifests/00000006", "garbage-garbage", 15, 0);
 	CHECK_EQ_INT(ck_manifest_load_latest(s, "job", &l), -EBADMSG);
 	CHECK(strstr(ck_err_msg(), "job@6") != NULL && strstr(ck_err_msg(), "bad magic") != NULL);
-	CHECK(ck_store_retain(s, "job", 1) < 0);
+	{
+		struct ck_retain_report rep;
+
+		CHECK_EQ_INT(ck_store_retain_ex(s, "job", 1, NULL, &rep), 0);
+		CHECK(rep.nremoved == 1 && rep.removed[0] == 3);
+		CHECK(rep.nkept == 1 && rep.kept[0] == 4);
+		CHECK(rep.ndamaged == 1 && rep.damaged[0] == 6);
+		CHECK(strstr(rep.damaged_why, "bad magic") != NULL);
+		CHECK_EQ_INT(rep.packs_held, 1);
+		CHECK_EQ_INT(rep.npacks, 0);
+		ck_retain_report_free(&rep);
+	}
+	CHECK(exists(s, "job/manifests/00000004") && exists(s, "job/manifests/00000006"));
+	CHECK(!exists(s, "job/manifests/00000003"));
 	CHECK(exists(s, "job/packs/00000003-0001.pack"));
+	CHECK(ck_store_retain(s, "job", 1) < 0); /* packs held back: an error there */
+	CHECK(exists(s, "job/manifests/00000004"));
+	/* Holding the lock, a never-committed round's packs go even so (a
+	 * manifest references only packs of its own sequence or earlier). */
+	ck_store_put(s, "job/packs/00000007-0001-aa.pack", "g", 1, 0);
+	{
+		struct ck_retain_opts ro = {.flags = CK_RETAIN_OWNER};
+		struct ck_retain_report rep;
+
+		CHECK_EQ_INT(ck_store_retain_ex(s, "job", 0, &ro, &rep), 0);
+		CHECK_EQ_INT(rep.npacks, 1); /* 7-1; 5-1 is below the corrupt 6: held */
+		CHECK_EQ_INT(rep.packs_held, 1);
+		ck_retain_report_free(&rep);
+	}
+	CHECK(!exists(s, "job/packs/00000007-0001-aa.pack") && exists(s, "job/packs/00000005-0001.pack"));
+	CHECK(exists(s, "job/packs/00000004-0001.pack"));
 	ck_store_close(s);
 out:
 	ck_unit_rmtree(dir);

@@ -41,6 +41,15 @@ static int stop_cb(void *arg, const char *key, uint64_t size)
 	return 7;
 }
 
+static int ck_store_open_lock_for_test(struct ck_store *s)
+{
+	int fd = s->ops->open_lock(s, "j/lock");
+
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? fd : 0;
+}
+
 static void test_basic(const char *dir)
 {
 	struct ck_store *s = NULL;
@@ -368,6 +377,11 @@ static void test_direct_reads(const char *dir, int on_disk)
 	/* past the end, with an aligned start and buffer */
 	CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", (3u << 20) - 4096, buf, 8192), -EIO);
 	CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", 0, buf, size + 4096), -EIO);
+	/* an absurd offset (a forged or damaged manifest's) is past the end
+	 * like any other, not an invalid argument */
+	CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", 1ull << 63, buf, 4096), -EIO);
+	CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", UINT64_MAX - 10, buf, 100), -EIO);
+	CHECK(strstr(ck_err_msg(), "goes past its end") != NULL);
 	/* an unaligned buffer takes the buffered path */
 	CHECK_EQ_INT(ck_store_get_range(s, "direct/packs/00000001-0001.pack", 4096, buf + 1, 8192), 0);
 	CHECK(!memcmp(buf + 1, obj + 4096, 8192));
@@ -407,6 +421,112 @@ static void direct_reads_from(const char *dir)
 		free(disk);
 }
 
+/* Directories another user could have written are refused, naming the
+ * path: a symbolic link as the store, the job's directory or the manifest
+ * directory, or one of them owned by someone else (root only: chown). */
+static void test_refused_dirs(const char *dir)
+{
+	struct ck_store *s = NULL;
+	char path[900], real[600], uri[900];
+	void *data = NULL;
+	size_t len = 0;
+	uint64_t size;
+	int fd;
+
+	snprintf(real, sizeof(real), "%s/real", dir);
+	snprintf(path, sizeof(path), "%s/link", dir);
+	CHECK_EQ_INT(mkdir(real, 0700), 0);
+	CHECK_EQ_INT(symlink(real, path), 0);
+	CHECK_EQ_INT(ck_store_open(path, NULL, &s), 0);
+	if (s) {
+		CHECK_EQ_INT(ck_store_put(s, "j/manifests/00000001", "m", 1, CK_PUT_NOREPLACE), -EPERM);
+		CHECK(strstr(ck_err_msg(), "is a symbolic link") && strstr(ck_err_msg(), path));
+		CHECK_EQ_INT(ck_store_probe(s), -EPERM);
+		CHECK_EQ_INT(ck_store_open_lock_for_test(s), -EPERM);
+		ck_store_close(s);
+	}
+	/* the job's directory, then the manifest directory, as links */
+	CHECK_EQ_INT(ck_store_open(real, NULL, &s), 0);
+	if (!s)
+		return;
+	CHECK_EQ_INT(ck_store_probe(s), 0);
+	CHECK_EQ_INT(ck_store_put(s, "a/manifests/00000001", "m", 1, 0), 0);
+	snprintf(path, sizeof(path), "%s/b", real);
+	snprintf(uri, sizeof(uri), "%s/a", real);
+	CHECK_EQ_INT(symlink(uri, path), 0);
+	CHECK_EQ_INT(ck_store_get(s, "b/manifests/00000001", &data, &len), -EPERM);
+	CHECK(strstr(ck_err_msg(), "/real/b is a symbolic link") != NULL);
+	CHECK_EQ_INT(ck_store_stat(s, "b/manifests/00000001", &size), -EPERM);
+	snprintf(path, sizeof(path), "%s/c", real);
+	CHECK_EQ_INT(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/c/manifests", real);
+	snprintf(uri, sizeof(uri), "%s/a/manifests", real);
+	CHECK_EQ_INT(symlink(uri, path), 0);
+	CHECK_EQ_INT(ck_store_get(s, "c/manifests/00000001", &data, &len), -EPERM);
+	CHECK(strstr(ck_err_msg(), "/real/c/manifests is a symbolic link") != NULL);
+	/* a manifest that is a link */
+	snprintf(path, sizeof(path), "%s/a/manifests/00000002", real);
+	snprintf(uri, sizeof(uri), "%s/a/manifests/00000001", real);
+	CHECK_EQ_INT(symlink(uri, path), 0);
+	CHECK_EQ_INT(ck_store_get(s, "a/manifests/00000002", &data, &len), -EPERM);
+	/* another user's job directory */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "%s/d/manifests", real);
+		CHECK_EQ_INT(ck_store_put(s, "d/manifests/00000001", "m", 1, 0), 0);
+		CHECK_EQ_INT(chown(path, 65534, 65534), 0);
+		CHECK_EQ_INT(ck_store_get(s, "d/manifests/00000001", &data, &len), -EPERM);
+		CHECK(strstr(ck_err_msg(), "/real/d/manifests is owned by uid 65534") != NULL);
+		CHECK_EQ_INT(ck_store_list(s, "d/manifests/", NULL, NULL), -EPERM);
+	}
+	free(data);
+	ck_store_close(s);
+	/* a store that is not there: a reader is told so */
+	snprintf(path, sizeof(path), "%s/nothing-here", dir);
+	CHECK_EQ_INT(ck_store_open(path, NULL, &s), 0);
+	if (s) {
+		CHECK_EQ_INT(ck_store_probe(s), -ENXIO);
+		CHECK(strstr(ck_err_msg(), "no such directory") != NULL);
+		ck_store_close(s);
+	}
+	(void)fd;
+}
+
+/* A pack is never put over an existing one; temporaries have random names
+ * and only sweep removes them. */
+static void test_new_and_sweep(const char *dir)
+{
+	struct ck_store *s = NULL;
+	struct listed l = {0};
+	char path[600];
+	unsigned n = 0;
+	void *data = NULL;
+	size_t len = 0;
+	int fd;
+
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	if (!s)
+		return;
+	CHECK_EQ_INT(ck_store_put(s, "sw/packs/00000001-0001-ab.pack", "first", 5, CK_PUT_NEW), 0);
+	CHECK_EQ_INT(ck_store_put(s, "sw/packs/00000001-0001-ab.pack", "other", 5, CK_PUT_NEW), -EEXIST);
+	CHECK_EQ_INT(ck_store_get(s, "sw/packs/00000001-0001-ab.pack", &data, &len), 0);
+	CHECK(len == 5 && !memcmp(data, "first", 5));
+	free(data);
+	/* what a killed writer leaves: hidden temporaries */
+	snprintf(path, sizeof(path), "%s/sw/packs/.00000002-0001-cd.pack.tmp-0123456789abcdef", dir);
+	fd = open(path, O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	if (fd >= 0)
+		close(fd);
+	CHECK_EQ_INT(ck_store_list(s, "sw/", list_cb, &l), 0);
+	CHECK_EQ_INT(l.n, 1);
+	CHECK_EQ_INT(ck_store_sweep(s, "sw/packs", &n), 0);
+	CHECK_EQ_INT(n, 1);
+	CHECK(access(path, F_OK) != 0);
+	CHECK_EQ_INT(ck_store_sweep(s, "sw/manifests", &n), 0);
+	CHECK_EQ_INT(n, 0);
+	ck_store_close(s);
+}
+
 void ck_unit_run(void)
 {
 	char *dir = ck_unit_tmpdir(), *shm = strdup("/dev/shm/ckunit-XXXXXX");
@@ -422,5 +542,7 @@ void ck_unit_run(void)
 	} else {
 		free(shm);
 	}
+	test_refused_dirs(dir);
+	test_new_and_sweep(dir);
 	ck_unit_rmtree(dir);
 }
