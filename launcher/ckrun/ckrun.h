@@ -64,6 +64,7 @@ struct ckrun {
 	char attach_name[80]; /* its abstract name (CKPT_ATTACH) */
 	char pidns[64];       /* the job's pid namespace (readlink of /proc/INIT/ns/pid) */
 	pid_t init_pid; /* the job namespace's init, in our pid namespace */
+	int userns;     /* the job has a user namespace of its own (ckrun is not root) */
 	pid_t job_pid;  /* the job's main process, in our pid namespace */
 	struct ck_jproc *procs; /* attached processes of the job */
 	size_t nprocs, procs_cap;
@@ -81,7 +82,10 @@ struct ckrun {
 	struct ck_manifest *prev; /* newest committed, for dedup */
 };
 
-/* ns.c: the job's user+pid+mount namespaces and their init */
+/* idmap.c: the id maps of the job's user namespace (init's pid) */
+int ck_idmap_write(pid_t pid, int verbose);
+
+/* ns.c: the job's pid+mount+IPC (and, unless root, user) namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };
 /* RESTORE: init creates the restorers of pids[0..n) (pids[0] is the job's
  * main process, whose end is the job's end). */
