@@ -4,7 +4,8 @@
 # apt-get line and fails.
 set -euo pipefail
 need=(build-essential pkg-config libzstd-dev libcurl4-openssl-dev libssl-dev
-      libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux)
+      libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux
+      uidmap libcap2-bin passwd)
 # Extra package sets, named by the caller: CKPT_DEPS_EXTRA="ceph awscli".
 for extra in ${CKPT_DEPS_EXTRA:-}; do
     case "$extra" in

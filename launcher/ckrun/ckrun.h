@@ -72,6 +72,7 @@ struct ckrun {
 	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
 	unsigned round_ckflags;
 	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
+	int wp_none;          /* this round: no userfaultfd for the job at all (errno of /dev/userfaultfd) */
 	struct ck_wp *wp;     /* this round's write-protect snapshots */
 	struct ck_wp_counts wpn; /* the last round's, for -v */
 	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
