@@ -9,7 +9,9 @@
  * socket (CAP_NET_RAW), SO_MARK (CAP_NET_ADMIN), raising its own priority
  * (CAP_SYS_NICE), reading /proc/self/map_files (CAP_SYS_ADMIN or
  * CAP_CHECKPOINT_RESTORE). In between, the threads work (short sleeps and
- * a checksum). Under ckrun the job must print what a bare run prints: as
+ * a checksum); at the end each checks that its TID is the one it had
+ * (threads started and ended first leave gaps in the TIDs: a restore that
+ * took whatever TIDs came next would not give the same ones by chance). Under ckrun the job must print what a bare run prints: as
  * root, all of it works, as bare; as a user none of it, and a restored
  * thread has its own credentials back and none of the capabilities the
  * restore used.
@@ -106,6 +108,7 @@ static void probes(const char *when)
 
 struct worker {
 	pthread_t t;
+	pid_t tid;
 	long n;
 	uint64_t sum;
 	char start[1024], end[1024];
@@ -125,14 +128,22 @@ static void work(struct worker *me)
 	}
 }
 
+static void *nothing(void *arg)
+{
+	return arg;
+}
+
 static void *thread_main(void *arg)
 {
 	struct worker *me = arg;
 
+	me->tid = gettid();
 	creds(me->start, sizeof(me->start));
 	pthread_barrier_wait(&started);
 	work(me);
 	creds(me->end, sizeof(me->end));
+	if (gettid() != me->tid)
+		me->tid = -1;
 	return NULL;
 }
 
@@ -146,10 +157,17 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	printf("privs: %d threads + main, %ld rounds\n", NTHREADS, rounds);
 	probes("start");
+	w[0].tid = gettid();
 	creds(w[0].start, sizeof(w[0].start));
 	pthread_barrier_init(&started, NULL, NTHREADS + 1);
-	for (int i = 1; i <= NTHREADS; i++)
+	for (int i = 1; i <= NTHREADS; i++) {
+		for (int k = 0; k < 3; k++) { /* a gap before each worker's TID */
+			pthread_t t;
+			pthread_create(&t, NULL, nothing, NULL);
+			pthread_join(t, NULL);
+		}
 		pthread_create(&w[i].t, NULL, thread_main, &w[i]);
+	}
 	pthread_barrier_wait(&started);
 	for (int i = 0; i <= NTHREADS; i++)
 		printf("thread %d at start:\n%s", i, w[i].start);
@@ -157,12 +175,18 @@ int main(int argc, char **argv)
 	for (int i = 1; i <= NTHREADS; i++)
 		pthread_join(w[i].t, NULL);
 	creds(w[0].end, sizeof(w[0].end));
+	if (gettid() != w[0].tid)
+		w[0].tid = -1;
 	probes("end");
 	for (int i = 0; i <= NTHREADS; i++) {
 		printf("thread %d at end:\n%s", i, w[i].end);
 		printf("thread %d: %ld rounds, sum %016llx\n", i, w[i].n, (unsigned long long)w[i].sum);
 		if (strcmp(w[i].start, w[i].end)) {
 			printf("FAIL thread %d: its credentials changed\n", i);
+			fails++;
+		}
+		if (w[i].tid < 0) {
+			printf("FAIL thread %d: its TID changed\n", i);
 			fails++;
 		}
 	}

@@ -9,8 +9,9 @@
 #                   65534 with one -v line saying why while /etc/subgid does
 #                   not list it, and as in a bare run once it does (newgidmap);
 #   user/APP        privs (one process: ids, capability sets, privileged
-#                   probes per thread), recmutex (threads: TIDs recorded in
-#                   mutexes), forktree (a process tree), mp_sysvshm (System V
+#                   probes, TIDs per thread), tls (threads check their TIDs
+#                   and TLS), recmutex (TIDs recorded in mutexes held across
+#                   a checkpoint), forktree (a process tree), mp_sysvshm (System V
 #                   shared memory between processes): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
 #                   output and status of a bare run, every resume proven a
@@ -129,6 +130,7 @@ as_user() {
 		# a user has no userfaultfd: every round forks, saying why
 		WANT_LINE='forked snapshot \(write protection: no userfaultfd for this user'
 		cycle user/privs privs 1
+		cycle user/tls tls 1
 		cycle user/recmutex recmutex 0.6
 		cycle user/forktree forktree 0.6
 		cycle user/mp_sysvshm mp_sysvshm 1 ;;
@@ -170,7 +172,7 @@ main() {
 	cp "$0" "$top/tests/suite/26-user.sh"
 	cp "$H_TOP"/tests/apps/*.desc "$top/tests/apps/"
 	cp "$CKRUN" "$CKPT" "$(dirname "$CKRUN")/libckpt.so" "$(dirname "$CKRUN")/ckpt-restore" "$bin/"
-	for f in privs recmutex forktree mp_sysvshm; do
+	for f in privs tls recmutex forktree mp_sysvshm; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
