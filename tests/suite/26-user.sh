@@ -153,7 +153,7 @@ kill_uid() {
 }
 
 main() {
-	local u g gid top bin uw rc f
+	local u g gid top bin uw rc f ckrun_u
 	h_seed_init
 	if ! h_have_ckrun; then
 		h_skip user "ckrun is not built ($CKRUN); run make"
@@ -171,7 +171,12 @@ main() {
 	cp "$H_TOP/tests/lib/harness.sh" "$top/tests/lib/"
 	cp "$0" "$top/tests/suite/26-user.sh"
 	cp "$H_TOP"/tests/apps/*.desc "$top/tests/apps/"
-	cp "$CKRUN" "$CKPT" "$(dirname "$CKRUN")/libckpt.so" "$(dirname "$CKRUN")/ckpt-restore" "$bin/"
+	cp "$H_BUILD/ckrun" "$H_BUILD/ckpt" "$H_BUILD/libckpt.so" "$H_BUILD/ckpt-restore" "$bin/"
+	ckrun_u=$bin/ckrun
+	if [ "$CKRUN" != "$H_BUILD/ckrun" ]; then # another ckrun under test (90-mutant's)
+		cp "$CKRUN" "$bin/ckrun-under-test"
+		ckrun_u=$bin/ckrun-under-test
+	fi
 	for f in privs tls recmutex forktree mp_sysvshm; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
@@ -191,7 +196,8 @@ main() {
 	chmod 700 "$uw"
 	run_user() { # PART: the checks of PART as the user, their lines on our stdout
 		timeout -s KILL 900 runuser -u "$u" -- env -i PATH="$PATH" HOME="/home/$u" TMPDIR="$uw" \
-			CKPT_TOP="$top" BUILD="$bin" CKPT_TEST_SEED="$H_SEED" LOST_GID="$gid" \
+			CKPT_TOP="$top" BUILD="$bin" CKRUN="$ckrun_u" CKPT_MUTANT_REAL="$bin/ckrun" \
+			CKPT_TEST_SEED="$H_SEED" LOST_GID="$gid" \
 			bash "$top/tests/suite/26-user.sh" --as-user "$1" "$uw/$1" >"$H_WORK/$1.log" 2>&1
 		rc=$?
 		cat "$H_WORK/$1.log"
@@ -212,7 +218,8 @@ main() {
 	# Root's job: root's privileges, before and after a restore.
 	WANT_LINE='' cycle root/privs privs 1
 	if command -v capsh >/dev/null; then
-		capsh --drop=cap_sys_admin -- -c "CKPT_TOP='$H_TOP' BUILD='$H_BUILD' CKPT_TEST_SEED='$H_SEED' \
+		capsh --drop=cap_sys_admin -- -c "CKPT_TOP='$H_TOP' BUILD='$H_BUILD' CKRUN='$CKRUN' \
+			CKPT_MUTANT_REAL='${CKPT_MUTANT_REAL:-}' CKPT_TEST_SEED='$H_SEED' \
 			bash '$H_TOP/tests/suite/26-user.sh' --as-root-no-sys-admin '$H_WORK/nsa'" >"$H_WORK/nsa.log" 2>&1
 		cat "$H_WORK/nsa.log"
 		if ! grep -q '^PASS root/no-sys-admin' "$H_WORK/nsa.log" || grep -q '^FAIL ' "$H_WORK/nsa.log"; then
