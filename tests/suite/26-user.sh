@@ -191,11 +191,11 @@ main() {
 	H_CLEANUPS=("kill_uid $(id -u "$u"); userdel -r $u >/dev/null 2>&1" "${H_CLEANUPS[@]}")
 	gid=$(getent group "$g" | cut -d: -f3)
 	uw=$H_WORK/u
-	mkdir -p "$uw"
-	chown "$u:" "$uw"
-	chmod 700 "$uw"
+	mkdir -p "$uw/run" # its control sockets there, not in /tmp/ckrun-UID
+	chown -R "$u:" "$uw"
+	chmod 700 "$uw" "$uw/run"
 	run_user() { # PART: the checks of PART as the user, their lines on our stdout
-		timeout -s KILL 900 runuser -u "$u" -- env -i PATH="$PATH" HOME="/home/$u" TMPDIR="$uw" \
+		timeout -s KILL 900 runuser -u "$u" -- env -i PATH="$PATH" HOME="/home/$u" TMPDIR="$uw" XDG_RUNTIME_DIR="$uw/run" \
 			CKPT_TOP="$top" BUILD="$bin" CKRUN="$ckrun_u" CKPT_MUTANT_REAL="$bin/ckrun" \
 			CKPT_TEST_SEED="$H_SEED" LOST_GID="$gid" \
 			bash "$top/tests/suite/26-user.sh" --as-user "$1" "$uw/$1" >"$H_WORK/$1.log" 2>&1
