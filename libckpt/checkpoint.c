@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -321,6 +322,21 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	ck__core.restarted = 1;
 	ck__core.restart_count++;
 	ck__thread_restored(&ck__pd.threads[0]);
+	{
+		/* No thread runs job code before each has its credentials back. */
+		const char *what = NULL;
+		int e = ck__creds_wait(&what);
+		if (e < 0) {
+			static char line[160];
+			snprintf(line, sizeof(line), "process restart: cannot give a thread its saved %s (errno %d)",
+				 what ? what : "credentials", -e);
+			ck__send_simple(CK_MSG_RST_ERROR, line);
+			ck_exit_group(128 + (-e & 0x3f));
+		}
+		/* a change of ids resets it */
+		if (ck__pd.dumpable >= 0)
+			ck_sys2(SYS_prctl, PR_SET_DUMPABLE, ck__pd.dumpable);
+	}
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
 	ck__send_simple(CK_MSG_RESTARTED, NULL);

@@ -53,6 +53,17 @@ void ck__thread_restored(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__save_kernel_thread_state(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__capture_pending(const char *path, const char *key, int tid) CK_HIDDEN;
 
+/* creds.c: the job's credentials. _save per thread as it parks,
+ * _collect the process's (groups, bounding and ambient sets); at a restart
+ * _prepare once (the restart code), _restore on every thread before it
+ * runs job code, and the manager's _wait: 0 or -errno (*what names the
+ * credential that could not be given back). */
+void ck__creds_save(struct ck_pd_thread *t) CK_HIDDEN;
+int ck__creds_collect(void) CK_HIDDEN;
+void ck__creds_prepare(const struct ck_procdesc *pd) CK_HIDDEN;
+void ck__creds_restore(const struct ck_pd_thread *t) CK_HIDDEN;
+int ck__creds_wait(const char **what) CK_HIDDEN;
+
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */
 long ck__read_file(const char *path, char *buf, size_t len) CK_HIDDEN;

@@ -13,12 +13,13 @@
 #include "libckpt/ctx.h"
 
 #define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
-#define CK_PD_VERSION 1
+#define CK_PD_VERSION 2 /* 2: credentials */
 #define CK_PD_MAX_THREADS 512
 #define CK_PD_MAX_FDS 1024
 #define CK_PD_PATH 512
 #define CK_PD_NSIG 65 /* 1..64 */
 #define CK_PD_NRLIMIT 16
+#define CK_PD_MAX_GROUPS 1024
 
 struct ck_pd_thread {
 	int32_t tid;
@@ -32,6 +33,12 @@ struct ck_pd_thread {
 	uint32_t rseq_sig;
 	char comm[16];       /* PR_GET_NAME */
 	uint64_t timerslack; /* PR_GET_TIMERSLACK */
+	/* credentials (per thread in the kernel): real, effective, saved,
+	 * filesystem ids as the job's user namespace numbers them */
+	uint32_t uid[4], gid[4];
+	uint64_t cap_eff, cap_prm, cap_inh;
+	uint32_t securebits; /* PR_GET_SECUREBITS */
+	uint32_t pad_cred;
 	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
 };
 #define CK_PDT_MAIN 0x1    /* thread-group leader */
@@ -156,12 +163,17 @@ struct ck_procdesc {
 	uint64_t restart_entry, restart_arg, restart_stack;
 	char exe[CK_PD_PATH];
 	char cwd[CK_PD_PATH];
+	/* credentials of the whole process (the main thread's): capability
+	 * bounding and ambient sets, supplementary groups */
+	uint64_t cap_bnd, cap_amb;
+	uint32_t ngroups, pad3;
+	uint32_t groups[CK_PD_MAX_GROUPS];
 	struct ck_pd_thread threads[CK_PD_MAX_THREADS];
 	struct ck_pd_fd fds[CK_PD_MAX_FDS];
 	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
 };
 
-static_assert(sizeof(struct ck_pd_thread) == 80 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
 
 /* Size of the compact form stored in manifests: header up to threads[], then

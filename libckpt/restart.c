@@ -283,6 +283,7 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 	}
 	ck__restore_process_state(pd);
 	ck__restore_epoll(pd);
+	ck__creds_prepare(pd); /* before any thread can give its own back */
 	ck__recreate_threads(pd);
 	ck__restore_timers(pd);
 	/* Every thread exists, all with signals blocked until they return

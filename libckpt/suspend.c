@@ -91,6 +91,7 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 	if (ck_sys1(SYS_prctl, PR_GET_NO_NEW_PRIVS) > 0)
 		t->flags |= CK_PDT_NNP;
 	t->timerslack = (uint64_t)ck_sys1(SYS_prctl, PR_GET_TIMERSLACK);
+	ck__creds_save(t);
 	t->rseq_addr = 0;
 	if (__rseq_size > 0) {
 		t->rseq_addr = t->fs_base + (uint64_t)__rseq_offset;
@@ -100,9 +101,14 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 }
 
 /* In a restored process, the kernel knows nothing of this thread's rseq
- * area or robust list: register them again before it runs job code. */
+ * area or robust list: register them again before it runs job code; and
+ * the thread still has the restorer's credentials (creds.c). */
 void ck__thread_restored(struct ck_pd_thread *t)
 {
+	ck__creds_restore(t);
+	/* a change of ids clears it; only the main thread's counts */
+	if ((t->flags & CK_PDT_MAIN) && ck__pd.pdeathsig > 0)
+		ck_sys2(SYS_prctl, PR_SET_PDEATHSIG, ck__pd.pdeathsig);
 	ck_sys2(SYS_prctl, PR_SET_NAME, t->comm);
 	if (t->flags & CK_PDT_NNP)
 		ck_sys5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);

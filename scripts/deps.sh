@@ -17,7 +17,7 @@
 set -euo pipefail
 need=(build-essential pkg-config libzstd-dev libcurl4-openssl-dev libssl-dev
       libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux
-      procps strace)
+      procps strace uidmap libcap2-bin passwd)
 # Extra package sets, named by the caller: CKPT_DEPS_EXTRA="ceph awscli".
 for extra in ${CKPT_DEPS_EXTRA:-}; do
     case "$extra" in

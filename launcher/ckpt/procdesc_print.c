@@ -85,6 +85,20 @@ void ck_procdesc_print(FILE *f, const uint8_t *desc, size_t len)
 			(t->flags & CK_PDT_MAIN) ? " main" : "", (t->flags & CK_PDT_MANAGER) ? " (ckrun's manager)" : "",
 			t->fs_base, t->ctx.rip, t->rseq_addr ? " rseq" : "");
 	}
+	for (uint32_t i = 0; i < pd->nthreads; i++) {
+		const struct ck_pd_thread *t = &pd->threads[i];
+		if (!(t->flags & CK_PDT_MAIN))
+			continue;
+		/* the main thread's; each thread's own are saved and restored */
+		fprintf(f, "  credentials uid %u/%u/%u/%u gid %u/%u/%u/%u groups", t->uid[0], t->uid[1], t->uid[2],
+			t->uid[3], t->gid[0], t->gid[1], t->gid[2], t->gid[3]);
+		for (uint32_t g = 0; g < pd->ngroups && g < 16; g++)
+			fprintf(f, "%s%u", g ? "," : " ", pd->groups[g]);
+		fprintf(f, "%s%s; capabilities eff %" PRIx64 " prm %" PRIx64 " inh %" PRIx64 " amb %" PRIx64
+			   " bnd %" PRIx64 "\n",
+			pd->ngroups > 16 ? ",..." : "", pd->ngroups ? "" : " none", t->cap_eff, t->cap_prm, t->cap_inh,
+			pd->cap_amb, pd->cap_bnd);
+	}
 	fprintf(f, "  descriptors %u\n", pd->nfds);
 	for (uint32_t i = 0; i < pd->nfds; i++)
 		ck__print_fd(f, &pd->fds[i]);

@@ -65,6 +65,7 @@ struct ckrun {
 	char attach_name[80]; /* its abstract name (CKPT_ATTACH) */
 	char pidns[64];       /* the job's pid namespace (readlink of /proc/INIT/ns/pid) */
 	pid_t init_pid; /* the job namespace's init, in our pid namespace */
+	int userns;     /* the job has a user namespace of its own (ckrun is not root) */
 	pid_t job_pid;  /* the job's main process, in our pid namespace */
 	struct ck_jproc *procs; /* attached processes of the job */
 	size_t nprocs, procs_cap;
@@ -72,6 +73,7 @@ struct ckrun {
 	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
 	unsigned round_ckflags;
 	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
+	int wp_none;          /* this round: no userfaultfd for the job at all (errno of /dev/userfaultfd) */
 	struct ck_wp *wp;     /* this round's write-protect snapshots */
 	struct ck_wp_counts wpn; /* the last round's, for -v */
 	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
@@ -88,7 +90,10 @@ struct ckrun {
 	struct ck_joblock *lock;  /* the job's lock in the store, held for the whole run */
 };
 
-/* ns.c: the job's user+pid+mount namespaces and their init */
+/* idmap.c: the id maps of the job's user namespace (init's pid) */
+int ck_idmap_write(pid_t pid, int verbose);
+
+/* ns.c: the job's pid+mount+IPC (and, unless root, user) namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };
 /* RESTORE: init creates the restorers of pids[0..n) (pids[0] is the job's
  * main process, whose end is the job's end). */

@@ -1,11 +1,17 @@
-/* The job's namespaces. ckrun clones an init process into a new user, pid,
- * mount and IPC namespace (so the job is never PID 1, sees its own /proc, and
- * can be restored with the same PIDs through clone3 set_tid). The init
- * starts the job (or the restorer with the saved pid), reaps everything
- * and reports the job's wait status to ckrun. If ckrun dies, the init is
- * killed (PDEATHSIG) and the kernel kills the whole namespace with it. */
+/* The job's namespaces. ckrun clones an init process into a new pid, mount
+ * and IPC namespace (so the job is never PID 1, sees its own /proc, and can
+ * be restored with the same PIDs through clone3 set_tid). Root needs
+ * nothing more, and the job keeps every privilege it would have bare.
+ * Anyone else (or a root without CAP_SYS_ADMIN) also gets a user namespace,
+ * the only way to make the others, where the job keeps its own ids
+ * (idmap.c); its restorers then keep one capability for the restore
+ * (ck__keep_restore_cap). The init starts the job (or the restorers with
+ * the saved pids), reaps everything and reports the job's wait status to
+ * ckrun. If ckrun dies, the init is killed (PDEATHSIG) and the kernel
+ * kills the whole namespace with it. */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <signal.h>
@@ -23,45 +29,6 @@
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "libckpt/proto.h"
-
-static int ck__write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC), r = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (write(fd, text, strlen(text)) != (ssize_t)strlen(text))
-		r = -errno;
-	close(fd);
-	return r;
-}
-
-static int ck__map_ids(pid_t pid)
-{
-	char path[64], map[64];
-	uid_t uid = getuid();
-	gid_t gid = getgid();
-	int r;
-
-	/* root keeps every id; anyone else maps to themselves. */
-	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
-	if (uid == 0)
-		snprintf(map, sizeof(map), "0 0 4294967295");
-	else
-		snprintf(map, sizeof(map), "%u %u 1", uid, uid);
-	if ((r = ck__write_file(path, map)) < 0)
-		return r;
-	if (gid != 0 || uid != 0) {
-		snprintf(path, sizeof(path), "/proc/%d/setgroups", pid);
-		ck__write_file(path, "deny");
-	}
-	snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
-	if (gid == 0 && uid == 0)
-		snprintf(map, sizeof(map), "0 0 4294967295");
-	else
-		snprintf(map, sizeof(map), "%u %u 1", gid, gid);
-	return ck__write_file(path, map);
-}
 
 static void ck__scrub_env(void)
 {
@@ -88,6 +55,31 @@ static int ck__env_huge_pages(void)
 	return setenv("GLIBC_TUNABLES", v, 1) ? -errno : 0;
 }
 
+/* ckrun's capability bounding set: the job's in a user namespace too,
+ * where the kernel starts from a full one. */
+static uint64_t ck__bset;
+
+static uint64_t ck__bset_read(void)
+{
+	uint64_t m = 0;
+
+	for (int cap = 0; cap < 64; cap++) {
+		int r = prctl(PR_CAPBSET_READ, cap, 0, 0, 0);
+		if (r < 0)
+			break; /* past the kernel's last capability */
+		if (r > 0)
+			m |= 1ull << cap;
+	}
+	return m;
+}
+
+static void ck__bset_drop(void)
+{
+	for (int cap = 0; cap < 64; cap++)
+		if (!(ck__bset & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno == EINVAL)
+			break;
+}
+
 static void ck__close_from(int lowfd, int keep1, int keep2)
 {
 	for (int fd = lowfd; fd < 4096; fd++)
@@ -104,6 +96,8 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 		_exit(CK_EXIT_INTERNAL);
 	if (chan != CK_CTL_FD)
 		close(chan);
+	if (c->userns)
+		ck__bset_drop();
 	if (old && *old) {
 		if (asprintf(&pre, "%s:%s", c->libckpt, old) < 0)
 			_exit(CK_EXIT_INTERNAL);
@@ -122,8 +116,45 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 	_exit(127);
 }
 
+/* A restorer that is not root in the job's user namespace would lose at
+ * its exec the capabilities init has there; it keeps the one a restore
+ * needs, as an ambient capability: CAP_CHECKPOINT_RESTORE (Linux 5.9) for
+ * clone3 set_tid (its children's pids, its threads' TIDs) and
+ * PR_SET_MM_MAP's exe_fd (/proc/self/exe), else CAP_SYS_ADMIN. libckpt's
+ * restart code gives every thread its saved credentials back (none of
+ * these) before the job runs again. Returns the capability, 0 where none is
+ * needed, or -errno. */
+static int ck__keep_restore_cap(void)
+{
+	static const int want[] = {CAP_CHECKPOINT_RESTORE, CAP_SYS_ADMIN};
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	int r = -EPERM;
+
+	if (getuid() == 0) /* root there: its exec keeps every capability */
+		return 0;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (syscall(SYS_capget, &h, d) < 0)
+			return -errno;
+		d[want[i] / 32].inheritable |= 1u << (want[i] % 32);
+		if (syscall(SYS_capset, &h, d) == 0 && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, want[i], 0, 0) == 0)
+			return want[i];
+		r = -errno;
+	}
+	return r;
+}
+
 static __attribute__((noreturn)) void ck__exec_restorer(struct ckrun *c, int chan)
 {
+	int r = ck__keep_restore_cap();
+
+	if (r < 0)
+		fprintf(stderr,
+			"ckrun: the restorer cannot keep CAP_CHECKPOINT_RESTORE in the job's user namespace (%s): "
+			"threads come back with new TIDs, a process tree fails to restore\n",
+			strerror(-r));
+	if (c->userns)
+		ck__bset_drop(); /* after: the ambient raise needs the capability in it */
 	char *argv[] = {"ckpt-restore", NULL};
 	char *envp[] = {NULL};
 
@@ -215,13 +246,34 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	/* The child runs on without the lease's renewal thread: it must not
 	 * be in the middle of a request (holding malloc's lock) now. */
 	ck_joblock_pause(c->lock, 1);
-	/* IPC too: the job's System V objects are its own, their ids restorable */
-	pid = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, 0, 0, 0, 0);
+	/* IPC too: the job's System V objects are its own, their ids restorable.
+	 * Root (real root: never a setuid ckrun) makes these itself and
+	 * restores pids and TIDs with its own capabilities. */
+	c->userns = !(getuid() == 0 && geteuid() == 0);
+	ck__bset = ck__bset_read();
+	pid = syscall(SYS_clone, (c->userns ? CLONE_NEWUSER : 0) | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD,
+		      0, 0, 0, 0);
+	if (pid < 0 && errno == EPERM && !c->userns) {
+		/* root without CAP_SYS_ADMIN (a container's): a user namespace
+		 * gives it the others */
+		if (c->verbose)
+			fprintf(stderr, "ckrun: no CAP_SYS_ADMIN: the job runs in a user namespace (root's privileges "
+					"outside it are lost)\n");
+		c->userns = 1;
+		pid = syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | SIGCHLD, 0, 0, 0,
+			      0);
+	}
 	if (pid != 0)
 		ck_joblock_pause(c->lock, 0);
 	if (pid < 0) {
 		r = -errno;
-		ck_err_set("cannot create the job's user and pid namespaces: %s", strerror(errno));
+		if (c->userns && errno == EPERM)
+			ck_err_set("cannot create the job's user namespace: %s (user namespaces disabled for this "
+				   "user? see user.max_user_namespaces)",
+				   strerror(errno));
+		else
+			ck_err_set("cannot create the job's %snamespaces: %s", c->userns ? "user and pid " : "pid ",
+				   strerror(errno));
 		goto fail;
 	}
 	if (pid == 0) {
@@ -239,7 +291,7 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	close(chan[1]);
 	close(sync[0]);
 	close(status[1]);
-	r = ck__map_ids((pid_t)pid);
+	r = c->userns ? ck_idmap_write((pid_t)pid, c->verbose) : 0;
 	if (r < 0) {
 		ck_err_set("cannot map user ids into the job's namespace: %s", strerror(-r));
 		kill((pid_t)pid, SIGKILL);

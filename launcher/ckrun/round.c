@@ -1039,6 +1039,21 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 	return r;
 }
 
+/* vm.unprivileged_userfaultfd: 1 lets a job without privileges call
+ * userfaultfd(2) (0 or unreadable: it may not). */
+static int ck__unprivileged_uffd(void)
+{
+	char v = '0';
+	int fd = open("/proc/sys/vm/unprivileged_userfaultfd", O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		if (read(fd, &v, 1) != 1)
+			v = '0';
+		close(fd);
+	}
+	return v == '1';
+}
+
 static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp)
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
@@ -1088,12 +1103,19 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
 	memset(&c->wpn, 0, sizeof(c->wpn));
+	c->wp_none = 0;
 	if (try_wp) {
-		/* Opened here, not by the job: it runs in a user namespace where
-		 * userfaultfd(2) would need a privilege it lacks. Without it the
-		 * job tries userfaultfd(2), then forks. */
+		/* Opened here, not by the job: a user's job runs in a user
+		 * namespace, where userfaultfd(2) wants CAP_SYS_PTRACE over the
+		 * initial one, or vm.unprivileged_userfaultfd=1. Without it the
+		 * job tries userfaultfd(2) (root's job can), then forks. */
+		errno = EACCES;
 		if (!getenv("CKPT_TEST_NO_UFFD_DEV")) /* test knob: as if it were not ours to open */
 			c->round_devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		c->wp_none = c->round_devfd < 0 && c->userns && !ck__unprivileged_uffd() ? errno : 0;
+		try_wp = !c->wp_none;
+	}
+	if (try_wp) {
 		ckflags |= CK_CKPT_WP;
 		/* Protect while the job runs; the cut then protects again only
 		 * what was written meanwhile (CKPT_TEST_NO_PREARM: at the cut;
@@ -1289,6 +1311,11 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 				snprintf(snap + o, sizeof(snap) - (size_t)o,
 					 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
 					 npre, c->nprocs, (double)t_pre / 1e9, c->wpn.pre_faults);
+		} else if (!c->nofork && c->wp_none) {
+			snprintf(snap, sizeof(snap),
+				 ", forked snapshot (write protection: no userfaultfd for this user: /dev/userfaultfd: %s, "
+				 "and vm.unprivileged_userfaultfd is 0)",
+				 strerror(c->wp_none));
 		} else if (!c->nofork) {
 			int e = 0;
 			for (size_t i = 0; i < c->nprocs && !e; i++)

@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -66,6 +66,12 @@ main() {
 				sample sockets '^sockets/' -- 37-sockets.sh
 			else
 				h_skip mutant/sockets "needs root (network namespaces)"
+			fi ;;
+		user)
+			if [ "$(id -u)" = 0 ]; then
+				sample user '^(user|root)/(privs|tls|recmutex|forktree|mp_sysvshm|no-sys-admin)$' -- 26-user.sh
+			else
+				h_skip mutant/user "needs root (creates a user)"
 			fi ;;
 		*) h_fail mutant "unknown sample '$s'" ;;
 		esac
