@@ -40,8 +40,16 @@ int ck_desc_unpack(const uint8_t *buf, size_t len, struct ck_procdesc **out)
 	if (!pd)
 		return -ENOMEM;
 	memcpy(pd, buf, CK_PD_HDR_SIZE);
-	if (pd->magic != CK_PD_MAGIC || pd->version != CK_PD_VERSION) {
-		ck_err_set("process descriptor: bad magic or unsupported version %u", pd->version);
+	if (pd->magic != CK_PD_MAGIC) {
+		ck_err_set("process descriptor: bad magic");
+		goto bad;
+	}
+	if (pd->version != CK_PD_VERSION) {
+		/* the image holds its own libckpt, whose restart code speaks its
+		 * version's protocol: another version restores with its own ckrun */
+		ck_err_set("process descriptor version %u: written by %s ckrun (this one reads version %u); restore "
+			   "it with the ckrun that wrote it", pd->version, pd->version < CK_PD_VERSION ? "an older" : "a newer",
+			   CK_PD_VERSION);
 		goto bad;
 	}
 	if (pd->size != sizeof(*pd)) {

@@ -210,15 +210,50 @@ h_kill_pgids() {
 	done
 }
 
-h_kill_group() { kill -9 -- "-$1" 2>/dev/null; }
+# h_kill_group PGID: kill -9 of the group and of every process below its
+# leader (the job's own session), remembered for h_group_gone.
+h_kill_group() {
+	H_KILLED_PG=$1
+	H_KILLED_TREE=$(h_tree_members "$1")
+	# shellcheck disable=SC2086 # pids
+	kill -9 -- "-$1" $H_KILLED_TREE 2>/dev/null
+}
 
-# h_group_gone PGID: waits (up to 5 s) until no live process is left in the
-# group; false if some survive.
+# h_tree_members PID: PID and every process below it. The job runs in a
+# session of its own (ckrun's init calls setsid), so ckrun's process group
+# does not hold it.
+h_tree_members() {
+	local f s pid
+	local -a fld
+	local -A kids=()
+	for f in /proc/[0-9]*/stat; do
+		read -r s 2>/dev/null <"$f" || continue
+		s=${s##*) }
+		read -r -a fld <<<"$s"
+		pid=${f#/proc/}
+		kids[${fld[1]}]+=" ${pid%/stat}"
+	done
+	local -a todo=("$1")
+	while (( ${#todo[@]} )); do
+		pid=${todo[0]}
+		todo=("${todo[@]:1}")
+		echo "$pid"
+		# shellcheck disable=SC2206 # pids, split on purpose
+		todo+=(${kids[$pid]:-})
+	done
+}
+
+# h_group_gone PGID [PID...]: waits (up to 5 s) until no live process is left
+# in the group nor among the PIDs (a job's tree, taken before a kill);
+# false if some survive.
 h_group_gone() {
-	local i p alive
+	local i p alive pg=$1
+	shift
 	for (( i = 0; i < 100; i++ )); do
 		alive=0
-		for p in $(h_group_members "$1"); do
+		# shellcheck disable=SC2086 # pids
+		for p in $(h_group_members "$pg") "$@" \
+			$([ "$pg" = "${H_KILLED_PG:-}" ] && echo "$H_KILLED_TREE"); do
 			h_alive "$p" && alive=1
 		done
 		(( alive )) || return 0

@@ -60,7 +60,7 @@ verify_newest() {
 # ---- (a) kills during checkpoint writes -------------------------------------------
 
 part_kill() {
-	local trial=0 run=0 dir out err sched store target t1 t2 rc p n i why
+	local trial=0 run=0 dir out err sched store target t1 t2 rc p n i why tree
 	local -a targets=(ckrun job both) order=()
 	h_rng_seed kill
 	bare kill "${KILL_ARGS[@]}" || return
@@ -107,6 +107,7 @@ part_kill() {
 			h_sleep_alive "$H_PID" "$t2" || break
 			n=$((n + 1))
 			echo "kill $n: SIGUSR2, $t2 ms later kill -9 of $target" >>"$sched"
+			tree=$(h_tree_members "$H_PID")
 			{ case $target in
 			ckrun)
 				kill -9 "$H_PID"
@@ -115,7 +116,7 @@ part_kill() {
 				h_kill_group "$H_PID"
 				;;
 			job)
-				for p in $(h_group_members "$H_PID"); do
+				for p in $tree; do
 					[ "$p" = "$H_PID" ] || kill -9 "$p" 2>/dev/null
 				done
 				h_wait "$H_PID" 15000
@@ -130,7 +131,8 @@ part_kill() {
 				h_wait "$H_PID" 5000 >/dev/null
 				;;
 			esac; } 2>/dev/null # no "Killed" notices
-			if ! h_group_gone "$H_PID"; then
+			# shellcheck disable=SC2086 # pids
+			if ! h_group_gone "$H_PID" $tree; then
 				h_fail "faults/kill-$((trial + 1))" "processes survived kill -9 of the process group" "$sched"
 				{ h_kill_group "$H_PID"; sleep 0.2; } 2>/dev/null
 			fi
@@ -209,7 +211,7 @@ part_treekill() {
 		return
 	fi
 	# a worker: pid 3 or more in the job's namespace
-	for p in $(h_group_members "$H_PID"); do
+	for p in $(h_tree_members "$H_PID"); do
 		if awk '/^NSpid:/ { exit !(NF == 3 && $3 > 2) }' "/proc/$p/status" 2>/dev/null; then
 			victim=$p
 			break
@@ -480,13 +482,14 @@ life_sigint() {
 # life_unsaved: a stop whose checkpoint is refused (io_uring) exits 76,
 # says so, and the job is gone.
 life_unsaved() {
-	local d=$H_WORK/life/unsaved rc
+	local d=$H_WORK/life/unsaved rc tree
 	mkdir -p "$d"
 	: >"$d/err"
 	H_CMD=("$H_BUILD/tests/unsupported/uring")
 	h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB"
 	h_wait_origin "$H_PID" "$d/err" 10000
 	h_sleep_alive "$H_PID" 200
+	tree=$(h_tree_members "$H_PID")
 	kill -TERM "$H_PID"
 	h_wait "$H_PID" 60000
 	rc=$?
@@ -494,7 +497,8 @@ life_unsaved() {
 		h_fail faults/stop-unsaved "ckrun exited $rc after a refused stop, want 76" "$d/err"
 	elif ! grep -q "stopped without a checkpoint" "$d/err"; then
 		h_fail faults/stop-unsaved "ckrun did not say the job was stopped unsaved" "$d/err"
-	elif ! h_group_gone "$H_PID"; then
+	# shellcheck disable=SC2086 # pids
+	elif ! h_group_gone "$H_PID" $tree; then
 		h_fail faults/stop-unsaved "the job still runs after the stop" "$d/err"
 	else
 		h_pass faults/stop-unsaved
@@ -556,7 +560,7 @@ life_ending() {
 		if (( t < 20 )); then
 			: >"$d/go"
 			h_sleep_ms "$t"
-			kill -TERM "$H_PID"
+			kill -TERM "$H_PID" 2>/dev/null # ckrun may have ended with its job
 		else
 			kill -TERM "$H_PID"
 			h_sleep_ms $(( t - 20 ))
