@@ -497,8 +497,7 @@ life_unsaved() {
 		h_fail faults/stop-unsaved "ckrun exited $rc after a refused stop, want 76" "$d/err"
 	elif ! grep -q "stopped without a checkpoint" "$d/err"; then
 		h_fail faults/stop-unsaved "ckrun did not say the job was stopped unsaved" "$d/err"
-	# shellcheck disable=SC2086 # pids
-	elif ! h_group_gone "$H_PID" $tree; then
+	elif ! h_group_gone "$H_PID" ${tree}; then
 		h_fail faults/stop-unsaved "the job still runs after the stop" "$d/err"
 	else
 		h_pass faults/stop-unsaved
