@@ -162,7 +162,10 @@ cycle() { # NAME [ENV=VALUE...]
         >"$log2" 2>&1 &
     ck2=$!
     if ! wait_for "^iter" "$log2" "$limit"; then
-        R[$name]="FAILED: the job did not resume (see $log2)"; kill -9 $(descendants $ck2) $ck2 2>/dev/null; return 1
+        R[$name]="FAILED: the job did not resume (see $log2)"
+        # shellcheck disable=SC2046 # pids
+        kill -9 $(descendants "$ck2") "$ck2" 2>/dev/null
+        return 1
     fi
     t3=$(now)
     R[${name}_iter_resume]=$(grep -m1 '^iter' "$log2" | cut -d' ' -f2)

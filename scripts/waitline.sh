@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench scripts: wait for a line in a growing log without
 # starting a process per poll. On this project's VM a fork and exec costs
 # enough that the old loop (grep and sleep every 50 ms) took 10-15% of a

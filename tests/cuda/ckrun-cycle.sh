@@ -11,7 +11,7 @@
 # output of an uninterrupted one. The restored job writes to the standard
 # output it had, so both runs write into one file.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 name=$1
 export CUTEST_STEPS=${2:-6000}
 delay=${DELAY:-1.2}
