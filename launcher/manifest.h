@@ -202,8 +202,17 @@ int ck_store_retain(struct ck_store *s, const char *job, unsigned keep);
  * there, not at a restore. */
 int ck_manifest_check_packs(struct ck_store *s, const struct ck_manifest *m);
 
-/* Job names: [A-Za-z0-9._-]{1,128}, not starting with '.'. */
+/* Job names in the store (their encoded form, below): [A-Za-z0-9._-] and
+ * "%XX" for other bytes, 1 to 128 bytes, not starting with '.'. */
+#define CK_JOB_NAME_MAX 128
 int ck_job_name_valid(const char *name);
+/* A user's job name (any bytes but '/', not "." or "..") to its store
+ * form: bytes outside [A-Za-z0-9_-] (and a leading '.') become "%XX". out
+ * needs CK_JOB_NAME_MAX + 1 bytes. 0, -EINVAL or -ENAMETOOLONG (message in
+ * ck_err). */
+int ck_job_name_encode(const char *name, char *out, size_t len);
+/* The store form back to the user's name (for listings). */
+int ck_job_name_decode(const char *enc, char *out, size_t len);
 
 /* Store key of a manifest: "JOB/manifests/%08llu". */
 int ck_manifest_key(const char *job, uint64_t seq, char *buf, size_t len);

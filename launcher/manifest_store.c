@@ -8,24 +8,6 @@
 
 #include "launcher/ck_err.h"
 
-int ck_job_name_valid(const char *name)
-{
-	size_t i;
-
-	if (!name || !name[0] || name[0] == '.')
-		return 0;
-	for (i = 0; name[i]; i++) {
-		char c = name[i];
-
-		if (i >= 128)
-			return 0;
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-		      c == '_' || c == '-'))
-			return 0;
-	}
-	return 1;
-}
-
 static int check_job(const char *job)
 {
 	if (!ck_job_name_valid(job)) {

@@ -9,7 +9,7 @@
 int ckpt_cmd_checkpoint(int argc, char **argv)
 {
 	struct ckpt_opts o;
-	char reply[256];
+	char reply[256], job[CK_JOB_NAME_MAX + 1];
 	int i, rc;
 
 	i = ckpt_getopts(argc, argv, CKPT_O_STOP, &o);
@@ -17,9 +17,9 @@ int ckpt_cmd_checkpoint(int argc, char **argv)
 		return CK_EXIT_USAGE;
 	if (argc - i != 1)
 		return ckpt_usage_error("checkpoint: expected one JOB");
-	if (!ck_job_name_valid(argv[i]))
-		return ckpt_usage_error("checkpoint: invalid job name \"%s\"", argv[i]);
-	rc = ck_ctl_request(argv[i], o.stop ? "checkpoint-stop" : "checkpoint", reply, sizeof(reply));
+	if (ck_job_name_encode(argv[i], job, sizeof(job)) < 0)
+		return ckpt_usage_error("checkpoint: %s", ck_err_msg());
+	rc = ck_ctl_request(job, o.stop ? "checkpoint-stop" : "checkpoint", reply, sizeof(reply));
 	if (rc < 0) {
 		fprintf(stderr, "ckpt: %s\n", ck_err_msg());
 		if (rc == -EREMOTEIO || rc == -EPROTO)

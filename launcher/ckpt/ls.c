@@ -23,7 +23,15 @@ static int ls_jobs(struct ck_store *s, int json)
 	for (i = 0; i < n; i++) {
 		struct ck_manifest *m = NULL;
 		uint64_t *seqs = NULL;
-		size_t ns = 0;
+		char name[CK_JOB_NAME_MAX + 1], shown[CK_JOB_NAME_MAX + 1];
+		size_t ns = 0, k;
+
+		/* The user's name, as ckrun and ckpt take it (jobname.c). */
+		if (ck_job_name_decode(jobs[i], name, sizeof(name)) < 0)
+			snprintf(name, sizeof(name), "%s", jobs[i]);
+		for (k = 0; name[k] && k < sizeof(shown) - 1; k++)
+			shown[k] = (unsigned char)name[k] < 0x20 || name[k] == 0x7f ? '?' : name[k];
+		shown[k] = 0;
 
 		if (ck_manifest_list(s, jobs[i], &seqs, &ns) == 0 && ns)
 			if (ck_manifest_load(s, jobs[i], seqs[ns - 1], &m) < 0)
@@ -31,12 +39,12 @@ static int ls_jobs(struct ck_store *s, int json)
 		ckpt_fmt_time(m ? m->time_ns : 0, when, sizeof(when));
 		if (json) {
 			printf("%s{\"job\":", i ? "," : "");
-			ckpt_json_str(stdout, jobs[i]);
+			ckpt_json_str(stdout, name);
 			printf(",\"checkpoints\":%zu,\"latest\":%llu,\"time_ns\":%llu,\"ok\":%s}", ns,
 			       ns ? (unsigned long long)seqs[ns - 1] : 0ull, m ? (unsigned long long)m->time_ns : 0ull,
 			       m ? "true" : "false");
 		} else {
-			printf("%-32s %11zu %9llu  %s%s\n", jobs[i], ns, ns ? (unsigned long long)seqs[ns - 1] : 0ull,
+			printf("%-32s %11zu %9llu  %s%s\n", shown, ns, ns ? (unsigned long long)seqs[ns - 1] : 0ull,
 			       when, m ? "" : "  (latest does not load)");
 		}
 		ck_manifest_free(m);
@@ -118,6 +126,7 @@ int ckpt_cmd_ls(int argc, char **argv)
 {
 	struct ckpt_opts o;
 	struct ck_store *s;
+	char job[CK_JOB_NAME_MAX + 1];
 	int i, rc;
 
 	i = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_JSON, &o);
@@ -125,12 +134,12 @@ int ckpt_cmd_ls(int argc, char **argv)
 		return CK_EXIT_USAGE;
 	if (argc - i > 1)
 		return ckpt_usage_error("ls: expected at most one JOB");
-	if (argc - i == 1 && !ck_job_name_valid(argv[i]))
-		return ckpt_usage_error("ls: invalid job name \"%s\"", argv[i]);
+	if (argc - i == 1 && ck_job_name_encode(argv[i], job, sizeof(job)) < 0)
+		return ckpt_usage_error("ls: %s", ck_err_msg());
 	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
-	rc = argc - i == 1 ? ls_job(s, argv[i], o.json) : ls_jobs(s, o.json);
+	rc = argc - i == 1 ? ls_job(s, job, o.json) : ls_jobs(s, o.json);
 	ck_store_close(s);
 	return rc;
 }

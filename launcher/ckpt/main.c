@@ -134,19 +134,22 @@ int ckpt_open_store(const char *uri, const struct ck_store_opts *so, int must_ex
 int ckpt_parse_ref(const char *arg, char *job, size_t len, uint64_t *seq)
 {
 	const char *at = strrchr(arg, '@');
-	size_t n = at ? (size_t)(at - arg) : strlen(arg);
+	char name[4 * CK_JOB_NAME_MAX];
+	size_t n;
 
+	/* JOB@SEQ; an '@' not followed by digits alone is part of the name. */
+	if (at && at[1] && at[1 + strspn(at + 1, "0123456789")])
+		at = NULL;
+	n = at ? (size_t)(at - arg) : strlen(arg);
 	*seq = 0;
-	if (n >= len) {
+	if (n >= sizeof(name)) {
 		ck_err_set("job name too long: %s", arg);
 		return -EINVAL;
 	}
-	memcpy(job, arg, n);
-	job[n] = 0;
-	if (!ck_job_name_valid(job)) {
-		ck_err_set("invalid job name \"%s\" (letters, digits, '.', '_', '-'; no leading '.')", job);
+	memcpy(name, arg, n);
+	name[n] = 0;
+	if (ck_job_name_encode(name, job, len) < 0)
 		return -EINVAL;
-	}
 	if (at) {
 		char *end;
 

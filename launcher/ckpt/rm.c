@@ -222,7 +222,7 @@ int ckpt_cmd_gc(int argc, char **argv)
 	struct gc_verify gv = {0};
 	struct ck_retain_opts ro = {.verify = gc_verify, .arg = &gv};
 	struct ckpt_opts o;
-	char seqs[256];
+	char seqs[256], job[CK_JOB_NAME_MAX + 1];
 	int a, rc, owner;
 	size_t nobj = 0;
 
@@ -232,20 +232,20 @@ int ckpt_cmd_gc(int argc, char **argv)
 		return CK_EXIT_USAGE;
 	if (argc - a != 1)
 		return ckpt_usage_error("gc: expected one JOB");
-	if (!ck_job_name_valid(argv[a]))
-		return ckpt_usage_error("gc: invalid job name \"%s\"", argv[a]);
+	if (ck_job_name_encode(argv[a], job, sizeof(job)) < 0)
+		return ckpt_usage_error("gc: %s", ck_err_msg());
 	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
 	/* A job the store does not hold: nothing to do, and no lock to make. */
-	rc = ck_store_list(s, prefix_of(argv[a], seqs, sizeof(seqs)), count_cb, &nobj);
+	rc = ck_store_list(s, prefix_of(job, seqs, sizeof(seqs)), count_cb, &nobj);
 	if (rc < 0 || nobj == 0)
 		goto out;
-	rc = owner = take_lock(s, argv[a], "ckpt gc", o.force, &lock);
+	rc = owner = take_lock(s, job, "ckpt gc", o.force, &lock);
 	if (rc < 0)
 		goto out;
 	ro.flags = owner ? CK_RETAIN_OWNER | CK_RETAIN_SWEEP : 0;
-	rc = ck_store_retain_ex(s, argv[a], o.keep > 0 ? (unsigned)o.keep : 0, &ro, &rep);
+	rc = ck_store_retain_ex(s, job, o.keep > 0 ? (unsigned)o.keep : 0, &ro, &rep);
 	if (rc < 0)
 		goto out;
 	report(argv[a], rep.removed, rep.nremoved, rep.npacks, rep.pack_bytes, rep.ntemp);
@@ -293,7 +293,7 @@ int ckpt_cmd_unlock(int argc, char **argv)
 	struct ck_lock_owner was;
 	struct ck_store *s = NULL;
 	struct ckpt_opts o;
-	char who[512];
+	char who[512], job[CK_JOB_NAME_MAX + 1];
 	int a, rc;
 
 	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_FORCE, &o);
@@ -301,12 +301,12 @@ int ckpt_cmd_unlock(int argc, char **argv)
 		return CK_EXIT_USAGE;
 	if (argc - a != 1)
 		return ckpt_usage_error("unlock: expected one JOB");
-	if (!ck_job_name_valid(argv[a]))
-		return ckpt_usage_error("unlock: invalid job name \"%s\"", argv[a]);
+	if (ck_job_name_encode(argv[a], job, sizeof(job)) < 0)
+		return ckpt_usage_error("unlock: %s", ck_err_msg());
 	rc = ckpt_open_store(o.store, &o.sopts, 1, &s);
 	if (rc < 0)
 		return ckpt_fail(rc);
-	rc = ck_joblock_break(s, argv[a], o.force, 0, &was);
+	rc = ck_joblock_break(s, job, o.force, 0, &was);
 	if (rc == 0) {
 		ck_lock_owner_describe(&was, who, sizeof(who));
 		if (was.pid && !was.released)

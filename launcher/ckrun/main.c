@@ -217,14 +217,19 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		return -EINVAL;
 	}
 	c->argv = argv + optind;
-	if (!c->job) {
-		const char *b = strrchr(c->argv[0], '/');
-		c->job = strdup(b ? b + 1 : c->argv[0]);
-	}
-	if (!ck_job_name_valid(c->job)) {
-		fprintf(stderr, "ckrun: bad job name '%s' (letters, digits, '.', '_', '-'; not starting with '.')\n",
-			c->job);
-		return -EINVAL;
+	{
+		/* The store and the control socket hold the name encoded
+		 * (launcher/jobname.c): a program "a+b" is job "a%2Bb". */
+		const char *b = strrchr(c->argv[0], '/'), *name = c->job ? c->job : b ? b + 1 : c->argv[0];
+		char enc[CK_JOB_NAME_MAX + 1];
+
+		if (ck_job_name_encode(name, enc, sizeof(enc)) < 0) {
+			fprintf(stderr, "ckrun: %s%s\n", ck_err_msg(), c->job ? "" : "; name the job with --job");
+			return -EINVAL;
+		}
+		c->job = strdup(enc);
+		if (!c->job)
+			return -ENOMEM;
 	}
 	return 0;
 }

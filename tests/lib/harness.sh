@@ -294,9 +294,11 @@ h_size() { stat -c %s "$1" 2>/dev/null || echo 0; }
 h_run_mark() { echo "$(h_size "$1") $2 $3" >>"$1.runs"; }
 
 # h_has_checkpoint CKRUN-OPTIONS...: true if the store named by --store
-# holds a committed checkpoint of the job named by --job.
+# holds a committed checkpoint of the job named by --job (by default, as
+# ckrun names it, the base name of the program H_CMD runs). ckpt ls reads
+# the store, so names that the store holds encoded are found too.
 h_has_checkpoint() {
-	local store='' job=''
+	local store='' job=${H_CMD[0]##*/}
 	while [ $# -gt 0 ]; do
 		case $1 in
 		--store) store=${2:-}; shift ;;
@@ -305,10 +307,7 @@ h_has_checkpoint() {
 		shift
 	done
 	[ -n "$store" ] && [ -n "$job" ] || return 1
-	case $store in
-	s3://*) timeout -s KILL 60 "$CKPT" ls --store "$store" "$job" 2>/dev/null | grep -Eq '^ *[0-9]+ ' ;;
-	*) [ -n "$(h_manifests "${store#file://}" "$job")" ] ;;
-	esac
+	timeout -s KILL 60 "$CKPT" ls --store "$store" "$job" 2>/dev/null | grep -Eq '^ *[0-9]+ '
 }
 
 # h_wait_origin PID ERR MS: in a fresh run (the last h_start of ERR), waits

@@ -610,6 +610,54 @@ life_longname() {
 	fi
 }
 
+# life_oddname: a program whose name holds characters beyond [A-Za-z0-9._-]
+# ("a+b c@1", the default job name) is checkpointed with ckpt checkpoint
+# --stop under that name, listed by ckpt ls under it, and resumed; a second
+# job whose name is the first one's store form ("a%2Bb%20c%401") is another
+# job in the same store.
+life_oddname() {
+	local d=$H_WORK/life/odd rc rc2 prog why name='a+b c@1'
+	mkdir -p "$d/bin"
+	: >"$d/err"
+	h_app_cmd sgd 0.5
+	h_run_bare sgd "$d/bare" "$d/bare.err" 60 >/dev/null
+	prog=$d/bin/$name
+	cp "${H_CMD[0]}" "$prog"
+	H_CMD=("$prog" "${H_CMD[@]:1}")
+	h_start new "$d/out" "$d/err" --store "$d/s"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	timeout -s KILL 60 "$CKPT" checkpoint --stop "$name" >"$d/ctl" 2>&1
+	rc=$?
+	h_wait "$H_PID" 60000
+	rc2=$?
+	if [ "$rc" != 0 ] || [ "$rc2" != 75 ]; then
+		h_fail faults/odd-job-name "ckpt checkpoint --stop '$name': status $rc, ckrun $rc2" "$d/ctl" "$d/err"
+		return
+	fi
+	"$CKPT" ls --store "$d/s" >"$d/ls" 2>&1
+	if ! grep -q "^$name  *1 " "$d/ls"; then
+		h_fail faults/odd-job-name "ckpt ls does not list '$name' with 1 checkpoint" "$d/ls"
+		return
+	fi
+	# the store form, given as a name, is a job of its own: no checkpoint
+	h_start new "$d/out2" "$d/err2" --store "$d/s" --job 'a%2Bb%20c%401' --resume
+	h_wait "$H_PID" 60000
+	if grep -q "restored from" "$d/err2"; then
+		h_fail faults/odd-job-name "job 'a%2Bb%20c%401' restored the checkpoint of '$name'" "$d/err2"
+		return
+	fi
+	h_start resume "$d/out" "$d/err" --store "$d/s" --resume
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ] || ! cmp -s "$d/bare" "$d/out"; then
+		h_fail faults/odd-job-name "resume: status $rc or output differs from a bare run" "$d/out" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail faults/odd-job-name "$why" "$d/err"
+	else
+		h_pass faults/odd-job-name
+	fi
+}
+
 # life_early_usr2: SIGUSR2 at random moments in ckrun's first 60 ms: ckrun
 # either ends before the job started (no origin line: nothing lost), or the
 # job runs to its end.
@@ -645,6 +693,7 @@ part_lifecycle() {
 	life_second_term
 	life_ending
 	life_longname
+	life_oddname
 	life_early_usr2
 }
 

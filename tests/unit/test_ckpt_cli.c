@@ -310,7 +310,11 @@ void ck_unit_run(void)
 	CHECK(one_line(err));
 	CHECK_EQ_INT(run("verify --store st"), 64);
 	CHECK_EQ_INT(run("verify --store st ../x"), 64);
-	CHECK_EQ_INT(run("verify --store st demo@zz"), 64);
+	CHECK_EQ_INT(run("verify --store st demo@0"), 64);
+	CHECK_EQ_INT(run("verify --store st demo@"), 64);
+	/* an '@' not followed by digits alone is part of a job's name */
+	CHECK_EQ_INT(run("verify --store st demo@zz"), 2);
+	CHECK(strstr(err, "demo%40zz") != NULL);
 	CHECK_EQ_INT(run("gc --store st --keep 0 demo"), 64);
 	CHECK_EQ_INT(run("ls --store ftp://x/y"), 64);
 	CHECK(one_line(err));

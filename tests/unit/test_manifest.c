@@ -250,6 +250,7 @@ static void test_job_names(void)
 	CHECK(!ck_job_name_valid(".hidden"));
 	CHECK(!ck_job_name_valid("a/b"));
 	CHECK(!ck_job_name_valid("a b"));
+	CHECK(!ck_job_name_valid("a+b"));
 	CHECK(!ck_job_name_valid(NULL));
 	memset(longname, 'x', sizeof(longname));
 	longname[128] = 0;
@@ -257,6 +258,43 @@ static void test_job_names(void)
 	longname[128] = 'x';
 	longname[129] = 0;
 	CHECK(!ck_job_name_valid(longname));
+	/* store forms are canonical: %XX only for bytes that need it */
+	CHECK(ck_job_name_valid("a%2Bb"));
+	CHECK(!ck_job_name_valid("a%2bb"));
+	CHECK(!ck_job_name_valid("a%41"));
+	CHECK(!ck_job_name_valid("a%2F"));
+	CHECK(!ck_job_name_valid("a%2"));
+	CHECK(!ck_job_name_valid("a%"));
+	CHECK(ck_job_name_valid("%2Ehidden"));
+	{
+		char enc[CK_JOB_NAME_MAX + 1], dec[CK_JOB_NAME_MAX + 1];
+
+		CHECK_EQ_INT(ck_job_name_encode("sgd-42", enc, sizeof(enc)), 0);
+		CHECK_EQ_STR(enc, "sgd-42");
+		CHECK_EQ_INT(ck_job_name_encode("a+b c@1", enc, sizeof(enc)), 0);
+		CHECK_EQ_STR(enc, "a%2Bb%20c%401");
+		CHECK(ck_job_name_valid(enc));
+		CHECK_EQ_INT(ck_job_name_decode(enc, dec, sizeof(dec)), 0);
+		CHECK_EQ_STR(dec, "a+b c@1");
+		CHECK_EQ_INT(ck_job_name_encode("a%2Bb", enc, sizeof(enc)), 0);
+		CHECK_EQ_STR(enc, "a%252Bb");
+		CHECK_EQ_INT(ck_job_name_encode(".x.y", enc, sizeof(enc)), 0);
+		CHECK_EQ_STR(enc, "%2Ex.y");
+		CHECK_EQ_INT(ck_job_name_encode("\xc3\xa9t\xc3\xa9", enc, sizeof(enc)), 0);
+		CHECK_EQ_STR(enc, "%C3%A9t%C3%A9");
+		CHECK_EQ_INT(ck_job_name_decode(enc, dec, sizeof(dec)), 0);
+		CHECK_EQ_STR(dec, "\xc3\xa9t\xc3\xa9");
+		CHECK_EQ_INT(ck_job_name_encode("a/b", enc, sizeof(enc)), -EINVAL);
+		CHECK_EQ_INT(ck_job_name_encode("..", enc, sizeof(enc)), -EINVAL);
+		CHECK_EQ_INT(ck_job_name_encode("", enc, sizeof(enc)), -EINVAL);
+		memset(longname, '+', 42);
+		longname[42] = 0;
+		CHECK_EQ_INT(ck_job_name_encode(longname, enc, sizeof(enc)), 0);
+		CHECK_EQ_INT(strlen(enc), 126);
+		longname[43] = 0;
+		longname[42] = '+';
+		CHECK_EQ_INT(ck_job_name_encode(longname, enc, sizeof(enc)), -ENAMETOOLONG);
+	}
 	CHECK_EQ_INT(ck_pack_seq("packs/00000012-0003.pack"), 12);
 	CHECK_EQ_INT(ck_pack_seq("job/packs/00000012-0003.pack"), 12);
 	CHECK_EQ_INT(ck_pack_seq("packs/x-0003.pack"), 0);
