@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include "launcher/joblock.h"
+#include "launcher/ckrun/telemetry.h"
 #include "launcher/manifest.h"
 #include "launcher/procdesc.h"
 #include "launcher/store.h"
@@ -54,6 +55,7 @@ struct ckrun {
 	int verbose;
 	int writer_nice; /* nice value of the writer threads (default 10) */
 	struct ck_store_opts sopts;
+	struct ck_tel_opts tel_opts; /* --metrics, --metrics-file, --events */
 	char **argv;
 	/* paths of our helpers */
 	char libckpt[4096];
@@ -88,6 +90,8 @@ struct ckrun {
 	uint64_t last_seq;
 	struct ck_manifest *prev; /* newest committed, for dedup */
 	struct ck_joblock *lock;  /* the job's lock in the store, held for the whole run */
+	struct ck_telemetry *tel; /* metrics and events (NULL: none asked for) */
+	const char *round_snapshot; /* the committed round's snapshot: "write-protect", "fork", "none" */
 };
 
 /* idmap.c: the id maps of the job's user namespace (init's pid) */

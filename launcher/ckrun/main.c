@@ -63,6 +63,12 @@ static void ck__usage(FILE *f)
 		   "                     snapshots of large dense memory; sparse heaps become resident\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
+		   "  --metrics [HOST:]PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
+		   "                     (a bare PORT listens on 127.0.0.1)\n"
+		   "  --metrics-file F   write the same metrics to F after every round (node_exporter's\n"
+		   "                     textfile collector: F ends in .prom)\n"
+		   "  --events F         append one JSON object per line to F for each checkpoint,\n"
+		   "                     refusal, fallback, restore and the end\n"
 		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
 		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
 }
@@ -149,6 +155,8 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"huge-pages", no_argument, 0, 'H'},
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
+		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
+		{"events", required_argument, 0, 1003},
 		{0, 0, 0, 0}};
 	int o;
 
@@ -207,6 +215,9 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
 		case 'v': c->verbose++; break;
+		case 1001: c->tel_opts.metrics_addr = optarg; break;
+		case 1002: c->tel_opts.metrics_file = optarg; break;
+		case 1003: c->tel_opts.events_file = optarg; break;
 		case 'h': ck__usage(stdout); exit(0);
 		default: ck__usage(stderr); return -EINVAL;
 		}
@@ -476,7 +487,21 @@ int main(int argc, char **argv)
 		return r == -EINVAL ? CK_EXIT_USAGE : CK_EXIT_STORE;
 	}
 	r = ck__clean_leftovers(&c);
+	if (r >= 0) {
+		c.tel_opts.job = c.job;
+		if (ck_tel_open(&c.tel_opts, &c.tel) < 0) {
+			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+			ck_joblock_release(c.lock);
+			ck_store_close(c.store);
+			return CK_EXIT_USAGE;
+		}
+	}
 	r = r < 0 ? CK_EXIT_STORE : ck__run(&c);
+	ck_tel_end(c.tel, r,
+		   r == CK_EXIT_TEMPFAIL ? "checkpointed and stopped"
+		   : r == CK_EXIT_UNSAVED ? "stopped without a new checkpoint"
+					  : "ended");
+	ck_tel_close(c.tel);
 	ck_joblock_release(c.lock);
 	ck_store_close(c.store);
 	return r;
@@ -508,6 +533,7 @@ static int ck__run(struct ckrun *c)
 			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c->job, m->seq, ck_err_msg());
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
+		ck_tel_restore(c->tel, m->seq, (double)(ck_now_ns() - t0) / 1e9);
 		if (c->verbose) {
 			char req[64] = "";
 			if (ck_s3_request_count && ck_s3_request_count() > req0)

@@ -997,7 +997,34 @@ static void ck__round_nice(struct ckrun *c, int on)
  * read yet, or exec'd) fails its round with -ESTALE; the round is then
  * repeated at once with a fork. A forked one that cannot see all memory
  * (wipe-on-fork) fails with -EXDEV and is repeated with the job stopped. */
+static int ck__round_tries(struct ckrun *c, unsigned flags, uint64_t *seq_out);
+
+/* A round, reported to the telemetry (metrics, events) once, whatever
+ * tries it took. */
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
+{
+	uint64_t t0 = ck_now_ns(), seq = c->last_seq + 1;
+	int r = ck__round_tries(c, flags, seq_out);
+	struct ck_tel_round tr = {.seq = seq, .ok = r == 0, .refused = r == -ENOTSUP, .stop = !!(flags & CK_ROUND_STOP)};
+
+	if (!c->tel)
+		return r;
+	tr.seconds = (double)(ck_now_ns() - t0) / 1e9;
+	if (r == 0 && c->prev) {
+		tr.seq = c->prev->seq;
+		tr.nprocs = c->prev->nprocs;
+		tr.logical_bytes = c->prev->logical_bytes;
+		tr.stored_bytes = c->prev->stored_bytes;
+		tr.frozen_seconds = (double)c->prev->frozen_ns / 1e9;
+		tr.snapshot = c->round_snapshot;
+	} else {
+		tr.error = ck_err_msg();
+	}
+	ck_tel_round(c->tel, &tr);
+	return r;
+}
+
+static int ck__round_tries(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
 	int try_wp = !c->nofork && !c->snapshot_fork;
 	int r;
@@ -1019,17 +1046,20 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 		/* Packs of the previous checkpoint are gone (deleted while the
 		 * job ran): this round is written again, every chunk stored. */
 		fprintf(stderr, "ckrun: %s; repeating the checkpoint without the previous one\n", ck_err_msg());
+		ck_tel_fallback(c->tel, c->last_seq + 1, "full", ck_err_msg());
 		ck_manifest_free(c->prev);
 		c->prev = NULL;
 		r = ck__round_once(c, flags, seq_out, try_wp);
 	}
 
 	if (r == -ESTALE && try_wp) {
+		ck_tel_fallback(c->tel, c->last_seq + 1, "forked-snapshot", ck_err_msg());
 		if (c->verbose)
 			fprintf(stderr, "ckrun: %s; repeating the checkpoint with a forked snapshot\n", ck_err_msg());
 		r = ck__round_once(c, flags, seq_out, 0);
 	}
 	if (r == -EXDEV && !c->nofork) {
+		ck_tel_fallback(c->tel, c->last_seq + 1, "no-snapshot", ck_err_msg());
 		if (c->verbose)
 			fprintf(stderr, "ckrun: %s; repeating the checkpoint without a snapshot\n", ck_err_msg());
 		c->nofork = 1;
@@ -1299,6 +1329,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	for (size_t i = 0; i < c->nprocs; i++)
 		npre += c->procs[i].wp && c->procs[i].wp == c->procs[i].wp_pre;
 	ck__end_round(c, 0, flags & CK_ROUND_STOP);
+	c->round_snapshot = any_wp ? "write-protect" : !c->nofork ? "fork" : "none";
 	if (c->verbose) {
 		char req[64] = "";
 		char snap[320] = "";
