@@ -33,9 +33,11 @@ struct ck__mf_head {
 	uint64_t logical_bytes;
 	uint64_t stored_bytes;
 	uint32_t nsections;
-	uint32_t flags; /* none defined; must be 0 */
+	uint32_t flags; /* CK__MF_SIGNED, or 0 */
 };
 static_assert(sizeof(struct ck__mf_head) == 72, "manifest head layout");
+/* An HMAC-SHA-256 (manifest_sign.c) precedes the checksum. */
+#define CK__MF_SIGNED 0x1u
 
 struct ck__mf_sect {
 	char magic[4];
@@ -327,7 +329,8 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	}
 	h.version = htole32(CK_MANIFEST_VERSION);
 	h.head_len = htole32((uint32_t)sizeof(h));
-	h.total_len = htole64((uint64_t)b.len + CK_HASH_LEN);
+	h.total_len = htole64((uint64_t)b.len + CK_HASH_LEN * (ck_manifest_signing() ? 2 : 1));
+	h.flags = htole32(ck_manifest_signing() ? CK__MF_SIGNED : 0);
 	h.seq = htole64(m->seq);
 	h.time_ns = htole64(m->time_ns);
 	h.duration_ns = htole64(m->duration_ns);
@@ -337,6 +340,16 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.nsections = htole32(CK__NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
+	if (ck_manifest_signing()) {
+		unsigned char mac[CK_HASH_LEN];
+		int rc = ck_manifest_mac(b.p, b.len, mac);
+
+		if (rc < 0) {
+			free(b.p);
+			return rc;
+		}
+		put_bytes(&b, mac, sizeof(mac));
+	}
 	if (!EVP_Digest(b.p, b.len, md, NULL, EVP_sha256(), NULL)) {
 		free(b.p);
 		ck_err_set("manifest: SHA-256 failed");
@@ -769,8 +782,25 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 	}
 	if (memcmp(md, b + len - CK_HASH_LEN, CK_HASH_LEN))
 		return bad("checksum mismatch");
-	if (le32toh(h.flags))
-		return bad("unknown header flags %#x", le32toh(h.flags));
+	h.flags = le32toh(h.flags);
+	if (h.flags & ~CK__MF_SIGNED)
+		return bad("unknown header flags %#x", h.flags);
+	if (h.flags & CK__MF_SIGNED) {
+		if (len < sizeof(ck__mf_magic) + sizeof(h) + 2 * CK_HASH_LEN)
+			return bad("truncated at byte %zu (in its signature)", len);
+		if (ck_manifest_signing()) {
+			/* [0, len-64): signed; then the MAC; then the checksum */
+			rc = ck_manifest_mac_check(b, len - 2 * CK_HASH_LEN, b + len - 2 * CK_HASH_LEN);
+			if (rc == -EBADMSG)
+				return bad("signature does not match the signing key (not committed with this key, or "
+					   "altered)");
+			if (rc < 0)
+				return rc;
+		}
+		len -= CK_HASH_LEN; /* the sections end where the MAC begins */
+	} else if (ck_manifest_signing()) {
+		return bad("not signed, and a signing key was given (--sign-key): refused");
+	}
 
 	m = calloc(1, sizeof(*m));
 	if (!m) {

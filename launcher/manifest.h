@@ -202,6 +202,15 @@ int ck_store_retain(struct ck_store *s, const char *job, unsigned keep);
  * there, not at a restore. */
 int ck_manifest_check_packs(struct ck_store *s, const struct ck_manifest *m);
 
+/* Signed manifests (manifest_sign.c). With a key loaded, encoding signs
+ * and decoding refuses (-EBADMSG, one line) a manifest that is unsigned or
+ * signed with another key. The key file must be the caller's, mode 0600,
+ * 16 bytes or more. */
+int ck_manifest_sign_key_load(const char *path);
+int ck_manifest_signing(void);
+int ck_manifest_mac(const void *buf, size_t len, unsigned char mac[32]);
+int ck_manifest_mac_check(const void *buf, size_t len, const unsigned char mac[32]);
+
 /* Job names in the store (their encoded form, below): [A-Za-z0-9._-] and
  * "%XX" for other bytes, 1 to 128 bytes, not starting with '.'. */
 #define CK_JOB_NAME_MAX 128

@@ -68,7 +68,8 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 		{"store", required_argument, NULL, 's'},   {"s3-endpoint", required_argument, NULL, 'E'},
 		{"s3-ca", required_argument, NULL, 'C'},   {"json", no_argument, NULL, 'j'},
 		{"stop", no_argument, NULL, 'S'},          {"keep", required_argument, NULL, 'k'},
-		{"force", no_argument, NULL, 'f'},         {NULL, 0, NULL, 0},
+		{"force", no_argument, NULL, 'f'},         {"sign-key", required_argument, NULL, 'K'},
+		{NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -77,7 +78,7 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 	optind = 0; /* full re-initialisation of getopt */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
-		unsigned need = c == 's' || c == 'E' || c == 'C' ? CKPT_O_STORE
+		unsigned need = c == 's' || c == 'E' || c == 'C' || c == 'K' ? CKPT_O_STORE
 				: c == 'j'			 ? CKPT_O_JSON
 				: c == 'S'			 ? CKPT_O_STOP
 				: c == 'k'			 ? CKPT_O_KEEP
@@ -95,6 +96,13 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 		case 'j': o->json = 1; break;
 		case 'S': o->stop = 1; break;
 		case 'f': o->force = 1; break;
+		case 'K':
+			/* every manifest read must carry this key's signature */
+			if (ck_manifest_sign_key_load(optarg) < 0) {
+				ckpt_usage_error("%s: %s", argv[0], ck_err_msg());
+				return -1;
+			}
+			break;
 		case 'k': {
 			char *end;
 

@@ -69,6 +69,8 @@ static void ck__usage(FILE *f)
 		   "                     textfile collector: F ends in .prom)\n"
 		   "  --events F         append one JSON object per line to F for each checkpoint,\n"
 		   "                     refusal, fallback, restore and the end\n"
+		   "  --sign-key FILE    sign each checkpoint (HMAC-SHA-256, key kept outside the store,\n"
+		   "                     mode 0600); with --resume, refuse one not signed with it\n"
 		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
 		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
 }
@@ -156,7 +158,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
 		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
-		{"events", required_argument, 0, 1003},
+		{"events", required_argument, 0, 1003}, {"sign-key", required_argument, 0, 1004},
 		{0, 0, 0, 0}};
 	int o;
 
@@ -218,6 +220,12 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		case 1001: c->tel_opts.metrics_addr = optarg; break;
 		case 1002: c->tel_opts.metrics_file = optarg; break;
 		case 1003: c->tel_opts.events_file = optarg; break;
+		case 1004:
+			if (ck_manifest_sign_key_load(optarg) < 0) {
+				fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+				return -EINVAL;
+			}
+			break;
 		case 'h': ck__usage(stdout); exit(0);
 		default: ck__usage(stderr); return -EINVAL;
 		}

@@ -21,12 +21,12 @@
 #      name works with ckpt checkpoint; SIGUSR2 right at start never
 #      ends a running job.
 # Replay: CKPT_TEST_SEED=N bash tests/suite/30-faults.sh; a single part with
-# CKPT_TEST_FAULTS="kill corrupt diskfull badinput" (any subset).
+# CKPT_TEST_FAULTS="kill treekill corrupt diskfull badinput lifecycle signed" (any subset).
 # CKPT_TEST_KILL_TRIALS sets the number of kill trials (default 30).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput lifecycle}
+PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput lifecycle signed}
 TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
 PER_RUN=5
 JOB=faultjob
@@ -697,6 +697,90 @@ part_lifecycle() {
 	life_early_usr2
 }
 
+# ---- (f) signed checkpoints ------------------------------------------------------
+
+# part_signed: ckrun --sign-key signs each checkpoint; a resume with the key
+# restores it (proven); with another key, or of a checkpoint not signed,
+# the resume is refused (exit 2, one line, the job not run, the store as
+# it was); ckpt verify without a key still reads a signed checkpoint; a
+# key others may read is refused (64).
+part_signed() {
+	local d=$H_WORK/signed rc why
+	mkdir -p "$d"
+	head -c 32 /dev/urandom >"$d/key"
+	head -c 32 /dev/urandom >"$d/other"
+	chmod 600 "$d/key" "$d/other"
+	cp "$d/key" "$d/open"
+	chmod 644 "$d/open"
+	h_app_cmd sgd 0.5
+	h_run_bare sgd "$d/bare" "$d/bare.err" 60 >/dev/null
+	: >"$d/err"
+	h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB" --sign-key "$d/key"
+	h_wait_origin "$H_PID" "$d/err" 10000
+	h_sleep_alive "$H_PID" 300
+	kill -TERM "$H_PID"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 75 ]; then
+		h_fail faults/signed "a signed stop exited $rc, want 75" "$d/err"
+		return
+	fi
+	cp -a "$d/s" "$d/s.before"
+	# another key: refused, nothing run, nothing changed
+	timeout -s KILL 60 "$CKRUN" --store "$d/s" --job "$JOB" --resume --sign-key "$d/other" -- "${H_CMD[@]}" \
+		>"$d/out.other" 2>"$d/err.other"
+	rc=$?
+	if [ "$rc" != 2 ] || [ "$(grep -c '' "$d/err.other")" != 1 ] || ! grep -q "signature" "$d/err.other" ||
+		[ -s "$d/out.other" ] || ! diff -r "$d/s.before" "$d/s" >/dev/null; then
+		h_fail faults/signed-other-key "resume with another key: exit $rc (want 2), not one line naming the" \
+			"signature, output, or the store changed" "$d/err.other"
+	else
+		h_pass faults/signed-other-key
+	fi
+	if ! timeout -s KILL 60 "$CKPT" verify --store "$d/s" "$JOB" >"$d/verify" 2>&1; then
+		h_fail faults/signed-verify "ckpt verify without a key does not read a signed checkpoint" "$d/verify"
+	elif ! timeout -s KILL 60 "$CKPT" verify --sign-key "$d/key" --store "$d/s" "$JOB" >"$d/verify" 2>&1; then
+		h_fail faults/signed-verify "ckpt verify --sign-key refused the right key" "$d/verify"
+	elif timeout -s KILL 60 "$CKPT" verify --sign-key "$d/other" --store "$d/s" "$JOB" >"$d/verify" 2>&1; then
+		h_fail faults/signed-verify "ckpt verify --sign-key accepted another key" "$d/verify"
+	else
+		h_pass faults/signed-verify
+	fi
+	timeout -s KILL 60 "$CKRUN" --store "$d/s" --job "$JOB" --resume --sign-key "$d/open" -- "${H_CMD[@]}" \
+		>"$d/out.open" 2>"$d/err.open"
+	rc=$?
+	if [ "$rc" != 64 ] || ! grep -q "chmod 600" "$d/err.open" || [ -s "$d/out.open" ]; then
+		h_fail faults/signed-open-key "a key others may read: exit $rc, want 64 and a line saying so" "$d/err.open"
+	else
+		h_pass faults/signed-open-key
+	fi
+	h_start resume "$d/out" "$d/err" --store "$d/s" --job "$JOB" --resume --sign-key "$d/key"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ] || ! cmp -s "$d/bare" "$d/out"; then
+		h_fail faults/signed "resume with the key: status $rc or output differs from a bare run" "$d/out" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail faults/signed "$why" "$d/err"
+	else
+		h_pass faults/signed
+	fi
+	# a checkpoint not signed, resumed with a key: refused
+	: >"$d/err2"
+	h_start new "$d/out2" "$d/err2" --store "$d/s2" --job "$JOB"
+	h_wait_origin "$H_PID" "$d/err2" 10000
+	kill -TERM "$H_PID"
+	h_wait "$H_PID" 60000
+	timeout -s KILL 60 "$CKRUN" --store "$d/s2" --job "$JOB" --resume --sign-key "$d/key" -- "${H_CMD[@]}" \
+		>"$d/out.unsigned" 2>"$d/err.unsigned"
+	rc=$?
+	if [ "$rc" != 2 ] || ! grep -q "not signed" "$d/err.unsigned" || [ -s "$d/out.unsigned" ]; then
+		h_fail faults/signed-unsigned "resume of an unsigned checkpoint with a key: exit $rc, want 2 naming it" \
+			"$d/err.unsigned"
+	else
+		h_pass faults/signed-unsigned
+	fi
+}
+
 main() {
 	local p
 	h_seed_init
@@ -711,7 +795,7 @@ main() {
 	h_init faults
 	for p in $PARTS; do
 		case $p in
-		kill | treekill | corrupt | diskfull | badinput | lifecycle) "part_$p" ;;
+		kill | treekill | corrupt | diskfull | badinput | lifecycle | signed) "part_$p" ;;
 		*) h_fail faults "unknown part '$p'" ;;
 		esac
 	done
