@@ -2,7 +2,8 @@
  * --backtrace` and `ckpt export-core` (tests/suite/28-inspect.sh):
  *   main -> outer_x -> outer_y -> outer_z, blocked in poll()
  *   "deepthr": deep_a -> deep_b -> deep_c, blocked in read() of a pipe
- *   "spinthr": spin_outer -> spin_inner, computing (no system call)
+ *   "spinthr": spin_outer -> spin_inner, computing (no system call),
+ *              0x5eedfeedc0ffee77 in the low half of xmm7
  * Built with -O1 -fomit-frame-pointer: no frame-pointer chain, so only
  * .eh_frame tells an unwinder where each caller is. Each function does
  * work after its call, so none is a tail call. Prints "ready" once every
@@ -50,6 +51,9 @@ static void *deep_main(void *arg)
 
 NOINLINE static unsigned long spin_inner(unsigned long x)
 {
+	/* a value the core's FP registers must show (the loop is integer
+	 * only: nothing else touches xmm7) */
+	__asm__ volatile("movq %0, %%xmm7" : : "r"(0x5eedfeedc0ffee77ul) : "xmm7");
 	spin_in = 1;
 	for (;;) { /* a loop the compiler cannot drop: its result is stored */
 		x = x * 6364136223846793005ul + 1442695040888963407ul;

@@ -9,7 +9,8 @@
 #     threads plus libckpt's manager;
 #   - gdb on the exported core (gdb PROGRAM core -batch -ex 'thread apply
 #     all bt') must show the same chains in the same order, four threads,
-#     and the core must carry the notes gdb reads;
+#     the value the spinning thread holds in xmm7 (NT_FPREGSET), and the
+#     core must carry the notes gdb reads;
 #   - bad input: a missing job, checkpoint or process is one line and exit
 #     2, a missing -o is 64, and no file is left behind.
 # A wrong unwinder (no .eh_frame: a frame-pointer walk) breaks the chains;
@@ -127,12 +128,13 @@ main() {
 		[ "$n" = 4 ] || why="$n NT_PRSTATUS notes, expected 4"
 		gdbout=$d/gdb
 		timeout -s KILL 120 gdb -nx -batch -ex 'set debuginfod enabled off' -ex 'thread apply all bt' \
-			"$APP" "$core" >"$gdbout" 2>&1
+			-ex 'thread apply all -q p/x $xmm7.v2_int64[0]' "$APP" "$core" >"$gdbout" 2>&1
 		gdb_chains "$gdbout" >"$gdbout.chains"
 		[ "$(wc -l <"$gdbout.chains")" = 4 ] || why="gdb shows $(wc -l <"$gdbout.chains") threads, expected 4"
 		grep -Eq "^[0-9]+ .* outer_z outer_y outer_x main( |$)" "$gdbout.chains" || why="gdb: no main chain"
 		grep -Eq "^[0-9]+ .* deep_c deep_b deep_a deep_main( |$)" "$gdbout.chains" || why="gdb: no deep chain"
 		grep -Eq "^[0-9]+ spin_inner spin_outer spin_main( |$)" "$gdbout.chains" || why="gdb: no spin chain"
+		grep -q '^\$[0-9]* = 0x5eedfeedc0ffee77$' "$gdbout" || why="gdb: no thread has spin_inner's xmm7"
 		grep -q 'ck__on_suspend' <(grep -v 'ck__round\|ck__manager' "$gdbout.chains") &&
 			why="gdb: a job thread starts in libckpt's handler"
 	fi
