@@ -314,14 +314,13 @@ static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd,
 		}
 		k++;
 	}
-	eh->e_phnum = (Elf64_Half)k; /* regions overlapping an earlier one (none expected) are left out */
+	/* (a region overlapping an earlier one, never seen, would leave a
+	 * PT_NULL entry at the end) */
 	elf_flagelf(e, ELF_C_SET, ELF_F_LAYOUT);
 	elf_flagphdr(e, ELF_C_SET, ELF_F_DIRTY);
 	if (elf_update(e, ELF_C_WRITE) < 0)
 		goto elferr;
-	elf_end(e);
-	e = NULL;
-	/* the memory, chunk by chunk */
+	/* the memory, chunk by chunk (ph is libelf's: e stays open) */
 	for (size_t j = 1; j < k; j++) {
 		const struct ck_region *g = ckpt_img_region(pi->im, ph[j].p_vaddr);
 		struct wsink w = {fd, ph[j].p_offset};
@@ -343,13 +342,15 @@ static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd,
 		if (rc < 0) {
 			if (rc != -EBADMSG)
 				ck_err_set("writing the core file: %s", strerror(-rc));
-			return rc;
+			goto out;
 		}
 	}
 	if (ftruncate(fd, (off_t)off) < 0 || fsync(fd) < 0) {
 		rc = -errno;
 		ck_err_set("writing the core file: %s", strerror(errno));
 	}
+out:
+	elf_end(e);
 	return rc;
 elferr:
 	ck_err_set("writing the core file with libelf: %s", elf_errmsg(-1));
