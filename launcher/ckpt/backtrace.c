@@ -25,8 +25,12 @@ static void print_frame(FILE *f, struct ckpt_procimg *pi, size_t i, const struct
 		fprintf(f, "%s+0x%llx", name, (unsigned long long)(off + (fr->exact ? 0 : 1)));
 	else
 		fprintf(f, "??");
-	if (o)
-		fprintf(f, " (%s%s%s)", o->path, name || !o->nosyms ? "" : ": no symbols, ", name || !o->nosyms ? "" : o->nosyms);
+	if (o && o->from_image)
+		fprintf(f, " (%s: %s, names from the image's .dynsym)", o->path, o->nosyms);
+	else if (o && o->nosyms && !name)
+		fprintf(f, " (%s: no symbols, %s)", o->path, o->nosyms);
+	else if (o)
+		fprintf(f, " (%s)", o->path);
 	if (fr->signal)
 		fprintf(f, " <signal frame>");
 	fputc('\n', f);

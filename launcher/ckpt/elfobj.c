@@ -43,6 +43,9 @@ static int obj_layout(struct ckpt_img *im, const struct ck_region *g, struct ckp
 		} else if (ph[i].p_type == PT_GNU_EH_FRAME) {
 			eh_vaddr = ph[i].p_vaddr;
 			have_eh = 1;
+		} else if (ph[i].p_type == PT_DYNAMIC) {
+			o->dyn = ph[i].p_vaddr; /* + bias below */
+			o->dyn_len = ph[i].p_memsz;
 		}
 	}
 	if (minv == UINT64_MAX)
@@ -54,6 +57,9 @@ static int obj_layout(struct ckpt_img *im, const struct ck_region *g, struct ckp
 	o->text_lo = tlo == UINT64_MAX ? 0 : o->bias + tlo;
 	o->text_hi = tlo == UINT64_MAX ? 0 : o->bias + thi;
 	o->eh_hdr = have_eh ? o->bias + eh_vaddr : 0;
+	if (o->dyn_len)
+		o->dyn += o->bias;
+	o->exec = eh.e_type == ET_EXEC;
 	return 0;
 }
 
@@ -111,15 +117,58 @@ static int by_addr(const void *a, const void *b)
 	return x->addr < y->addr ? -1 : x->addr > y->addr;
 }
 
+/* Symbols being collected: names go into one buffer, whose offsets are
+ * turned into pointers once it stops growing (sym_done). */
+struct symacc {
+	size_t cap, scap, slen;
+};
+
+static int sym_add(struct ckpt_obj *o, struct symacc *a, uint64_t addr, uint64_t size, const char *nm)
+{
+	size_t l = strlen(nm) + 1;
+
+	if (o->nsyms == a->cap) {
+		struct ckpt_sym *ns = realloc(o->syms, (a->cap = a->cap ? a->cap * 2 : 256) * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		o->syms = ns;
+	}
+	if (a->slen + l > a->scap) {
+		char *nb;
+		while (a->slen + l > a->scap)
+			a->scap = a->scap ? a->scap * 2 : 4096;
+		if (!(nb = realloc(o->strs, a->scap)))
+			return -ENOMEM;
+		o->strs = nb;
+	}
+	memcpy(o->strs + a->slen, nm, l);
+	o->syms[o->nsyms++] = (struct ckpt_sym){addr, size, (const char *)(uintptr_t)a->slen};
+	a->slen += l;
+	return 0;
+}
+
+static void sym_done(struct ckpt_obj *o)
+{
+	for (size_t i = 0; i < o->nsyms; i++)
+		o->syms[i].name = o->strs + (uintptr_t)o->syms[i].name;
+	qsort(o->syms, o->nsyms, sizeof(o->syms[0]), by_addr);
+}
+
+static int wanted(const GElf_Sym *s)
+{
+	return (GELF_ST_TYPE(s->st_info) == STT_FUNC || GELF_ST_TYPE(s->st_info) == STT_GNU_IFUNC) &&
+	       s->st_shndx != SHN_UNDEF && s->st_value;
+}
+
 /* Collects the function symbols of every symbol table of e (.symtab and
- * .dynsym), at runtime addresses. Names go into one buffer: the offsets
- * are turned into pointers once it stops growing. */
+ * .dynsym), at runtime addresses. */
 static int load_syms(struct ckpt_obj *o, Elf *e)
 {
 	Elf_Scn *scn = NULL;
-	size_t cap = 0, scap = 0, slen = 0;
+	struct symacc a = {0};
 	GElf_Ehdr eh;
 	uint64_t bias;
+	int rc;
 
 	if (!gelf_getehdr(e, &eh))
 		return -ENOEXEC;
@@ -138,43 +187,126 @@ static int load_syms(struct ckpt_obj *o, Elf *e)
 		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
 			GElf_Sym s;
 			const char *nm;
-			size_t l;
 
 			if (!gelf_getsym(d, (int)i, &s))
 				break;
-			if ((GELF_ST_TYPE(s.st_info) != STT_FUNC && GELF_ST_TYPE(s.st_info) != STT_GNU_IFUNC) ||
-			    s.st_shndx == SHN_UNDEF || !s.st_value)
+			if (!wanted(&s) || !(nm = elf_strptr(e, sh.sh_link, s.st_name)) || !*nm)
 				continue;
-			nm = elf_strptr(e, sh.sh_link, s.st_name);
-			if (!nm || !*nm)
-				continue;
-			l = strlen(nm) + 1;
-			if (o->nsyms == cap) {
-				struct ckpt_sym *ns = realloc(o->syms, (cap = cap ? cap * 2 : 256) * sizeof(*ns));
-				if (!ns)
-					return -ENOMEM;
-				o->syms = ns;
-			}
-			if (slen + l > scap) {
-				char *nb;
-				while (slen + l > scap)
-					scap = scap ? scap * 2 : 4096;
-				if (!(nb = realloc(o->strs, scap)))
-					return -ENOMEM;
-				o->strs = nb;
-			}
-			memcpy(o->strs + slen, nm, l);
-			o->syms[o->nsyms++] = (struct ckpt_sym){s.st_value + bias, s.st_size, (const char *)(uintptr_t)slen};
-			slen += l;
+			if ((rc = sym_add(o, &a, s.st_value + bias, s.st_size, nm)) < 0)
+				return rc;
 		}
 	}
-	for (size_t i = 0; i < o->nsyms; i++)
-		o->syms[i].name = o->strs + (uintptr_t)o->syms[i].name;
-	qsort(o->syms, o->nsyms, sizeof(o->syms[0]), by_addr);
+	sym_done(o);
 	return 0;
 }
 
-static void syms_from_file(struct ckpt_obj *o)
+/* A d_ptr of the dynamic section: the dynamic linker may have relocated
+ * it in place (glibc does on x86-64) or not. */
+static uint64_t dyn_addr(const struct ckpt_obj *o, uint64_t v)
+{
+	return o->exec || (v >= o->lo && v < o->hi) ? v : v + o->bias;
+}
+
+/* How many entries .dynsym has: DT_HASH says it; with DT_GNU_HASH, one
+ * past the last symbol of the longest chain of the highest bucket. */
+static int64_t dynsym_count(struct ckpt_img *im, uint64_t hash, uint64_t gnu)
+{
+	uint32_t h[4], b, last = 0;
+
+	if (hash && ckpt_img_read(im, hash, h, 8) == 0)
+		return h[1];
+	if (!gnu || ckpt_img_read(im, gnu, h, 16) < 0 || !h[0] || h[0] > (1u << 24))
+		return -1;
+	for (uint32_t i = 0; i < h[0]; i++) {
+		if (ckpt_img_read(im, gnu + 16 + (uint64_t)h[2] * 8 + i * 4ull, &b, 4) < 0)
+			return -1;
+		last = b > last ? b : last;
+	}
+	if (last < h[1])
+		return h[1];
+	for (uint32_t k = 0; k < (1u << 24); k++, last++) {
+		uint64_t chain = gnu + 16 + (uint64_t)h[2] * 8 + (uint64_t)h[0] * 4 + (uint64_t)(last - h[1]) * 4;
+		if (ckpt_img_read(im, chain, &b, 4) < 0)
+			return -1;
+		if (b & 1)
+			return (int64_t)last + 1;
+	}
+	return -1;
+}
+
+/* The exported functions (.dynsym), found through PT_DYNAMIC in the
+ * image: what is left when the file on disk is not the one that was
+ * mapped. The entries are converted with libelf (elf64_xlatetom). */
+static int syms_from_dynamic(struct ckpt_obj *o, struct ckpt_img *im)
+{
+	uint64_t symtab = 0, strtab = 0, strsz = 0, hash = 0, gnu = 0;
+	struct symacc a = {0};
+	Elf64_Sym *syms = NULL;
+	char *strs = NULL;
+	int64_t n;
+	int rc = -ENOENT;
+
+	for (uint64_t off = 0; o->dyn && off + sizeof(Elf64_Dyn) <= o->dyn_len; off += sizeof(Elf64_Dyn)) {
+		Elf64_Dyn d;
+		if (ckpt_img_read(im, o->dyn + off, &d, sizeof(d)) < 0 || d.d_tag == DT_NULL)
+			break;
+		switch (d.d_tag) {
+		case DT_SYMTAB: symtab = dyn_addr(o, d.d_un.d_ptr); break;
+		case DT_STRTAB: strtab = dyn_addr(o, d.d_un.d_ptr); break;
+		case DT_STRSZ: strsz = d.d_un.d_val; break;
+		case DT_HASH: hash = dyn_addr(o, d.d_un.d_ptr); break;
+		case DT_GNU_HASH: gnu = dyn_addr(o, d.d_un.d_ptr); break;
+		}
+	}
+	if (!symtab || !strtab || !strsz || strsz > (64u << 20))
+		return -ENOENT;
+	n = dynsym_count(im, hash, gnu);
+	if (n <= 0 || n > (1 << 22))
+		return -ENOENT;
+	syms = malloc((size_t)n * sizeof(*syms));
+	strs = malloc(strsz + 1);
+	if (!syms || !strs) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (ckpt_img_read(im, symtab, syms, (size_t)n * sizeof(*syms)) < 0 || ckpt_img_read(im, strtab, strs, strsz) < 0)
+		goto out;
+	strs[strsz] = 0;
+	{
+		Elf_Data src = {.d_buf = syms, .d_type = ELF_T_SYM, .d_size = (size_t)n * sizeof(*syms),
+				.d_version = EV_CURRENT};
+		Elf_Data dst = src;
+		if (!elf64_xlatetom(&dst, &src, ELFDATA2LSB))
+			goto out;
+	}
+	for (int64_t i = 0; i < n; i++) {
+		GElf_Sym s = syms[i];
+		if (!wanted(&s) || s.st_name >= strsz || !strs[s.st_name])
+			continue;
+		if ((rc = sym_add(o, &a, s.st_value + (o->exec ? 0 : o->bias), s.st_size, strs + s.st_name)) < 0)
+			goto out;
+	}
+	sym_done(o);
+	rc = 0;
+out:
+	free(syms);
+	free(strs);
+	return rc;
+}
+
+/* Whether the file starts with the bytes its mapping at offset 0 had (the
+ * ELF and program headers and, where linkers put it, the build id): the
+ * device and inode alone do not say, a new file may get a freed inode. */
+static int same_start(int fd, const struct ckpt_obj *o, struct ckpt_img *im)
+{
+	const struct ck_region *g = ckpt_img_region(im, o->lo);
+	uint8_t a[4096], b[4096];
+	size_t len = g && g->end - g->start < sizeof(a) ? g->end - g->start : sizeof(a);
+
+	return g && ckpt_img_read(im, o->lo, a, len) == 0 && pread(fd, b, len, 0) == (ssize_t)len && !memcmp(a, b, len);
+}
+
+static void syms_from_file(struct ckpt_obj *o, struct ckpt_img *im)
 {
 	struct stat st;
 	Elf *e = NULL;
@@ -187,7 +319,7 @@ static void syms_from_file(struct ckpt_obj *o)
 	/* ckrun records a mapping's device as /proc/PID/maps shows it,
 	 * major << 8 | minor */
 	if (fstat(fd, &st) < 0 || st.st_ino != o->ino ||
-	    (((uint64_t)major(st.st_dev) << 8) | minor(st.st_dev)) != o->dev) {
+	    (((uint64_t)major(st.st_dev) << 8) | minor(st.st_dev)) != o->dev || !same_start(fd, o, im)) {
 		o->nosyms = "file replaced since the checkpoint";
 		goto out;
 	}
@@ -226,8 +358,18 @@ const char *ckpt_obj_symbol(struct ckpt_obj *o, struct ckpt_img *im, uint64_t ad
 			o->nosyms = "libelf too old";
 		else if (o->vdso)
 			syms_from_image(o, im);
-		else
-			syms_from_file(o);
+		else {
+			syms_from_file(o, im);
+			if (o->nosyms) {
+				free(o->syms);
+				free(o->strs);
+				o->syms = NULL;
+				o->strs = NULL;
+				o->nsyms = 0;
+			}
+			if (o->nosyms && syms_from_dynamic(o, im) == 0 && o->nsyms)
+				o->from_image = 1;
+		}
 	}
 	hi = o->nsyms;
 	while (lo < hi) { /* first symbol above addr */

@@ -5,7 +5,9 @@
  *   "spinthr": spin_outer -> spin_inner, computing (no system call),
  *              0x5eedfeedc0ffee77 in the low half of xmm7
  * Built with -O1 -fomit-frame-pointer: no frame-pointer chain, so only
- * .eh_frame tells an unwinder where each caller is. Each function does
+ * .eh_frame tells an unwinder where each caller is. The chains' functions
+ * are exported (-rdynamic): they are in .dynsym too, which the image holds
+ * when the program's file is replaced after the checkpoint. Each function does
  * work after its call, so none is a tail call. Prints "ready" once every
  * thread is in place, then waits (at most 120 s) to be checkpointed and
  * killed; exits 0. */
@@ -17,11 +19,20 @@
 
 #define NOINLINE __attribute__((noinline))
 
+long deep_a(int depth);
+long deep_b(int depth);
+long deep_c(int depth);
+unsigned long spin_inner(unsigned long x);
+unsigned long spin_outer(unsigned long x);
+int outer_x(int k);
+int outer_y(int k);
+int outer_z(int k);
+
 static int pipefd[2];
 static volatile int deep_in, spin_in;
 static volatile unsigned long spin_sink;
 
-NOINLINE static long deep_c(int depth)
+NOINLINE long deep_c(int depth)
 {
 	char c;
 	long n;
@@ -31,13 +42,13 @@ NOINLINE static long deep_c(int depth)
 	return n + depth;
 }
 
-NOINLINE static long deep_b(int depth)
+NOINLINE long deep_b(int depth)
 {
 	long r = deep_c(depth + 1);
 	return r * 3 + depth;
 }
 
-NOINLINE static long deep_a(int depth)
+NOINLINE long deep_a(int depth)
 {
 	long r = deep_b(depth + 1);
 	return r * 5 + depth;
@@ -49,7 +60,7 @@ static void *deep_main(void *arg)
 	return (void *)deep_a(0);
 }
 
-NOINLINE static unsigned long spin_inner(unsigned long x)
+NOINLINE unsigned long spin_inner(unsigned long x)
 {
 	/* a value the core's FP registers must show (the loop is integer
 	 * only: nothing else touches xmm7) */
@@ -64,7 +75,7 @@ NOINLINE static unsigned long spin_inner(unsigned long x)
 	return x ^ 7;
 }
 
-NOINLINE static unsigned long spin_outer(unsigned long x)
+NOINLINE unsigned long spin_outer(unsigned long x)
 {
 	unsigned long r = spin_inner(x + 1);
 	return r + x;
@@ -76,19 +87,19 @@ static void *spin_main(void *arg)
 	return (void *)spin_outer(3);
 }
 
-NOINLINE static int outer_z(int k)
+NOINLINE int outer_z(int k)
 {
 	int r = poll(NULL, 0, 120000);
 	return r + k;
 }
 
-NOINLINE static int outer_y(int k)
+NOINLINE int outer_y(int k)
 {
 	int r = outer_z(k + 1);
 	return r * 7 + k;
 }
 
-NOINLINE static int outer_x(int k)
+NOINLINE int outer_x(int k)
 {
 	int r = outer_y(k + 1);
 	return r * 11 + k;

@@ -11,6 +11,8 @@
 #     all bt') must show the same chains in the same order, four threads,
 #     the value the spinning thread holds in xmm7 (NT_FPREGSET), and the
 #     core must carry the notes gdb reads;
+#   - the program's file replaced after the checkpoint: the same chains,
+#     named from the .dynsym the image holds (the chains are exported);
 #   - bad input: a missing job, checkpoint or process is one line and exit
 #     2, a missing -o is 64, and no file is left behind.
 # A wrong unwinder (no .eh_frame: a frame-pointer walk) breaks the chains;
@@ -47,9 +49,77 @@ gdb_chains() {
 # has_seq LINE WORDS...: LINE holds WORDS consecutively.
 has_seq() { [[ " $1 " == *" ${*:2} "* ]]; }
 
+# check_bt FILE MODE: the backtrace in FILE shows the three chains in
+# order (MODE full; MODE dynsym: only exported functions have names, the
+# static deep_main and spin_main do not), each from where its thread was,
+# three job threads and the manager, no early stop. Prints what is wrong.
+check_bt() {
+	local f=$1 mode=$2 lines why='' dm=deep_main sm=spin_main
+	[ "$mode" = dynsym ] && dm='??' && sm='??'
+	chains "$f" >"$f.chains"
+	if [ "$(awk '$2 == "main" || $2 == "thread"' "$f.chains" | wc -l)" != 3 ] ||
+	   [ "$(grep -c '^[0-9]* manager ' "$f.chains")" != 1 ] || ! grep -q ': 4 threads$' "$f"; then
+		echo "expected 3 job threads and libckpt's manager"
+		return 1
+	fi
+	lines=$(grep -v ' manager ' "$f.chains")
+	while read -r _ _ f0 rest; do
+		if has_seq "$f0 $rest" STOP; then why="a job thread's unwinding stopped early"; fi
+		case "$f0 $rest" in
+		*outer_z*) [[ $f0 == *poll* ]] && has_seq "$rest" outer_z outer_y outer_x main ||
+			why="main thread: '$f0 $rest'" ;;
+		*deep_c*) [[ $f0 == *read* ]] && has_seq "$rest" deep_c deep_b deep_a "$dm" ||
+			why="deep thread: '$f0 $rest'" ;;
+		*spin_inner*) [ "$f0" = spin_inner ] && has_seq "$f0 $rest" spin_inner spin_outer "$sm" ||
+			why="spin thread: '$f0 $rest'" ;;
+		*) why="a thread in no known chain: '$f0 $rest'" ;;
+		esac
+	done <<<"$lines"
+	for w in outer_z deep_c spin_inner; do
+		grep -q " $w " <<<"$lines " || why="no thread in $w"
+	done
+	grep -q 'ck__on_suspend' <<<"$lines" && why="a job thread starts in libckpt's handler"
+	[ -z "$why" ] || { echo "$why"; return 1; }
+}
+
+# The program replaced on disk after the checkpoint: its frames still
+# unwind (its .eh_frame is in the image) and the exported names come from
+# the .dynsym that the image holds, which the output says.
+replaced() {
+	local d=$H_WORK/replaced copy bt rc why
+	mkdir -p "$d"
+	copy=$d/deepstack
+	cp "$APP" "$copy"
+	H_CMD=("$copy")
+	h_start new "$d/out" "$d/err" --store "$d/st" --job deep
+	if ! h_wait_line "$d/out" '^ready$' 20000 "$H_PID"; then
+		h_fail inspect/replaced "the job did not get ready" "$d/out" "$d/err"
+		return
+	fi
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$d/err" "checkpoint 1 committed" 30000 "$H_PID"; then
+		h_fail inspect/replaced "no checkpoint committed" "$d/err"
+		return
+	fi
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	rm -f "$copy" && cp /bin/true "$copy" # another file, another inode
+	bt=$d/bt
+	ckpt inspect --backtrace --store "$d/st" deep >"$bt" 2>"$bt.err"
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail inspect/replaced "exit $rc" "$bt.err"
+	elif ! why=$(check_bt "$bt" dynsym); then
+		h_fail inspect/replaced "$why" "$bt"
+	elif ! grep -q "deep_c+0x[0-9a-f]* ($copy: file replaced since the checkpoint, names from the image's .dynsym)" "$bt"; then
+		h_fail inspect/replaced "the output does not say where the names come from" "$bt"
+	else
+		h_pass "inspect/replaced: program replaced on disk, chains named from the image's .dynsym"
+	fi
+}
+
 main() {
 	h_init inspect
-	local d=$H_WORK st out bt core gdbout rc pid lines n why
+	local d=$H_WORK st bt core gdbout rc pid n why
 	st=$d/st
 	if [ ! -x "$APP" ] || ! h_have_ckpt; then
 		h_fail inspect/build "missing $APP or $CKPT (run make)"
@@ -72,36 +142,12 @@ main() {
 	bt=$d/bt
 	ckpt inspect --backtrace --store "$st" deep@1 >"$bt" 2>"$bt.err"
 	rc=$?
-	chains "$bt" >"$bt.chains"
-	why=
 	if [ "$rc" != 0 ]; then
-		why="exit $rc"
-	elif [ "$(awk '$2 == "main" || $2 == "thread"' "$bt.chains" | wc -l)" != 3 ] ||
-	     [ "$(grep -c '^[0-9]* manager ' "$bt.chains")" != 1 ] || ! grep -q ': 4 threads$' "$bt"; then
-		why="expected 3 job threads and libckpt's manager"
-	else
-		lines=$(grep -v ' manager ' "$bt.chains")
-		while read -r _ _ f0 rest; do
-			if has_seq "$f0 $rest" STOP; then why="a job thread's unwinding stopped early"; fi
-			case "$f0 $rest" in
-			*outer_z*) [[ $f0 == *poll* ]] && has_seq "$rest" outer_z outer_y outer_x main ||
-				why="main thread: '$f0 $rest'" ;;
-			*deep_c*) [[ $f0 == *read* ]] && has_seq "$rest" deep_c deep_b deep_a deep_main ||
-				why="deep thread: '$f0 $rest'" ;;
-			*spin_inner*) [ "$f0" = spin_inner ] && has_seq "$f0 $rest" spin_inner spin_outer spin_main ||
-				why="spin thread: '$f0 $rest'" ;;
-			*) why="a thread in no known chain: '$f0 $rest'" ;;
-			esac
-		done <<<"$lines"
-		for w in outer_z deep_c spin_inner; do
-			grep -q " $w " <<<"$lines " || why="no thread in $w"
-		done
-		grep -q 'ck__on_suspend' <<<"$lines" && why="a job thread starts in libckpt's handler"
-	fi
-	if [ -n "$why" ]; then
-		h_fail inspect/backtrace "$why" "$bt" "$bt.err"
-	else
+		h_fail inspect/backtrace "exit $rc" "$bt.err"
+	elif why=$(check_bt "$bt" full); then
 		h_pass "inspect/backtrace: main, deepthr, spinthr chains in order, from their signal frames"
+	else
+		h_fail inspect/backtrace "$why" "$bt" "$bt.err"
 	fi
 
 	# ---- ckpt export-core, then gdb
@@ -156,6 +202,7 @@ main() {
 			h_pass "inspect/bad-$name: exit $got: $(cat "$d/bad.err")"
 		fi
 	}
+	replaced
 	bad no-job 2 inspect --backtrace --store "$st" nosuchjob
 	bad no-seq 2 inspect --backtrace --store "$st" deep@9
 	bad no-pid 2 export-core --store "$st" --pid 4242 -o "$d/nocore" deep@1
