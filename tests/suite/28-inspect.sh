@@ -173,7 +173,7 @@ main() {
 		fi
 		[ "$n" = 4 ] || why="$n NT_PRSTATUS notes, expected 4"
 		gdbout=$d/gdb
-		timeout -s KILL 120 gdb -nx -batch -ex 'set debuginfod enabled off' -ex 'thread apply all bt' \
+		timeout -s KILL 120 gdb -nx -batch -iex 'set debuginfod enabled off' -ex 'thread apply all bt' \
 			-ex 'thread apply all -q p/x $xmm7.v2_int64[0]' "$APP" "$core" >"$gdbout" 2>&1
 		gdb_chains "$gdbout" >"$gdbout.chains"
 		[ "$(wc -l <"$gdbout.chains")" = 4 ] || why="gdb shows $(wc -l <"$gdbout.chains") threads, expected 4"
