@@ -245,7 +245,6 @@ static int uc_at(struct ckpt_unw *u, uint64_t a, struct ckpt_tstate *ts)
 		for (int i = 0; i < CKPT_NREG; i++)
 			ts->reg[i] = ts->gregs[map[i]];
 	}
-	(void)rip;
 	return 1;
 }
 
