@@ -20,8 +20,10 @@ CKPT_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckpt/*.c))
 $(BUILD)/ckrun: $(CKRUN_OBJS) $(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
 
+# Only ckpt unwinds stacks (inspect --backtrace, export-core): libunwind's
+# remote unwinder, for x86-64 whatever the host.
 $(BUILD)/ckpt: $(CKPT_OBJS) $(BUILD)/libcklaunch.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS) -lunwind-generic -lunwind
 
 ifneq ($(CKRUN_OBJS),)
 ALL_TARGETS += $(BUILD)/ckrun

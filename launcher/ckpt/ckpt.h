@@ -15,12 +15,18 @@
 #define CKPT_O_STOP 0x04  /* --stop */
 #define CKPT_O_KEEP 0x08  /* --keep N */
 #define CKPT_O_FORCE 0x10 /* --force */
+#define CKPT_O_BACKTRACE 0x20 /* --backtrace */
+#define CKPT_O_PID 0x40       /* --pid P */
+#define CKPT_O_OUTPUT 0x80    /* -o FILE */
 
 struct ckpt_opts {
 	const char *store; /* --store, else $CKPT_STORE, else ./ckpt-store */
 	struct ck_store_opts sopts;
 	int json, stop, force;
 	long keep; /* -1: not given */
+	int backtrace;
+	long pid;           /* -1: not given */
+	const char *output; /* -o */
 };
 
 /* Parses the options of a subcommand (argv[0] is its name); returns the
@@ -63,5 +69,9 @@ int ckpt_cmd_rm(int argc, char **argv);
 int ckpt_cmd_gc(int argc, char **argv);
 int ckpt_cmd_cp(int argc, char **argv);
 int ckpt_cmd_unlock(int argc, char **argv);
+int ckpt_cmd_export_core(int argc, char **argv);
+
+/* inspect --backtrace: the stacks of every thread of m (backtrace.c). */
+int ckpt_backtrace(struct ck_store *s, const struct ck_manifest *m);
 
 #endif

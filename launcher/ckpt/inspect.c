@@ -81,7 +81,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	uint64_t seq;
 	int a, rc;
 
-	a = ckpt_getopts(argc, argv, CKPT_O_STORE, &o);
+	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_BACKTRACE, &o);
 	if (a < 0)
 		return CK_EXIT_USAGE;
 	if (argc - a != 1)
@@ -94,6 +94,12 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	rc = ckpt_load(s, job, seq, &m);
 	if (rc < 0) {
 		rc = ckpt_fail(rc);
+		goto out;
+	}
+	if (o.backtrace) {
+		rc = ckpt_backtrace(s, m);
+		if (rc < 0)
+			rc = ckpt_fail(rc);
 		goto out;
 	}
 	for (i = 0; i < m->nchunks; i++) {

@@ -17,6 +17,8 @@ static const char ckpt_usage_text[] =
 	"  ls [--store URI] [--json] [JOB]           list jobs, or the checkpoints of JOB\n"
 	"  verify [--store URI] [--json] JOB[@SEQ]   read and check every chunk of a checkpoint\n"
 	"  inspect [--store URI] JOB[@SEQ]           show processes, regions and skipped items\n"
+	"  inspect --backtrace [--store URI] JOB[@SEQ]  every thread's stack, with function names\n"
+	"  export-core [--store URI] [--pid P] -o FILE JOB[@SEQ]  an ELF core file of a process for gdb\n"
 	"  rm [--store URI] [--force] JOB[@SEQ]      delete one checkpoint, or all of JOB\n"
 	"  gc [--store URI] [--keep N] [--force] JOB keep the newest N good ones, delete unreferenced packs\n"
 	"  cp SRC_STORE DST_STORE JOB[@SEQ]          copy committed checkpoints between stores\n"
@@ -68,21 +70,27 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 		{"store", required_argument, NULL, 's'},   {"s3-endpoint", required_argument, NULL, 'E'},
 		{"s3-ca", required_argument, NULL, 'C'},   {"json", no_argument, NULL, 'j'},
 		{"stop", no_argument, NULL, 'S'},          {"keep", required_argument, NULL, 'k'},
-		{"force", no_argument, NULL, 'f'},         {"sign-key", required_argument, NULL, 'K'},
+		{"force", no_argument, NULL, 'f'},         {"backtrace", no_argument, NULL, 'b'},
+		{"pid", required_argument, NULL, 'p'},     {"output", required_argument, NULL, 'o'},
+		{"sign-key", required_argument, NULL, 'K'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
 
 	memset(o, 0, sizeof(*o));
 	o->keep = -1;
+	o->pid = -1;
 	optind = 0; /* full re-initialisation of getopt */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", all, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "o:", all, NULL)) != -1) {
 		unsigned need = c == 's' || c == 'E' || c == 'C' || c == 'K' ? CKPT_O_STORE
 				: c == 'j'			 ? CKPT_O_JSON
 				: c == 'S'			 ? CKPT_O_STOP
 				: c == 'k'			 ? CKPT_O_KEEP
 				: c == 'f'			 ? CKPT_O_FORCE
+				: c == 'b'			 ? CKPT_O_BACKTRACE
+				: c == 'p'			 ? CKPT_O_PID
+				: c == 'o'			 ? CKPT_O_OUTPUT
 								 : 0;
 
 		if (c == '?' || c == ':' || !(allowed & need)) {
@@ -103,6 +111,19 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 				return -1;
 			}
 			break;
+		case 'b': o->backtrace = 1; break;
+		case 'o': o->output = optarg; break;
+		case 'p': {
+			char *end;
+
+			errno = 0;
+			o->pid = strtol(optarg, &end, 10);
+			if (errno || *end || !*optarg || o->pid < 1 || o->pid > 0x3fffffff) {
+				ckpt_usage_error("%s: --pid needs a process id, not \"%s\"", argv[0], optarg);
+				return -1;
+			}
+			break;
+		}
 		case 'k': {
 			char *end;
 
@@ -270,6 +291,7 @@ static const struct {
 	{"checkpoint", ckpt_cmd_checkpoint}, {"ls", ckpt_cmd_ls}, {"verify", ckpt_cmd_verify},
 	{"inspect", ckpt_cmd_inspect},       {"rm", ckpt_cmd_rm}, {"gc", ckpt_cmd_gc},
 	{"cp", ckpt_cmd_cp},                 {"unlock", ckpt_cmd_unlock},
+	{"export-core", ckpt_cmd_export_core},
 };
 
 int main(int argc, char **argv)

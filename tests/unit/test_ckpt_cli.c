@@ -323,6 +323,18 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("checkpoint nosuchjob"), 69);
 	CHECK(one_line(err));
 	CHECK_EQ_INT(run("--help"), 0);
+	/* export-core and inspect --backtrace (the rest in 28-inspect.sh) */
+	CHECK_EQ_INT(run("export-core --store st demo"), 64);
+	CHECK(one_line(err) && strstr(err, "-o FILE"));
+	CHECK_EQ_INT(run("export-core --store st --pid 0 -o core demo"), 64);
+	CHECK_EQ_INT(run("ls --store st --pid 1 demo"), 64);
+	CHECK_EQ_INT(run("inspect --store st -o x demo"), 64);
+	CHECK_EQ_INT(run("export-core --store st --pid 4242 -o core demo@2"), 2);
+	CHECK(one_line(err) && strstr(err, "no process 4242"));
+	CHECK_EQ_INT(run("inspect --backtrace --store st nosuchjob"), 2);
+	CHECK(one_line(err));
+	snprintf(path, sizeof(path), "%s/core", tmp);
+	CHECK_EQ_INT(access(path, F_OK), -1);
 
 	ck_manifest_free(m1);
 	ck_store_close(s);
