@@ -55,7 +55,11 @@ static void creds(char *out, size_t len)
 		close(fd);
 	buf[n > 0 ? n : 0] = 0;
 	out[0] = 0;
-	for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n"))
+	char *save = NULL;
+
+	/* strtok_r: every thread reads its status at once (strtok's one
+	 * shared position lost lines in a bare run) */
+	for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
 		for (int k = 0; keys[k]; k++)
 			if (!strncmp(line, keys[k], strlen(keys[k])) && at < len)
 				at += (size_t)snprintf(out + at, len - at, "  %s\n", line);
