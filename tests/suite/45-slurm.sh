@@ -17,17 +17,19 @@
 #   set in its environment), runs sgd; `scontrol requeue` (case requeue)
 #   and a job of the high-priority partition needing every CPU (case
 #   preempt: PreemptMode=REQUEUE) must stop it through SIGTERM ->
-#   checkpoint -> exit 75 (slurmd's log); the requeued job, started again,
+#   checkpoint -> exit 75 (slurmd's log), and so must `ckpt checkpoint
+#   --stop` (case selfstop: the job ends by itself with 75, and
+#   RequeueExit=75 requeues it); the requeued job, started again,
 #   must restore (ckrun's restore line, the job's origin token) and end with
 #   the bare run's output. Everything started is stopped at the end, and no
 #   process of it may be left.
 #
-#   CKPT_TEST_SLURM  the cases to run (default: grace requeue preempt)
+#   CKPT_TEST_SLURM  the cases to run (default: grace requeue preempt selfstop)
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 . tests/lib/harness.sh
 
-CASES=" ${CKPT_TEST_SLURM:-grace requeue preempt} "
+CASES=" ${CKPT_TEST_SLURM:-grace requeue preempt selfstop} "
 SBATCH_SCRIPT=$H_TOP/scripts/slurm/ckrun-job.sbatch
 SLURM_FRAGMENT=$H_TOP/scripts/slurm/slurm.conf.ckrun
 GROW_ARGS=(2 256 768)
@@ -270,6 +272,7 @@ sl_case() {
 		hi=$(sbatch --parsable -p high -c "$(nproc)" -J ck-preemptor -o /dev/null --wrap true 2>>"$d/schedule")
 		echo "preemptor: job $hi" >>"$d/schedule"
 		;;
+	selfstop) timeout 120 "$CKPT" checkpoint --stop "slurm-$id" >>"$d/schedule" 2>&1 ;;
 	esac
 	if ! h_wait_line "$d/err" "checkpointed \(1\) .*and stopped" 120000; then
 		h_fail "slurm/$name" "job $id was not checkpointed and stopped ($(sl_state "$id"))" "$d/err" "$d/schedule"
@@ -323,7 +326,7 @@ case_slurm() {
 		return
 	fi
 	h_pass slurm/start
-	for c in requeue preempt; do
+	for c in requeue preempt selfstop; do
 		[[ $CASES == *" $c "* ]] && sl_case "$c"
 	done
 	if sl_stop; then
@@ -334,5 +337,5 @@ case_slurm() {
 }
 
 [[ $CASES == *" grace "* ]] && case_grace
-[[ $CASES == *" requeue "* || $CASES == *" preempt "* ]] && case_slurm
+[[ $CASES =~ \ (requeue|preempt|selfstop)\  ]] && case_slurm
 exit "$H_FAILED"
