@@ -241,7 +241,7 @@ sl_exits() { grep -c "\[$1\.batch\] task 0 ([0-9]*) exited with exit code $2\.$"
 # sl_case NAME: sgd through the shipped batch script, stopped once by
 # NAME's trigger (requeue or preempt), started again, run to its end.
 sl_case() {
-	local name=$1 d=$SL/$1 id why hi
+	local name=$1 d=$SL/$1 id why hi stopped
 	mkdir -p "$d"
 	h_app_cmd sgd 4
 	if [ ! -s "$SL/bare.out" ]; then
@@ -274,7 +274,10 @@ sl_case() {
 		;;
 	selfstop) timeout 120 "$CKPT" checkpoint --stop "slurm-$id" >>"$d/schedule" 2>&1 ;;
 	esac
-	if ! h_wait_line "$d/err" "checkpointed \(1\) .*and stopped" 120000; then
+	# (a stop through the control socket says so to ckpt, not on stderr)
+	stopped="checkpointed \(1\) .*and stopped"
+	[ "$name" = selfstop ] && stopped="checkpoint 1 committed"
+	if ! h_wait_line "$d/err" "$stopped" 120000; then
 		h_fail "slurm/$name" "job $id was not checkpointed and stopped ($(sl_state "$id"))" "$d/err" "$d/schedule"
 		return
 	fi
