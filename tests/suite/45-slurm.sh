@@ -155,7 +155,8 @@ sl_stop() {
 	for (( i = 0; i < 100; i++ )); do
 		left=$(sl_procs)
 		[ -z "$left" ] && return 0
-		(( i == 60 )) && kill -9 $left 2>/dev/null # shellcheck disable=SC2086
+		# shellcheck disable=SC2086 # pids
+		(( i == 60 )) && kill -9 $left 2>/dev/null
 		sleep 0.1
 	done
 	return 1
