@@ -294,7 +294,11 @@ sl_case() {
 		h_fail "slurm/$name" "the preemptor did not run" "$SL/log/slurmctld.log"
 		return
 	fi
-	# Slurm holds a requeued job back for a while (its BeginTime): now.
+	# Slurm holds a requeued job back for a while (its BeginTime): now,
+	# but in a later second than the requeue (slurmd refuses a credential
+	# issued in the second it revoked the job's last one: "Job credential
+	# revoked").
+	sleep 2
 	h_run_mark "$d/err" resume "$([ -n "$(h_manifests "$d/store" "slurm-$id")" ] && echo 1 || echo 0)"
 	scontrol update JobId="$id" StartTime=now 2>>"$d/schedule"
 	if ! sl_wait_state "$id" COMPLETED 300000; then
