@@ -190,6 +190,14 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq);
 int ck_restore(struct ckrun *c, struct ck_manifest *m);
 
 
+/* grace.c: --grace; the stop's round gives up once it is spent */
+extern volatile uint64_t ck_sig_term_ns; /* the first SIGTERM/SIGINT (CLOCK_MONOTONIC; 0: none) */
+void ck_grace_set(uint64_t ms);
+uint64_t ck_grace_ms(void);      /* 0: no grace */
+uint64_t ck_grace_used_ms(void); /* since the first SIGTERM/SIGINT */
+/* -ETIME (and the error) once the round's part of the grace is spent. */
+int ck_grace_check(void);
+
 /* signals shared with the main loop */
 extern volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
 extern int ck_wake_fd[2];

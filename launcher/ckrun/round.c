@@ -77,9 +77,16 @@ static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
 static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len)
 {
 
-	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2) {
-		ck_err_set("a second SIGTERM or SIGINT came while it was written: stopped without it");
-		return -ECANCELED;
+	if (s->stop & CK_ROUND_STOP) {
+		int r = ck_grace_check();
+		if (r < 0)
+			return r;
+		/* With a grace, only its end cuts the round short (a
+		 * scheduler may repeat SIGTERM within it). */
+		if (ck_sig_term >= 2 && !ck_grace_ms()) {
+			ck_err_set("a second SIGTERM or SIGINT came while it was written: stopped without it");
+			return -ECANCELED;
+		}
 	}
 	if (s->wp)
 		return ck_wp_read(s->wp, s->base + off, buf, len);
@@ -1324,6 +1331,9 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 			r = -ENOLINK;
 		goto fail;
 	}
+	/* A stop's round past its grace commits nothing (grace.c). */
+	if ((flags & CK_ROUND_STOP) && (r = ck_grace_check()) < 0)
+		goto fail;
 	if ((r = ck_manifest_commit(c->store, m)) < 0)
 		goto fail;
 	for (size_t i = 0; i < c->nprocs; i++)
