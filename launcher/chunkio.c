@@ -864,9 +864,34 @@ out:
 	return rc;
 }
 
+/* An abandoned round (refused, failed, out of grace) takes its packs away:
+ * the store is as it was before the round, not left for the next ckrun's
+ * sweep. Its own packs are those whose name holds its writer id; packs of
+ * the previous checkpoint it reuses are not touched. */
 void ck_writer_abort(struct ck_writer *w)
 {
-	writer_free(w);
+	char **keys = NULL;
+	struct ck_store *s;
+	size_t i, n = 0;
+
+	if (!w)
+		return;
+	s = w->s;
+	keys = calloc(w->npacks ? w->npacks : 1, sizeof(*keys));
+	for (i = 0; keys && i < w->npacks; i++)
+		if (strstr(w->packs[i], w->wid) && asprintf(&keys[n], "%s/%s", w->job, w->packs[i]) >= 0)
+			n++;
+	char why[1024];
+
+	/* the round's own error is what its caller reports */
+	snprintf(why, sizeof(why), "%s", ck_err_msg());
+	writer_free(w); /* uploads end first */
+	for (i = 0; i < n; i++) {
+		ck_store_del(s, keys[i]); /* one not written yet: nothing to do */
+		free(keys[i]);
+	}
+	free(keys);
+	ck_err_set("%s", why);
 }
 
 int ck_mem_src(void *arg, uint64_t off, void *buf, size_t len)
