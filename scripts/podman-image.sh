@@ -17,7 +17,6 @@
 #   BUILD    the build directory (default build)
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-top=$PWD
 B=${BUILD:-build}
 read -r -a podman <<<"${PODMAN:-podman}"
 die() { echo "podman-image: $*" >&2; exit 2; }
@@ -30,7 +29,7 @@ tarball=$(scripts/debian-root.sh) || die "no Debian root tarball"
 work=$(mktemp -d "${TMPDIR:-/var/tmp}/ckrun-image.XXXXXX") || die "mktemp"
 trap 'rm -rf --one-file-system "$work"' EXIT
 stage=$work/stage
-make -s --no-print-directory install DESTDIR="$stage" PREFIX=/usr/local >"$work/install.log" 2>&1 ||
+make -s --no-print-directory install BUILD="$B" DESTDIR="$stage" PREFIX=/usr/local >"$work/install.log" 2>&1 ||
     { cat "$work/install.log" >&2; die "make install failed"; }
 mkdir -p "$stage/opt/ckrun-job"
 for f in "$@"; do install -m 0755 "$f" "$stage/opt/ckrun-job/" || die "cannot copy $f"; done

@@ -19,19 +19,32 @@
 #   k8s-manifests  scripts/k8s/*.yaml parse and hold the settings the README
 #                  there explains (no Kubernetes here: syntax and content only).
 #
-# Every resume proves it restored (h_proof, tests/lib/harness.sh). Needs root
+# Every resume proves it restored (h_proof, tests/lib/harness.sh); with a
+# CKRUN other than the build's (tests/lib/noresume-ckrun.sh, 90-mutant.sh)
+# the image's entry point is that program, the build's ckrun behind it.
+#   CKPT_TEST_PODMAN  which parts: root userns kill (default all)
+# Needs root
 # (podman, Ceph); installs podman, runc and python3-yaml (scripts/deps.sh).
-# Podman keeps its images under build/podman (the image is reused while the
-# build and the Debian root tarball are unchanged).
+# Podman keeps its images in /var/tmp/ckrun-podman-* (CKPT_PODMAN_DIR; the
+# image is reused while the build and the Debian root tarball are unchanged).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 top=$PWD
-B=${BUILD:-build}
 # shellcheck source=tests/lib/harness.sh
 . "$top/tests/lib/harness.sh"
 
 IMAGE=localhost/ckrun-job:test
-PR=$top/$B/podman
+PARTS=" ${CKPT_TEST_PODMAN:-root userns kill} "
+# A mutant ckrun goes into the image and is the entry point there.
+EXTRA=() ENTRY=()
+if [ "$CKRUN" != "$H_BUILD/ckrun" ]; then
+	IMAGE=localhost/ckrun-job:mutant
+	EXTRA=("$CKRUN")
+	ENTRY=(--entrypoint "/opt/ckrun-job/${CKRUN##*/}" -e CKPT_MUTANT_REAL=/usr/local/bin/ckrun)
+fi
+# Podman's storage: outside the build directory (make reads every *.d it
+# finds there, and an image holds /etc/rc2.d), one per checkout.
+PR=${CKPT_PODMAN_DIR:-/var/tmp/ckrun-podman-$(printf %s "$top" | cksum | cut -d' ' -f1)}
 W=
 CEPH=
 NAME=ck47-$$
@@ -55,6 +68,7 @@ ulimits() {
 	echo "--ulimit nofile=$n:$n --ulimit nproc=$p:$p"
 }
 
+# shellcheck disable=SC2317 # run by h_cleanup
 cleanup() {
 	local c
 	for c in $(pm ps -a --format '{{.Names}}' 2>/dev/null | grep "^$NAME-"); do
@@ -93,7 +107,7 @@ fi
 
 mkdir -p "$PR"
 if ! PODMAN="podman --root $PR/storage --runroot $PR/run --runtime runc" \
-	"$top/scripts/podman-image.sh" "$IMAGE" "$H_APPS_BIN/sgd" "$H_APPS_BIN/memgrow" >"$W/image.log" 2>&1; then
+	"$top/scripts/podman-image.sh" "$IMAGE" "$H_APPS_BIN/sgd" "$H_APPS_BIN/memgrow" "${EXTRA[@]}" >"$W/image.log" 2>&1; then
 	h_fail podman/image "cannot make the image" "$W/image.log"
 	exit 1
 fi
@@ -102,13 +116,15 @@ read -r -a UL <<<"$(ulimits)"
 # mount namespaces, its /proc and restoring thread ids (clone3 set_tid), no
 # other capability; /dev/userfaultfd gives write-protect snapshots (podman's
 # seccomp profile refuses the userfaultfd system call, not the device).
+# shellcheck disable=SC2034 # used by name (container)
 PRIV_ROOT=(--cap-drop ALL --cap-add SYS_ADMIN --device /dev/userfaultfd)
 # In a user namespace (root there is an unprivileged uid outside) the same
 # capability counts only inside; a host device stays closed to it, so
 # snapshots fork.
+# shellcheck disable=SC2034
 PRIV_USERNS=(--uidmap 0:200000:65536 --gidmap 0:200000:65536 --cap-drop ALL --cap-add SYS_ADMIN)
 if pm run --rm "${UL[@]}" --network none "${PRIV_ROOT[@]}" --entrypoint /bin/sh "$IMAGE" \
-	-c 'ckrun -- /bin/echo ckrun runs in the container' >"$W/run.log" 2>&1 &&
+	-c 'cd /tmp && ckrun -- /bin/echo ckrun runs in the container' >"$W/run.log" 2>&1 &&
 	grep -q 'ckrun runs in the container' "$W/run.log"; then
 	h_pass podman/run
 	grep -h 'podman-image:' "$W/image.log" | sed 's/^/    /'
@@ -139,7 +155,7 @@ CRED=/var/run/secrets/ckrun/credentials
 # (not secret) in the environment, the credentials as a read-only file.
 RUNOPTS=("${UL[@]}" --network host --secret "$SECRET,type=mount,target=$CRED,mode=0400"
 	-e AWS_SHARED_CREDENTIALS_FILE="$CRED" -e CKPT_S3_ENDPOINT="$CKPT_S3_ENDPOINT"
-	-e AWS_REGION="$AWS_REGION" -e CKPT_TEST_ORIGIN=1)
+	-e AWS_REGION="$AWS_REGION" -e CKPT_TEST_ORIGIN=1 "${ENTRY[@]}")
 
 # newest JOB: the newest committed checkpoint's sequence (0: none).
 newest() {
@@ -250,8 +266,9 @@ stop_resume() {
 	fi
 }
 
-stop_resume root PRIV_ROOT
-stop_resume userns PRIV_USERNS
+[[ $PARTS == *" root "* ]] && stop_resume root PRIV_ROOT
+[[ $PARTS == *" userns "* ]] && stop_resume userns PRIV_USERNS
+[[ $PARTS == *" kill "* ]] || exit "$H_FAILED"
 
 # ---- podman kill while a checkpoint is written --------------------------------------------
 
