@@ -133,6 +133,29 @@ else
 	exit 1
 fi
 
+# Nothing less works: without CAP_SYS_ADMIN (podman's default set, or no
+# capability at all) ckrun cannot make the job's namespaces and says so.
+less_fails() {
+	local set out
+	local -a caps
+	for set in default none; do
+		out=$W/priv-$set.log caps=()
+		[ $set = none ] && caps=(--cap-drop ALL)
+		if pm run --rm "${UL[@]}" --network none "${caps[@]}" \
+			--entrypoint /bin/sh "$IMAGE" -c 'cd /tmp && exec ckrun -- /bin/echo ran' >"$out" 2>&1; then
+			echo "ckrun ran with capabilities: $set"; cat "$out"; return 1
+		fi
+		grep -q '^ckrun: ' "$out" || { echo "no line from ckrun with capabilities: $set"; cat "$out"; return 1; }
+		echo "capabilities $set: $(grep '^ckrun: ' "$out" | sed 's/^ckrun: //' | paste -sd '|' | sed 's/|/; /g')"
+	done
+}
+if less_fails >"$W/priv.log" 2>&1; then
+	h_pass podman/privileges-minimal
+	sed 's/^/    /' "$W/priv.log"
+else
+	h_fail podman/privileges-minimal "ckrun ran with less than CAP_SYS_ADMIN" "$W/priv.log"
+fi
+
 # ---- Ceph and the credentials, as a file --------------------------------------------------
 
 CEPH=$W/ceph
@@ -351,6 +374,7 @@ kill_mid() {
 		h_fail podman/kill-mid-checkpoint "ckpt verify failed" "$W/kill.verify"
 	else
 		h_pass podman/kill-mid-checkpoint
+		echo "    first checkpoint: $(grep -o 'checkpoint 1 committed.*' "$err" | head -n 1 | cut -c1-160)"
 		echo "    SIGKILL $d ms after the second checkpoint's request (try $try), before its commit;" \
 			"$(grep -o 'restored from checkpoint [0-9]* in [0-9.]* s' "$err" | tail -n 1) in a new container"
 	fi
