@@ -358,9 +358,24 @@ kill_mid() {
 		return
 	fi
 	gone "$name" || { h_fail podman/kill-mid-checkpoint "the killed container is still there"; return; }
-	container "$NAME-kill-resume" "$job" "$out" "$err" PRIV_ROOT /opt/ckrun-job/memgrow "${KILL_ARGS[@]}"
-	wait "$CPID"; rc=$?
-	pm rm "$NAME-kill-resume" >/dev/null 2>&1
+	# The killed ckrun's S3 lease stays until it runs out (60 s): from a new
+	# container (another pid namespace) its holder cannot be seen dead. A
+	# new container meanwhile exits 69 naming the holder, and is started
+	# again, as the Job controller does (every 10 s here, 3 minutes at most).
+	local t0 held=0 size
+	t0=$(h_now_ms)
+	while :; do
+		size=$(h_size "$err")
+		container "$NAME-kill-resume-$held" "$job" "$out" "$err" PRIV_ROOT /opt/ckrun-job/memgrow "${KILL_ARGS[@]}"
+		wait "$CPID"; rc=$?
+		pm rm "$NAME-kill-resume-$held" >/dev/null 2>&1
+		if [ "$rc" != 69 ] || (( $(h_now_ms) - t0 >= 180000 )) ||
+			! tail -c "+$(( size + 1 ))" "$err" | grep -q 'is held by ckrun pid'; then
+			break
+		fi
+		held=$((held + 1))
+		sleep 10
+	done
 	if [ "$rc" != 0 ]; then
 		h_fail podman/kill-mid-checkpoint "the new container exited $rc" "$err"
 	elif ! grep -q "restored from checkpoint 1 " "$err"; then
@@ -377,6 +392,7 @@ kill_mid() {
 		echo "    first checkpoint: $(grep -o 'checkpoint 1 committed.*' "$err" | head -n 1 | cut -c1-160)"
 		echo "    SIGKILL $d ms after the second checkpoint's request (try $try), before its commit;" \
 			"$(grep -o 'restored from checkpoint [0-9]* in [0-9.]* s' "$err" | tail -n 1) in a new container"
+		echo "    the killed ckrun's S3 lease held $held new container(s) off (exit 69) for $(( ($(h_now_ms) - t0) / 1000 )) s in all"
 	fi
 }
 kill_mid
