@@ -8,7 +8,8 @@
 #
 # FILEs (the training job's programs) go to /opt/ckrun-job/ in the image.
 # The libraries are the host's own files (this host is Debian 12 too, the
-# build's); a library the root already has is kept as the root has it. The
+# build's); a library the root already has is kept as the root has it; so is
+# the host's CA bundle (/etc/ssl/certs/ca-certificates.crt). The
 # entry point is ckrun (installed under /usr/local). An image TAG that was
 # made from the same tarball and the same files is reused (label
 # ckrun.key); else it is made again. Needs root and podman. Environment:
@@ -64,6 +65,12 @@ out=$(chroot "$root" /bin/sh -c 'for f in /usr/local/bin/* /usr/local/lib/ckrun/
 if grep -q 'not found' <<<"$out"; then
     grep 'not found' <<<"$out" | sort -u >&2
     die "libraries missing in the image"
+fi
+# The host's CA bundle, for https endpoints signed by a public CA (minbase
+# has no ca-certificates; a private CA goes with --s3-ca).
+if [ -f /etc/ssl/certs/ca-certificates.crt ] && [ ! -e "$root/etc/ssl/certs/ca-certificates.crt" ]; then
+    mkdir -p "$root/etc/ssl/certs" && cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/" ||
+        die "cannot copy the CA bundle"
 fi
 # Name resolution as an installer leaves it (the gateway may be named).
 [ -e "$root/etc/hosts" ] || printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$root/etc/hosts"
