@@ -35,8 +35,9 @@ make -s --no-print-directory install BUILD="$B" DESTDIR="$stage" PREFIX=/usr/loc
 mkdir -p "$stage/opt/ckrun-job"
 for f in "$@"; do install -m 0755 "$f" "$stage/opt/ckrun-job/" || die "cannot copy $f"; done
 
-# Key: the tarball (name, size, time) and every file added.
-key=$( { stat -c '%n %s %Y' "$tarball"; (cd "$stage" && find . -type f -print0 | sort -z | xargs -0 sha256sum); } |
+# Key: the tarball (name, size, time), every file added, the CA bundle.
+key=$( { stat -c '%n %s %Y' "$tarball"; (cd "$stage" && find . -type f -print0 | sort -z | xargs -0 sha256sum)
+         sha256sum /etc/ssl/certs/ca-certificates.crt 2>/dev/null; } |
       sha256sum | cut -c1-32)
 have=$("${podman[@]}" image inspect --format '{{index .Labels "ckrun.key"}}' "$tag" 2>/dev/null)
 if [ "$have" = "$key" ]; then
