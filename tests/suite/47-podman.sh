@@ -63,7 +63,7 @@ ulimits() {
 	local n p
 	n=$(ulimit -Hn) p=$(ulimit -Hu)
 	[ "$n" = unlimited ] || (( n > 1048576 )) && n=1048576
-	# podman lowers its own process limit to 32768 before it starts the runtime
+	# the runtime ran with at most 32768 processes here (podman's own limit)
 	[ "$p" = unlimited ] || (( p > 32768 )) && p=32768
 	echo "--ulimit nofile=$n:$n --ulimit nproc=$p:$p"
 }
@@ -117,7 +117,8 @@ read -r -a UL <<<"$(ulimits)"
 # other capability; /dev/userfaultfd gives write-protect snapshots (podman's
 # seccomp profile refuses the userfaultfd system call, not the device).
 # shellcheck disable=SC2034 # used by name (container)
-PRIV_ROOT=(--cap-drop ALL --cap-add SYS_ADMIN --device /dev/userfaultfd)
+PRIV_ROOT=(--cap-drop ALL --cap-add SYS_ADMIN)
+[ -c /dev/userfaultfd ] && PRIV_ROOT+=(--device /dev/userfaultfd) # Linux 6.1 and later
 # In a user namespace (root there is an unprivileged uid outside) the same
 # capability counts only inside; a host device stays closed to it, so
 # snapshots fork.
