@@ -96,7 +96,7 @@ done
 
 # ---- the Kubernetes manifests (no cluster needed) ---------------------------------------
 
-if python3 "$top/tests/tools/k8s-check.py" "$top/scripts/k8s" >"$W/k8s.log" 2>&1; then
+if "$PYTHON" "$top/tests/tools/k8s-check.py" "$top/scripts/k8s" >"$W/k8s.log" 2>&1; then
 	h_pass podman/k8s-manifests
 	sed 's/^/    /' "$W/k8s.log"
 else
