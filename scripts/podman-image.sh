@@ -40,6 +40,7 @@ key=$( { stat -c '%n %s %Y' "$tarball"; (cd "$stage" && find . -type f -print0 |
          sha256sum /etc/ssl/certs/ca-certificates.crt 2>/dev/null; } |
       sha256sum | cut -c1-32)
 have=$("${podman[@]}" image inspect --format '{{index .Labels "ckrun.key"}}' "$tag" 2>/dev/null)
+old=$("${podman[@]}" image inspect --format '{{.Id}}' "$tag" 2>/dev/null)
 if [ "$have" = "$key" ]; then
     echo "podman-image: $tag is up to date ($key)" >&2
     exit 0
@@ -81,4 +82,6 @@ tar -C "$root" --numeric-owner -cf "$work/image.tar" . || die "cannot pack the r
     --change "LABEL ckrun.key=$key" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     "$work/image.tar" "$tag" >"$work/import.log" 2>&1 || { cat "$work/import.log" >&2; die "podman import failed"; }
+# The image this tag named before, now nameless: removed unless in use.
+[ -n "$old" ] && "${podman[@]}" rmi "$old" >/dev/null 2>&1
 echo "podman-image: made $tag ($key)" >&2
