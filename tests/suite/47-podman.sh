@@ -393,6 +393,7 @@ kill_mid() {
 		echo "    first checkpoint: $(grep -o 'checkpoint 1 committed.*' "$err" | head -n 1 | cut -c1-160)"
 		echo "    SIGKILL $d ms after the second checkpoint's request (try $try), before its commit;" \
 			"$(grep -o 'restored from checkpoint [0-9]* in [0-9.]* s' "$err" | tail -n 1) in a new container"
+		grep -o 'removed [0-9]* pack(s) no checkpoint references.*' "$err" | head -n 1 | sed 's/^/    what the killed round had written: /'
 		echo "    before that, $held new container(s) exited 69 on the killed ckrun's S3 lease;" \
 			"the resumed job ended $(( ($(h_now_ms) - t0) / 1000 )) s after the kill"
 	fi
