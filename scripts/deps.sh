@@ -6,8 +6,9 @@
 # The base set is what `make` and every suite but the S3 one use, starting
 # from a minimal Debian 12 (mmdebstrap --variant=minbase: no compiler, no
 # procps); the S3 suite's and `make bench`'s Ceph and awscli come as an extra
-# set that scripts/ceph-start.sh asks for itself, and the Slurm suite's
-# daemons as the set "slurm" that it asks for. Tools by package:
+# set that scripts/ceph-start.sh asks for itself, the Slurm suite's
+# daemons as the set "slurm" that it asks for, and 47-podman asks for
+# podman, runc and python3-yaml the same way. Tools by package:
 #   build-essential pkg-config lib*-dev   the build
 #   zstd                                  stores compressed by the tests
 #   python3                               the *.py apps, 37-sockets, 38-attach

@@ -3,8 +3,8 @@
 #
 #   scripts/fresh-check.sh [STEP...]     STEP: demo, unit, test (default: demo test)
 #
-# Builds a minimal Debian 12 root with mmdebstrap (--variant=minbase, from the
-# Debian mirrors this machine's apt is configured with; the tarball is cached),
+# Takes a minimal Debian 12 root (scripts/debian-root.sh: mmdebstrap
+# --variant=minbase from this machine's Debian mirrors, the tarball cached),
 # unpacks it in a temporary directory, clones the committed HEAD of this
 # repository into it (/root/ckrun), and runs there as root, with /proc, /dev,
 # /sys and a tmpfs /tmp mounted (see enter below), what the README tells a
@@ -33,7 +33,6 @@ cd "$(dirname "$0")/.." || exit 2
 top=$PWD
 out=$top/build/fresh-check
 cache=${CKPT_FRESH_CACHE:-$out/debian12-minbase.tar}
-suite=bookworm
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(demo test)
 
@@ -48,65 +47,6 @@ head=$(git rev-parse HEAD 2>/dev/null) || die "$top is not a git checkout"
 [ -z "$(git status --porcelain --untracked-files=no)" ] ||
     say "note: uncommitted changes are not checked; the root gets the committed HEAD"
 mkdir -p "$out"
-
-# The Debian mirrors apt uses here, as mmdebstrap mirror lines: the bookworm
-# suites of each deb entry (one-line and deb822 sources), main only.
-host_mirrors() {
-    local f
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-        [ -f "$f" ] || continue
-        awk -v s="$suite" '$1 == "deb" {
-            i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
-            if ($(i + 1) ~ ("^" s "(-updates|-security)?$")) print "deb " $i " " $(i + 1) " main" }' "$f"
-    done
-    for f in /etc/apt/sources.list.d/*.sources; do
-        [ -f "$f" ] || continue
-        awk -v s="$suite" '
-            function flush(   n, m, u, t, i, j) {
-                if (types ~ /(^| )deb( |$)/ && enabled != "no") {
-                    n = split(uris, u, " "); m = split(suites, t, " ")
-                    for (i = 1; i <= n; i++) for (j = 1; j <= m; j++)
-                        if (t[j] ~ ("^" s "(-updates|-security)?$")) print "deb " u[i] " " t[j] " main"
-                }
-                types = uris = suites = enabled = ""
-            }
-            /^[ \t]*$/ { flush(); next }
-            /^#/ { next }
-            tolower($1) == "types:"   { $1 = ""; types = $0 }
-            tolower($1) == "uris:"    { $1 = ""; uris = $0 }
-            tolower($1) == "suites:"  { $1 = ""; suites = $0 }
-            tolower($1) == "enabled:" { enabled = tolower($2) }
-            END { flush() }' "$f"
-    done
-}
-
-make_tarball() {
-    local -a mirrors
-    if [ -n "${CKPT_FRESH_MIRRORS:-}" ]; then
-        IFS='|' read -r -a mirrors <<<"$CKPT_FRESH_MIRRORS"
-    else
-        mapfile -t mirrors < <(host_mirrors | awk '!seen[$0]++')
-    fi
-    [ ${#mirrors[@]} -gt 0 ] ||
-        die "no $suite entry in this machine's apt sources; set CKPT_FRESH_MIRRORS"
-    if ! command -v mmdebstrap >/dev/null; then
-        say "installing mmdebstrap"
-        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap; } \
-            >"$out/mmdebstrap-install.log" 2>&1 || die "apt-get install mmdebstrap failed (see $out/mmdebstrap-install.log)"
-    fi
-    say "building a minimal Debian 12 root (mmdebstrap, ${mirrors[*]})"
-    mkdir -p "$(dirname "$cache")"
-    # --format: mmdebstrap takes the format from the name otherwise (".part"
-    # made a directory).
-    [ -d "$cache.part" ] && rm -rf --one-file-system "$cache.part"
-    if ! mmdebstrap --variant=minbase --mode=root --format=tar "$suite" "$cache.part" "${mirrors[@]}" \
-        >"$out/mmdebstrap.log" 2>&1; then
-        rm -f "$cache.part"
-        die "mmdebstrap failed (see $out/mmdebstrap.log)"
-    fi
-    [ -d "$cache" ] && rm -rf --one-file-system "$cache"
-    mv "$cache.part" "$cache"
-}
 
 root=
 # Mount points under the root, deepest first.
@@ -138,12 +78,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
-# A month-old tarball is made again: "fresh" means this point release.
-if [ ! -f "$cache" ] || [ ! -s "$cache" ] || [ "${CKPT_FRESH_REFRESH:-0}" = 1 ] || [ -n "$(find "$cache" -mtime +30)" ]; then
-    make_tarball
-else
-    say "using the cached root tarball $cache"
-fi
+# The cached minbase tarball (made again after 30 days: "fresh" means this
+# point release); scripts/debian-root.sh says why when it cannot.
+scripts/debian-root.sh "$cache" >/dev/null || die "no Debian root tarball (scripts/debian-root.sh)"
 
 root=$(mktemp -d "${TMPDIR:-/var/tmp}/ckrun-fresh.XXXXXX") || die "mktemp"
 tar -C "$root" --numeric-owner -xpf "$cache" || die "cannot unpack $cache"

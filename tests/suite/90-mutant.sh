@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -72,6 +72,12 @@ main() {
 				sample user '^(user|root)/(privs|tls|recmutex|forktree|mp_sysvshm|no-sys-admin)$' -- 26-user.sh
 			else
 				h_skip mutant/user "needs root (creates a user)"
+			fi ;;
+		podman)
+			if [ "$(id -u)" = 0 ]; then
+				sample podman '^podman/(stop-resume-root|kill-mid-checkpoint)$' CKPT_TEST_PODMAN="root kill" -- 47-podman.sh
+			else
+				h_skip mutant/podman "needs root (podman, Ceph)"
 			fi ;;
 		*) h_fail mutant "unknown sample '$s'" ;;
 		esac
