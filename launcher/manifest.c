@@ -1,10 +1,5 @@
-/* Manifest encoding: the on-disk form of struct ck_manifest.
- *
- * Layout (little endian; FORMAT.md has the full table):
- *   "CKPTMAN\n"  8-byte magic
- *   head         version, head length, total length, sequence, times, sizes
- *   sections     each: 4-byte magic, flags, 64-bit payload length, payload
- *   SHA-256      over every byte before it
+/* Manifest encoding: the on-disk form of struct ck_manifest, whose records
+ * are ckrun/manifest_format.h (include/ckrun/FORMAT.md has the full table).
  * Decoding trusts nothing: every length and count is checked against the
  * bytes left before anything is allocated or read, so arbitrary input gives
  * -EBADMSG and one line naming what is wrong, never a crash. */
@@ -20,85 +15,8 @@
 
 #include "launcher/ck_err.h"
 
-static const char ck__mf_magic[8] = {'C', 'K', 'P', 'T', 'M', 'A', 'N', '\n'};
-
-struct ck__mf_head {
-	uint32_t version;
-	uint32_t head_len; /* sizeof(struct ck__mf_head) */
-	uint64_t total_len; /* whole file, checksum included */
-	uint64_t seq;
-	uint64_t time_ns;
-	uint64_t duration_ns;
-	uint64_t frozen_ns;
-	uint64_t logical_bytes;
-	uint64_t stored_bytes;
-	uint32_t nsections;
-	uint32_t flags; /* none defined; must be 0 */
-};
-static_assert(sizeof(struct ck__mf_head) == 72, "manifest head layout");
-
-struct ck__mf_sect {
-	char magic[4];
-	uint32_t flags; /* none defined; must be 0 */
-	uint64_t len;   /* payload bytes after this header */
-};
-static_assert(sizeof(struct ck__mf_sect) == 16, "manifest section header layout");
-
-struct ck__mf_chunk {
-	uint8_t hash[CK_HASH_LEN];
-	uint32_t len;
-	uint32_t clen;
-	uint32_t pack;
-	uint32_t flags;
-	uint64_t off;
-};
-static_assert(sizeof(struct ck__mf_chunk) == 56, "manifest chunk record layout");
-
-struct ck__mf_proc {
-	int32_t pid;
-	int32_t ppid;
-	uint64_t restart_entry;
-	uint64_t restart_arg;
-	uint64_t restart_stack;
-	uint64_t nregions;
-	uint64_t desc_len;
-};
-static_assert(sizeof(struct ck__mf_proc) == 48, "manifest process record layout");
-
-struct ck__mf_region {
-	uint64_t start;
-	uint64_t end;
-	uint32_t prot;
-	uint32_t flags;
-	uint64_t file_off;
-	uint64_t dev;
-	uint64_t ino;
-	uint64_t first_chunk;
-	uint32_t nchunks;
-	uint32_t pad;
-};
-static_assert(sizeof(struct ck__mf_region) == 64, "manifest region record layout");
-
-#define CK__STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK__NSECT 7
-#define CK__NSECT_REQUIRED 5 /* TREE and SYSV are optional */
-static const char ck__sect_names[CK__NSECT][5] = {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV"};
-enum { S_JOBI, S_PACK, S_CHNK, S_PROC, S_SKIP, S_TREE, S_SYSV };
-
-struct ck__mf_shm {
-	int32_t id, key;
-	uint32_t mode, flags, uid, gid;
-	uint64_t size, first_chunk;
-	uint32_t nchunks, pad;
-};
-static_assert(sizeof(struct ck__mf_shm) == 48, "manifest SysV record layout");
-
-struct ck__mf_task {
-	int32_t pid, ppid, pgid, sid;
-	uint32_t flags;
-	int32_t status;
-};
-static_assert(sizeof(struct ck__mf_task) == 24, "manifest task record layout");
+static const char ck__mf_magic[8] = CK_MF_MAGIC;
+static const char ck__sect_names[CK_MF_NSECT][5] = CK_MF_SECT_TAGS;
 
 #define CK__CHUNK_FLAGS (CK_CHUNK_ZERO | CK_CHUNK_RAW)
 
@@ -158,11 +76,11 @@ static void put_str(struct ck__buf *b, const char *s)
 	size_t n;
 
 	if (!s) {
-		put_u32(b, CK__STR_NULL);
+		put_u32(b, CK_MF_STR_NULL);
 		return;
 	}
 	n = strlen(s);
-	if (n >= CK__STR_NULL) {
+	if (n >= CK_MF_STR_NULL) {
 		b->err = b->err ? b->err : -EOVERFLOW;
 		return;
 	}
@@ -173,7 +91,7 @@ static void put_str(struct ck__buf *b, const char *s)
 /* Starts a section; returns the offset of its header for sect_end. */
 static size_t sect_begin(struct ck__buf *b, int which)
 {
-	struct ck__mf_sect h = {0};
+	struct ck_mf_sect h = {0};
 	size_t at = b->len;
 
 	memcpy(h.magic, ck__sect_names[which], 4);
@@ -187,13 +105,13 @@ static void sect_end(struct ck__buf *b, size_t at)
 
 	if (b->err)
 		return;
-	len = htole64((uint64_t)(b->len - at - sizeof(struct ck__mf_sect)));
-	memcpy(b->p + at + offsetof(struct ck__mf_sect, len), &len, 8);
+	len = htole64((uint64_t)(b->len - at - sizeof(struct ck_mf_sect)));
+	memcpy(b->p + at + offsetof(struct ck_mf_sect, len), &len, 8);
 }
 
 static void encode_chunk(struct ck__buf *b, const struct ck_chunk *c)
 {
-	struct ck__mf_chunk w;
+	struct ck_mf_chunk w;
 
 	memcpy(w.hash, c->hash, CK_HASH_LEN);
 	w.len = htole32(c->len);
@@ -206,7 +124,7 @@ static void encode_chunk(struct ck__buf *b, const struct ck_chunk *c)
 
 static void encode_proc(struct ck__buf *b, const struct ck_proc *p)
 {
-	struct ck__mf_proc w;
+	struct ck_mf_proc w;
 	size_t i;
 
 	w.pid = (int32_t)htole32((uint32_t)p->pid);
@@ -221,7 +139,7 @@ static void encode_proc(struct ck__buf *b, const struct ck_proc *p)
 	put_bytes(b, p->desc, p->desc_len);
 	for (i = 0; i < p->nregions; i++) {
 		const struct ck_region *r = &p->regions[i];
-		struct ck__mf_region rw;
+		struct ck_mf_region rw;
 
 		rw.start = htole64(r->start);
 		rw.end = htole64(r->end);
@@ -241,7 +159,7 @@ static void encode_proc(struct ck__buf *b, const struct ck_proc *p)
 int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 {
 	struct ck__buf b = {0};
-	struct ck__mf_head h = {0};
+	struct ck_mf_head h = {0};
 	unsigned char md[CK_HASH_LEN];
 	size_t at, i;
 	uint64_t n;
@@ -256,7 +174,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	put_bytes(&b, ck__mf_magic, sizeof(ck__mf_magic));
 	put_bytes(&b, &h, sizeof(h)); /* filled in below */
 
-	at = sect_begin(&b, S_JOBI);
+	at = sect_begin(&b, CK_MF_JOBI);
 	put_str(&b, m->job);
 	put_str(&b, m->cwd);
 	put_u32(&b, (uint32_t)m->argc);
@@ -264,26 +182,26 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		put_str(&b, m->argv[i]);
 	sect_end(&b, at);
 
-	at = sect_begin(&b, S_PACK);
+	at = sect_begin(&b, CK_MF_PACK);
 	put_u32(&b, (uint32_t)m->npacks);
 	for (i = 0; i < m->npacks; i++)
 		put_str(&b, m->packs[i]);
 	sect_end(&b, at);
 
-	at = sect_begin(&b, S_CHNK);
+	at = sect_begin(&b, CK_MF_CHNK);
 	n = htole64((uint64_t)m->nchunks);
 	put_bytes(&b, &n, 8);
 	for (i = 0; i < m->nchunks; i++)
 		encode_chunk(&b, &m->chunks[i]);
 	sect_end(&b, at);
 
-	at = sect_begin(&b, S_PROC);
+	at = sect_begin(&b, CK_MF_PROC);
 	put_u32(&b, (uint32_t)m->nprocs);
 	for (i = 0; i < m->nprocs; i++)
 		encode_proc(&b, &m->procs[i]);
 	sect_end(&b, at);
 
-	at = sect_begin(&b, S_SKIP);
+	at = sect_begin(&b, CK_MF_SKIP);
 	put_u32(&b, (uint32_t)m->nskips);
 	for (i = 0; i < m->nskips; i++) {
 		put_u32(&b, (uint32_t)m->skips[i].pid);
@@ -293,11 +211,11 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	sect_end(&b, at);
 
 	if (m->ntasks) {
-		at = sect_begin(&b, S_TREE);
+		at = sect_begin(&b, CK_MF_TREE);
 		put_u32(&b, (uint32_t)m->ntasks);
 		for (i = 0; i < m->ntasks; i++) {
 			const struct ck_task *t = &m->tasks[i];
-			struct ck__mf_task w = {(int32_t)htole32((uint32_t)t->pid), (int32_t)htole32((uint32_t)t->ppid),
+			struct ck_mf_task w = {(int32_t)htole32((uint32_t)t->pid), (int32_t)htole32((uint32_t)t->ppid),
 						(int32_t)htole32((uint32_t)t->pgid), (int32_t)htole32((uint32_t)t->sid),
 						htole32(t->flags), (int32_t)htole32((uint32_t)t->status)};
 			put_bytes(&b, &w, sizeof(w));
@@ -306,11 +224,11 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	}
 
 	if (m->nshms) {
-		at = sect_begin(&b, S_SYSV);
+		at = sect_begin(&b, CK_MF_SYSV);
 		put_u32(&b, (uint32_t)m->nshms);
 		for (i = 0; i < m->nshms; i++) {
 			const struct ck_sysv_shm *x = &m->shms[i];
-			struct ck__mf_shm w = {(int32_t)htole32((uint32_t)x->id), (int32_t)htole32((uint32_t)x->key),
+			struct ck_mf_shm w = {(int32_t)htole32((uint32_t)x->id), (int32_t)htole32((uint32_t)x->key),
 					       htole32(x->mode), htole32(x->flags), htole32(x->uid), htole32(x->gid),
 					       htole64(x->size), htole64(x->first_chunk), htole32(x->nchunks), 0};
 			put_bytes(&b, &w, sizeof(w));
@@ -334,7 +252,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.frozen_ns = htole64(m->frozen_ns);
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
-	h.nsections = htole32(CK__NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0));
+	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (!EVP_Digest(b.p, b.len, md, NULL, EVP_sha256(), NULL)) {
@@ -399,7 +317,7 @@ static int take_str(struct ck__rd *r, char **out)
 
 	*out = NULL;
 	rc = take_u32(r, &n);
-	if (rc < 0 || n == CK__STR_NULL)
+	if (rc < 0 || n == CK_MF_STR_NULL)
 		return rc;
 	if ((size_t)(r->end - r->p) < n)
 		return bad("section %s: string of %u bytes at byte %zu runs past the section end", r->sect, n,
@@ -479,14 +397,14 @@ static int decode_chnk(struct ck__rd *r, struct ck_manifest *m)
 	if ((rc = take(r, &n, 8)) < 0)
 		return rc;
 	n = le64toh(n);
-	if ((rc = check_count(r, n, sizeof(struct ck__mf_chunk), "chunks")) < 0)
+	if ((rc = check_count(r, n, sizeof(struct ck_mf_chunk), "chunks")) < 0)
 		return rc;
 	m->chunks = calloc((size_t)n + 1, sizeof(*m->chunks));
 	if (!m->chunks)
 		return -ENOMEM;
 	m->nchunks = (size_t)n;
 	for (i = 0; i < n; i++) {
-		struct ck__mf_chunk w;
+		struct ck_mf_chunk w;
 		struct ck_chunk *c = &m->chunks[i];
 
 		take(r, &w, sizeof(w)); /* cannot fail: count checked above */
@@ -502,7 +420,7 @@ static int decode_chnk(struct ck__rd *r, struct ck_manifest *m)
 
 static int decode_region(struct ck__rd *r, struct ck_region *g)
 {
-	struct ck__mf_region w;
+	struct ck_mf_region w;
 	int rc;
 
 	if ((rc = take(r, &w, sizeof(w))) < 0)
@@ -527,7 +445,7 @@ static int decode_proc(struct ck__rd *r, struct ck_manifest *m)
 	uint32_t n, i;
 	int rc;
 
-	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_proc) + 4, "processes")) < 0)
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck_mf_proc) + 4, "processes")) < 0)
 		return rc;
 	m->procs = calloc((size_t)n + 1, sizeof(*m->procs));
 	if (!m->procs)
@@ -535,7 +453,7 @@ static int decode_proc(struct ck__rd *r, struct ck_manifest *m)
 	m->nprocs = n;
 	for (i = 0; i < n; i++) {
 		struct ck_proc *p = &m->procs[i];
-		struct ck__mf_proc w;
+		struct ck_mf_proc w;
 		uint64_t j;
 
 		if ((rc = take(r, &w, sizeof(w))) < 0)
@@ -556,7 +474,7 @@ static int decode_proc(struct ck__rd *r, struct ck_manifest *m)
 			return -ENOMEM;
 		p->desc_len = (size_t)w.desc_len;
 		take(r, p->desc, p->desc_len);
-		if ((rc = check_count(r, w.nregions, sizeof(struct ck__mf_region) + 4, "regions")) < 0)
+		if ((rc = check_count(r, w.nregions, sizeof(struct ck_mf_region) + 4, "regions")) < 0)
 			return rc;
 		p->regions = calloc((size_t)w.nregions + 1, sizeof(*p->regions));
 		if (!p->regions)
@@ -596,14 +514,14 @@ static int decode_tree(struct ck__rd *r, struct ck_manifest *m)
 	uint32_t n, i;
 	int rc;
 
-	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_task), "tasks")) < 0)
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck_mf_task), "tasks")) < 0)
 		return rc;
 	m->tasks = calloc((size_t)n + 1, sizeof(*m->tasks));
 	if (!m->tasks)
 		return -ENOMEM;
 	m->ntasks = n;
 	for (i = 0; i < n; i++) {
-		struct ck__mf_task w;
+		struct ck_mf_task w;
 		struct ck_task *t = &m->tasks[i];
 		if ((rc = take(r, &w, sizeof(w))) < 0)
 			return rc;
@@ -624,14 +542,14 @@ static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
 	uint32_t n, i;
 	int rc;
 
-	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck__mf_shm), "SysV segments")) < 0)
+	if ((rc = take_u32(r, &n)) < 0 || (rc = check_count(r, n, sizeof(struct ck_mf_shm), "SysV segments")) < 0)
 		return rc;
 	m->shms = calloc((size_t)n + 1, sizeof(*m->shms));
 	if (!m->shms)
 		return -ENOMEM;
 	m->nshms = n;
 	for (i = 0; i < n; i++) {
-		struct ck__mf_shm w;
+		struct ck_mf_shm w;
 		struct ck_sysv_shm *x = &m->shms[i];
 		if ((rc = take(r, &w, sizeof(w))) < 0)
 			return rc;
@@ -731,7 +649,7 @@ out:
 int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 {
 	const uint8_t *b = buf;
-	struct ck__mf_head h;
+	struct ck_mf_head h;
 	struct ck_manifest *m = NULL;
 	unsigned char md[CK_HASH_LEN];
 	unsigned seen = 0;
@@ -790,7 +708,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 	r.p = b + sizeof(ck__mf_magic) + sizeof(h);
 	r.end = b + len - CK_HASH_LEN;
 	for (i = 0; i < h.nsections; i++) {
-		struct ck__mf_sect sh;
+		struct ck_mf_sect sh;
 		struct ck__rd sr;
 		int which;
 
@@ -806,10 +724,10 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		sr.p = r.p;
 		sr.end = r.p + sh.len;
 		r.p = sr.end;
-		for (which = 0; which < CK__NSECT; which++)
+		for (which = 0; which < CK_MF_NSECT; which++)
 			if (!memcmp(sh.magic, ck__sect_names[which], 4))
 				break;
-		if (which == CK__NSECT)
+		if (which == CK_MF_NSECT)
 			continue; /* unknown section: a later addition we may ignore */
 		if (le32toh(sh.flags)) {
 			rc = bad("section %s: unknown flags", ck__sect_names[which]);
@@ -822,12 +740,12 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		seen |= 1u << which;
 		sr.sect = ck__sect_names[which];
 		switch (which) {
-		case S_JOBI: rc = decode_jobi(&sr, m); break;
-		case S_PACK: rc = decode_pack(&sr, m); break;
-		case S_CHNK: rc = decode_chnk(&sr, m); break;
-		case S_PROC: rc = decode_proc(&sr, m); break;
-		case S_TREE: rc = decode_tree(&sr, m); break;
-		case S_SYSV: rc = decode_sysv(&sr, m); break;
+		case CK_MF_JOBI: rc = decode_jobi(&sr, m); break;
+		case CK_MF_PACK: rc = decode_pack(&sr, m); break;
+		case CK_MF_CHNK: rc = decode_chnk(&sr, m); break;
+		case CK_MF_PROC: rc = decode_proc(&sr, m); break;
+		case CK_MF_TREE: rc = decode_tree(&sr, m); break;
+		case CK_MF_SYSV: rc = decode_sysv(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)
@@ -844,7 +762,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		rc = bad("%zu bytes after the last section", (size_t)(r.end - r.p));
 		goto fail;
 	}
-	for (i = 0; i < CK__NSECT_REQUIRED; i++) {
+	for (i = 0; i < CK_MF_NSECT_REQUIRED; i++) {
 		if (!(seen & (1u << i))) {
 			rc = bad("section %s missing", ck__sect_names[i]);
 			goto fail;

@@ -1,7 +1,7 @@
 /* The checkpoint manifest: what one committed checkpoint holds.
  *
  * In memory it is the model below; on storage it is a versioned binary file
- * (see manifest.c and NOTES.md "Image format") with a SHA-256 over all of
+ * (ckrun/manifest_format.h, include/ckrun/FORMAT.md) with a SHA-256 over all of
  * its bytes. A manifest is written last, with CK_PUT_NOREPLACE, after every
  * pack it references is durable: no manifest, no checkpoint.
  *
@@ -15,15 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckrun/manifest_format.h"
 #include "launcher/store.h"
-
-#define CK_MANIFEST_VERSION 1
-#define CK_CHUNK_SIZE (256u * 1024u) /* page-aligned chunk of region data */
-#define CK_HASH_LEN 32               /* SHA-256 */
-
-/* chunk flags */
-#define CK_CHUNK_ZERO 0x1 /* all zero bytes: nothing stored */
-#define CK_CHUNK_RAW 0x2  /* stored uncompressed (zstd did not help) */
 
 struct ck_chunk {
 	uint8_t hash[CK_HASH_LEN]; /* SHA-256 of the uncompressed bytes */
@@ -34,30 +27,10 @@ struct ck_chunk {
 	uint64_t off; /* offset of the stored bytes in the pack */
 };
 
-/* region flags */
-#define CK_REG_SHARED 0x001  /* MAP_SHARED */
-#define CK_REG_FILE 0x002    /* file-backed: path/dev/ino/file_off valid */
-#define CK_REG_STACK 0x004   /* [stack] of the main thread */
-#define CK_REG_HEAP 0x008    /* [heap] (brk area) */
-#define CK_REG_VDSO 0x010    /* [vdso]: not saved, kernel provides one */
-#define CK_REG_VVAR 0x020    /* [vvar], [vvar_vclock]: not saved */
-#define CK_REG_VSYSCALL 0x040 /* [vsyscall]: fixed, not saved */
-#define CK_REG_NODATA 0x080  /* no content saved (special, or skipped) */
-#define CK_REG_DELETED 0x100 /* backing file was deleted: content saved */
-#define CK_REG_GROWSDOWN 0x200
-#define CK_REG_PLUGIN 0x400 /* left out for a plugin (device memory): not saved, not mapped */
-#define CK_REG_SYSV 0x800   /* System V shared memory: ino is the segment's id, bytes in the SYSV section */
-#define CK_REG_DENSE 0x1000 /* private anonymous, 90% or more of its pages held data at the cut (a restore hint) */
-/* The mapping's madvise() advice at the cut (smaps VmFlags), given again at restore. */
-#define CK_REG_ADV_HUGE 0x2000       /* MADV_HUGEPAGE ("hg") */
-#define CK_REG_ADV_NOHUGE 0x4000     /* MADV_NOHUGEPAGE ("nh") */
-#define CK_REG_ADV_WIPEONFORK 0x8000 /* MADV_WIPEONFORK ("wf") */
-#define CK_REG_ADV_DONTDUMP 0x10000  /* MADV_DONTDUMP ("dd") */
-
 struct ck_region {
 	uint64_t start, end; /* [start, end) */
 	uint32_t prot;       /* PROT_* */
-	uint32_t flags;      /* CK_REG_* */
+	uint32_t flags;      /* CK_REG_* (ckrun/regions.h) */
 	uint64_t file_off;
 	uint64_t dev, ino;
 	char *path;           /* NULL for anonymous; "[heap]" etc. for special */
@@ -68,7 +41,7 @@ struct ck_region {
 
 /* One process of the job. The restart state that libckpt keeps for itself
  * (thread contexts, descriptors, signal state) travels in the process's own
- * memory; `desc` is libckpt's description of it (libckpt/procdesc.h),
+ * memory; `desc` is libckpt's description of it (ckrun/procdesc.h),
  * stored verbatim for restore-time checks and `ckpt inspect`. */
 struct ck_proc {
 	int32_t pid, ppid;
@@ -87,10 +60,9 @@ struct ck_proc {
  * or session of ckrun, outside the job. */
 struct ck_task {
 	int32_t pid, ppid, pgid, sid;
-	uint32_t flags;
+	uint32_t flags; /* CK_TASK_* */
 	int32_t status; /* zombies: the wait status their parent will collect */
 };
-#define CK_TASK_ZOMBIE 0x1
 
 /* A System V shared memory segment of the job's IPC namespace. */
 struct ck_sysv_shm {
@@ -103,7 +75,6 @@ struct ck_sysv_shm {
 	uint32_t nchunks;
 	uint32_t pad;
 };
-#define CK_SYSV_DEST 0x1
 
 /* Something left out of the checkpoint, and why (shown by ckpt inspect). */
 struct ck_skip {

@@ -1,4 +1,4 @@
-/* libckpt's process descriptor (libckpt/procdesc.h) in its compact form,
+/* libckpt's process descriptor (ckrun/procdesc.h) in its compact form,
  * as stored in manifests: header, then the used threads, fds and epoll
  * items. */
 #ifndef CK_LAUNCHER_PROCDESC_H
@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libckpt/procdesc.h"
+#include "ckrun/procdesc.h"
 
 int ck_desc_pack(const struct ck_procdesc *pd, uint8_t **out, size_t *len);
 /* Checks magic, version and sizes; -EBADMSG with a message if wrong. */

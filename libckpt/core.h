@@ -7,9 +7,10 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "libckpt/plugin.h"
-#include "libckpt/procdesc.h"
-#include "libckpt/proto.h"
+#include "ckrun/plugin.h"
+#include "ckrun/procdesc.h"
+#include "ckrun/proto.h"
+#include "libckpt/ctx.h"
 
 #define CK_HIDDEN __attribute__((visibility("hidden")))
 

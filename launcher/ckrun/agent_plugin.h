@@ -11,7 +11,7 @@
 
 #include "launcher/chunkio.h"
 #include "launcher/manifest.h"
-#include "libckpt/procdesc.h"
+#include "ckrun/procdesc.h"
 
 struct ck_agent_plugin {
 	const char *name;

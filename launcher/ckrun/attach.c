@@ -17,7 +17,7 @@
 
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 static uint64_t ck__fnv(const char *s, uint64_t h)
 {

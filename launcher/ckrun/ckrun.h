@@ -11,7 +11,7 @@
 #include "launcher/procdesc.h"
 #include "launcher/store.h"
 #include "launcher/ckrun/wpsnap.h"
-#include "libckpt/procdesc.h"
+#include "ckrun/procdesc.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */
 struct ck_jproc {

@@ -24,7 +24,7 @@
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/ctlsrv.h"
 #include "launcher/joblock.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
 int ck_wake_fd[2] = {-1, -1};

@@ -28,7 +28,7 @@
 
 #include "launcher/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 static void ck__scrub_env(void)
 {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid)
 {

@@ -25,7 +25,7 @@
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
 #include "launcher/ckrun/agent_plugin.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 struct ck__fdplan {
 	int *fds;    /* prepared objects, in ckrun */

@@ -34,7 +34,7 @@
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/agent_plugin.h"
 #include "launcher/ckrun/wpsnap.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 uint64_t ck_now_ns(void)
 {

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 struct ck_wp;      /* one per round: the handler thread and what it serves */
 struct ck_wp_proc; /* one process's protected ranges and blocks */

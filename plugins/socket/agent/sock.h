@@ -27,7 +27,7 @@
 
 #include "launcher/chunkio.h"
 #include "launcher/manifest.h"
-#include "libckpt/procdesc.h"
+#include "ckrun/procdesc.h"
 
 /* u64[0]: family | type << 16 | state << 32 */
 enum ck_sock_state {

@@ -1,4 +1,9 @@
-/* The plugin event interface of libckpt.
+/* ckrun contract: the job half of a plugin (libckpt's event interface).
+ *
+ * Version: CK_PLUGIN_ABI below; a plugin states the ABI it was written
+ * for in struct ck_plugin.abi.
+ *
+ * The plugin event interface of libckpt.
  *
  * A plugin is compiled into libckpt.so (the .c files of plugins/NAME) and registers
  * itself from a constructor with ck_plugin_register(); the core knows no
@@ -8,8 +13,8 @@
  * Rules: events run on libckpt's manager thread. During PRECHECKPOINT the
  * job's other threads are parked and may hold any lock (malloc's too):
  * allocate before (PRESUSPEND) or up front, never there. */
-#ifndef CK_PLUGIN_H
-#define CK_PLUGIN_H
+#ifndef CK_CONTRACT_PLUGIN_H
+#define CK_CONTRACT_PLUGIN_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,12 @@
-/* Messages on the control channel between ckrun (the agent) and libckpt in
+/* ckrun contract: the message protocol.
+ *
+ * Version: CK_PROTO_VERSION below. Nothing negotiates it on the wire: an
+ * image carries its own libckpt, which speaks the protocol of the ckrun
+ * that wrote it (the process descriptor's version guards a restore by
+ * another ckrun). Bump it with any change of a message or of the restorer
+ * layout, together with CK_PD_VERSION.
+ *
+ * Messages on the control channel between ckrun (the agent) and libckpt in
  * the job, and between ckrun and the restorer. The channel is an AF_UNIX
  * SOCK_SEQPACKET socketpair created by ckrun; the job's end sits at
  * CK_CTL_FD (hidden from the job's descriptor capture). Every message starts
@@ -10,10 +18,12 @@
  * socketpair and sends one end with CK_MSG_HELLO (CK_MSG_RST_HELLO) over the
  * inherited channel, and puts the other at CK_CTL_FD. ckrun thus learns of
  * every new process, by the channel of the process it came from. */
-#ifndef CK_PROTO_H
-#define CK_PROTO_H
+#ifndef CK_CONTRACT_PROTO_H
+#define CK_CONTRACT_PROTO_H
 
 #include <stdint.h>
+
+#define CK_PROTO_VERSION 1
 
 #define CK_CTL_FD 1000
 #define CK_CTL_ENV "CKPT_CTL_FD"
@@ -125,7 +135,7 @@ struct ck_msg {
 struct ck_rst_region {
 	uint64_t start, end;
 	uint32_t prot;
-	uint32_t flags;  /* CK_REG_* from launcher/manifest.h */
+	uint32_t flags;  /* CK_REG_* (ckrun/regions.h) */
 	uint64_t file_off;
 	uint32_t path_off; /* into the string area, 0 = none */
 	uint32_t fill;     /* 1: ckrun writes saved contents into it */

@@ -1,4 +1,9 @@
-/* PAGEMAP_SCAN (Linux 6.7): the ioctl on /proc/PID/pagemap that reports
+/* ckrun contract with the kernel: PAGEMAP_SCAN.
+ *
+ * Version: the kernel's ABI of Linux 6.7 (fixed); used only where the
+ * system headers lack it.
+ *
+ * PAGEMAP_SCAN (Linux 6.7): the ioctl on /proc/PID/pagemap that reports
  * runs of pages by category (present, written since write-protected). It
  * is newer than the headers of some systems we build on; the ABI is fixed.
  * Used by libckpt (the pre-armed cut) and ckrun (the record of the cut). */

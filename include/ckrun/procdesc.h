@@ -1,16 +1,24 @@
-/* The process descriptor: what libckpt records about a process at a
+/* ckrun contract: the process descriptor.
+ *
+ * Version: CK_PD_VERSION below (2: credentials). Images store it verbatim,
+ * so any change of layout bumps the version; tests/golden/procdesc-v2.bin
+ * holds version 2's bytes. Used by libckpt (fills it), ckrun (reads it,
+ * re-creates descriptors from it, packs it into the manifest:
+ * launcher/image/procdesc_pack.h), ckpt (prints it) and the plugins.
+ *
+ * The process descriptor: what libckpt records about a process at a
  * checkpoint, besides its memory. libckpt fills it (while the job's threads
  * are parked) in its own static memory; ckrun reads it from the snapshot,
  * uses it to re-create descriptors at restore and stores it in the manifest
  * (struct ck_proc.desc) as: header, then nthreads threads, then nfds fds.
  * Fixed-size, versioned; a layout change bumps CK_PD_VERSION. */
-#ifndef CK_PROCDESC_H
-#define CK_PROCDESC_H
+#ifndef CK_CONTRACT_PROCDESC_H
+#define CK_CONTRACT_PROCDESC_H
 
 #include <assert.h>
 #include <stdint.h>
 
-#include "libckpt/ctx.h"
+#include "ckrun/ctx_layout.h"
 
 #define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
 #define CK_PD_VERSION 2 /* 2: credentials */
