@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/agent_plugin.h"
 
 #define CK__MAX_AGENT_PLUGINS 8

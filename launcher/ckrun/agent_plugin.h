@@ -9,8 +9,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/manifest.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/image/manifest.h"
 #include "ckrun/procdesc.h"
 
 struct ck_agent_plugin {

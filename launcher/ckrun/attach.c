@@ -15,7 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "ckrun/proto.h"
 

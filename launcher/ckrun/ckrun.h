@@ -6,11 +6,11 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "launcher/joblock.h"
-#include "launcher/manifest.h"
-#include "launcher/procdesc.h"
-#include "launcher/store.h"
-#include "launcher/ckrun/wpsnap.h"
+#include "launcher/store/joblock.h"
+#include "launcher/image/manifest.h"
+#include "launcher/image/procdesc_pack.h"
+#include "launcher/store/store.h"
+#include "launcher/ckrun/wpread.h"
 #include "ckrun/procdesc.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */

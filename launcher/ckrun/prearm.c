@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 
 /* Longer than any protection takes (0.1-0.3 s per 4 GiB here); a process

@@ -19,9 +19,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
-#include "launcher/chunkio_int.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/chunk.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
 #include "launcher/ckrun/agent_plugin.h"

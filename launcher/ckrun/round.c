@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
-#include "launcher/chunkio_int.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/chunk.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/agent_plugin.h"
-#include "launcher/ckrun/wpsnap.h"
+#include "launcher/ckrun/wpread.h"
 #include "ckrun/proto.h"
 
 uint64_t ck_now_ns(void)

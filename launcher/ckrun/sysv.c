@@ -33,8 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 
 enum { CK__LIST, CK__MAKE, CK__REMOVE };

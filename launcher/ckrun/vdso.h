@@ -1,7 +1,7 @@
 #ifndef CK_VDSO_H
 #define CK_VDSO_H
 #include <stddef.h>
-#include "launcher/manifest.h"
+#include "launcher/image/manifest.h"
 #include "ckrun/proto.h"
 /* Decides how the restorer carries the vDSO (see vdso.c) and fills the
  * layout's vdso fields. old_img: the saved vDSO bytes, or NULL. */

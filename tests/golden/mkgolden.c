@@ -7,7 +7,7 @@
  *   build/mkgolden procdesc > tests/golden/procdesc-v2.bin */
 #include <stdio.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "tests/unit/sample_manifest.h"
 #include "tests/unit/sample_procdesc.h"
 

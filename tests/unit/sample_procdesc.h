@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/procdesc.h"
+#include "launcher/image/procdesc_pack.h"
 
 static inline struct ck_procdesc *ck_unit_sample_procdesc(void)
 {

@@ -2,8 +2,8 @@
  * move: images hold it verbatim), round trip, and refusals. */
 #include <errno.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/procdesc.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/procdesc_pack.h"
 #include "tests/unit/sample_procdesc.h"
 #include "tests/unit/unit.h"
 

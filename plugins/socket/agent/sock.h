@@ -25,8 +25,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/manifest.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/image/manifest.h"
 #include "ckrun/procdesc.h"
 
 /* u64[0]: family | type << 16 | state << 32 */
