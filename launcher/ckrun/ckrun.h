@@ -155,10 +155,12 @@ int ck_proc_each_tid(pid_t pid, int (*fn)(pid_t pid, pid_t tid, void *arg), void
 int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);
 /* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
 int ck_proc_state(pid_t pid);
+/* Whether a process has exited (or is a zombie). */
+int ck_proc_gone(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 
-/* sysv.c: System V shared memory of the job's IPC namespace */
+/* shm_sysv.c: System V shared memory of the job's IPC namespace */
 struct ck_writer;
 struct ck_reader;
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m);
@@ -190,5 +192,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m);
 extern volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
 extern int ck_wake_fd[2];
 
+/* clock.c: CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds */
 uint64_t ck_now_ns(void);
+uint64_t ck_wall_ns(void);
 #endif

@@ -361,3 +361,11 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 	free(todo);
 	return r;
 }
+
+/* Whether a process has exited (or is a zombie). */
+int ck_proc_gone(pid_t pid)
+{
+	int st = ck_proc_state(pid);
+
+	return !st || st == 'Z' || st == 'X';
+}

@@ -33,566 +33,9 @@
 #include "launcher/image/chunk.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/agent_plugin.h"
+#include "launcher/ckrun/kinds.h"
 #include "launcher/ckrun/wpread.h"
 #include "ckrun/proto.h"
-
-uint64_t ck_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t ck__wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-struct ck__src {
-	pid_t pid;
-	uint64_t base;
-	int pagemap_fd; /* >= 0: skip pages that are not present (private anonymous) */
-	int file_fd;    /* >= 0: read a descriptor's contents instead of memory */
-	unsigned stop;
-	struct ck_wp_proc *wp; /* a write-protect snapshot's memory */
-	int live;              /* the running process of a write-protect snapshot */
-	int count;             /* count the pages holding data into data_pages */
-	uint64_t data_pages;   /* added to by the writer's threads at once */
-};
-
-static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len);
-
-static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
-{
-	struct ck__src *s = arg;
-	int r = ck__read_mem(s, off, buf, len);
-
-	if (r == 0 && s->count)
-		__atomic_fetch_add(&s->data_pages, ck_data_pages(buf, len), __ATOMIC_RELAXED);
-	return r;
-}
-
-static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len)
-{
-
-	if ((s->stop & CK_ROUND_STOP) && ck_sig_term >= 2) {
-		ck_err_set("a second SIGTERM or SIGINT came while it was written: stopped without it");
-		return -ECANCELED;
-	}
-	if (s->wp)
-		return ck_wp_read(s->wp, s->base + off, buf, len);
-	if (s->file_fd >= 0) {
-		size_t done = 0;
-		while (done < len) {
-			ssize_t n = pread(s->file_fd, (char *)buf + done, len - done, (off_t)(off + done));
-			if (n < 0) {
-				ck_err_set("cannot read a descriptor's contents: %s", strerror(errno));
-				return -errno;
-			}
-			if (n == 0) { /* shrank meanwhile */
-				memset((char *)buf + done, 0, len - done);
-				break;
-			}
-			done += (size_t)n;
-		}
-		return 0;
-	}
-	if (s->pagemap_fd >= 0) {
-		/* Only the pages present (or swapped): reading an absent page
-		 * would fault it in, at a cost per page, to read zeros. */
-		uint64_t addr = s->base + off, ent[64];
-		size_t pages = (len + 4095) / 4096;
-		if (pages <= 64 && pread(s->pagemap_fd, ent, pages * 8, (off_t)(addr / 4096 * 8)) == (ssize_t)(pages * 8)) {
-			for (size_t i = 0; i < pages;) {
-				size_t j = i, a = i * 4096, b;
-				int present = (ent[i] & (3ull << 62)) != 0; /* present or swapped */
-				while (j < pages && ((ent[j] & (3ull << 62)) != 0) == present)
-					j++;
-				b = j * 4096 < len ? j * 4096 : len;
-				if (!present) {
-					memset((char *)buf + a, 0, b - a);
-				} else {
-					int r = ck_mem_read(s->pid, addr + a, (char *)buf + a, b - a);
-					if (r < 0)
-						return s->live ? -ESTALE : r;
-				}
-				i = j;
-			}
-			return 0;
-		}
-	}
-	{
-		int r = ck_mem_read(s->pid, s->base + off, buf, len);
-		/* the process ended or exec'd after RELEASE: a fork repeats the round */
-		return r < 0 && s->live ? -ESTALE : r;
-	}
-}
-
-static int ck__endswith(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
-static uint32_t ck__region_flags(const struct ck_map *mp)
-{
-	uint32_t f = mp->shared ? CK_REG_SHARED : 0;
-	const char *p = mp->path;
-
-	if (!p)
-		return f;
-	if (!strcmp(p, "[heap]"))
-		return f | CK_REG_HEAP;
-	if (!strcmp(p, "[stack]"))
-		return f | CK_REG_STACK | CK_REG_GROWSDOWN;
-	if (!strcmp(p, "[vdso]")) /* saved: a restore on another kernel needs its symbols */
-		return f | CK_REG_VDSO;
-	if (!strcmp(p, "[vvar]") || !strcmp(p, "[vvar_vclock]"))
-		return f | CK_REG_VVAR | CK_REG_NODATA;
-	if (!strcmp(p, "[vsyscall]"))
-		return f | CK_REG_VSYSCALL | CK_REG_NODATA;
-	if (p[0] == '/') {
-		f |= CK_REG_FILE;
-		if (ck__endswith(p, " (deleted)"))
-			f |= CK_REG_DELETED;
-	}
-	return f;
-}
-
-static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const char *why)
-{
-	struct ck_skip *n = realloc(m->skips, (m->nskips + 1) * sizeof(*n));
-
-	if (!n)
-		return -ENOMEM;
-	m->skips = n;
-	n[m->nskips].pid = pid;
-	n[m->nskips].what = strdup(what);
-	n[m->nskips].why = strdup(why);
-	m->nskips++;
-	return 0;
-}
-
-/* Shared memory seen by several processes is saved once: the first
- * process's chunks serve every mapping of the same object and range. */
-struct ck__shared {
-	uint64_t dev, ino, off, len, first_chunk;
-	uint32_t nchunks;
-};
-struct ck__round {
-	struct ck__shared *shared;
-	size_t nshared;
-	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
-	size_t npipes;
-};
-
-static struct ck__shared *ck__shared_find(struct ck__round *rc, const struct ck_region *rg)
-{
-	for (size_t i = 0; i < rc->nshared; i++) {
-		struct ck__shared *x = &rc->shared[i];
-		if (x->dev == rg->dev && x->ino == rg->ino && x->off == rg->file_off && x->len == rg->end - rg->start)
-			return x;
-	}
-	return NULL;
-}
-
-static int ck__map_cmp(const void *a, const void *b)
-{
-	const struct ck_map *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* The snapshot lacks the System V attachments (libckpt: ck__sysv_maps);
- * the parked process still has them, unchanged. */
-static int ck__add_sysv_maps(pid_t pid, struct ck_map **maps, size_t *n)
-{
-	struct ck_map *live = NULL, *v;
-	size_t nlive = 0, add = 0, k;
-	int r;
-
-	r = ck_maps_read(pid, &live, &nlive);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < nlive; i++)
-		if (live[i].path && !strncmp(live[i].path, "/SYSV", 5))
-			add++;
-	v = realloc(*maps, (*n + add) * sizeof(*v));
-	if (!v) {
-		r = -ENOMEM;
-		goto out;
-	}
-	*maps = v;
-	k = *n;
-	for (size_t i = 0; i < nlive; i++) {
-		int have = 0;
-
-		if (!live[i].path || strncmp(live[i].path, "/SYSV", 5))
-			continue;
-		for (size_t j = 0; j < *n && !have; j++)
-			have = v[j].start == live[i].start;
-		if (have)
-			continue;
-		v[k++] = live[i];
-		live[i].path = NULL; /* moved */
-	}
-	*n = k;
-	qsort(v, k, sizeof(*v), ck__map_cmp);
-out:
-	ck_maps_free(live, nlive);
-	return r;
-}
-
-/* Which pass reads a region. Pass 0 takes what the snapshot does not
- * freeze: for a fork, shared mappings; for a write-protect snapshot, all
- * but the protected memory, mappings of files the job cannot write to
- * (without an mprotect first: a known limit) and the vDSO. With a fork,
- * pass 0 runs after RELEASE unless the process holds its threads; with
- * write protection, always before. */
-static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg)
-{
-	if (!jp->wp)
-		return rg->flags & CK_REG_SHARED ? 0 : 1;
-	if (ck_wp_covers(jp->wp, rg->start, rg->end))
-		return 1;
-	if ((rg->flags & CK_REG_VDSO) ||
-	    ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_SHARED) && !(rg->prot & PROT_WRITE)))
-		return 1;
-	return 0;
-}
-
-/* Whether a process has exited (or is a zombie). */
-static int ck__proc_gone(pid_t pid)
-{
-	int st = ck_proc_state(pid);
-
-	return !st || st == 'Z' || st == 'X';
-}
-
-/* The regions' madvise() advice (advice.c). A forked snapshot sees
- * wipe-on-fork memory as zeros: such a round fails with -EXDEV, and is
- * repeated without a fork. */
-static int ck__advice(const struct ck_jproc *jp)
-{
-	struct ck_proc *p = jp->mp;
-	int r = ck_maps_advice(jp->snap, p->regions, p->nregions);
-
-	if (r < 0)
-		return ck__proc_gone(jp->snap) ? 0 : r; /* its end is reported by the checks that follow */
-	for (size_t i = 0; jp->snap != jp->pid && i < p->nregions; i++) {
-		const struct ck_region *rg = &p->regions[i];
-		if ((rg->flags & CK_REG_ADV_WIPEONFORK) && !(rg->flags & CK_REG_NODATA)) {
-			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64
-				   " is wipe-on-fork (MADV_WIPEONFORK), which a forked snapshot reads as zeros",
-				   jp->jpid, rg->start, rg->end);
-			return -EXDEV;
-		}
-	}
-	return 0;
-}
-
-/* Memory regions of the snapshot into the writer, those of one pass. */
-static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
-			    struct ck_manifest *m, unsigned flags, int pass)
-{
-	pid_t snap = jp->snap;
-	struct ck_proc *p = jp->mp;
-	struct ck_procdesc *pd = jp->pd;
-	struct ck_map *maps = NULL;
-	size_t n = 0;
-	char pm[64];
-	int pagemap = -1, r;
-
-	if (pass == 1)
-		goto data;
-	r = ck_maps_read(snap, &maps, &n);
-	if (r == 0 && pd->nsysv)
-		r = ck__add_sysv_maps(jp->pid, &maps, &n);
-	if (r < 0)
-		goto out;
-	p->regions = calloc(n, sizeof(*p->regions));
-	if (!p->regions) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct ck_region *rg = &p->regions[p->nregions++];
-		const struct ck_map *mp = &maps[i];
-
-		rg->start = mp->start;
-		rg->end = mp->end;
-		rg->prot = mp->prot;
-		rg->flags = ck__region_flags(mp);
-		rg->file_off = mp->off;
-		rg->dev = mp->dev;
-		rg->ino = mp->ino;
-		rg->path = mp->path ? strdup(mp->path) : NULL;
-		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
-			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
-		if (mp->prot == 0) /* guard pages and address-space reservations */
-			rg->flags |= CK_REG_NODATA;
-		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
-		    strncmp(rg->path, "/dev/shm/", 9))
-			rg->flags |= CK_REG_NODATA; /* the file itself holds the data */
-		for (uint32_t k = 0; k < pd->nskips && k < CK_PD_MAX_SKIPS; k++) {
-			if (pd->skips[k].start < rg->end && rg->start < pd->skips[k].end) {
-				char what[320];
-				rg->flags |= CK_REG_NODATA | CK_REG_PLUGIN;
-				snprintf(what, sizeof(what), "mapping %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end,
-					 rg->path ? rg->path : "");
-				pd->skips[k].why[sizeof(pd->skips[k].why) - 1] = 0;
-				ck__skip_add(m, pd->pid, what, pd->skips[k].why);
-				break;
-			}
-		}
-	}
-	if (snap != jp->pid && (r = ck__advice(jp)) < 0)
-		goto out;
-data:
-	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
-	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
-	for (size_t i = 0; i < p->nregions; i++) {
-		struct ck_region *rg = &p->regions[i];
-		struct ck__src src = {snap, rg->start, -1, -1, flags, NULL, 0, 0, 0};
-
-		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != pass)
-			continue;
-		/* Only anonymous private memory: fork copies its page table, so a
-		 * page absent there was never touched. (The vDSO's pages are not
-		 * copied by fork, file pages fault in lazily.) */
-		src.live = jp->wp && pass == 1;
-		if (jp->wp && ck_wp_covers(jp->wp, rg->start, rg->end))
-			src.wp = jp->wp;
-		else if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
-			src.pagemap_fd = pagemap;
-		/* Whether a restore may fill it through huge pages: only where
-		 * that does not turn a sparse region into a resident one. */
-		src.count = !(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO | CK_REG_SYSV)) &&
-			    rg->end - rg->start >= (4u << 20);
-		if (rg->flags & CK_REG_SHARED) {
-			struct ck__shared *x = ck__shared_find(rc, rg);
-			if (x) {
-				rg->first_chunk = x->first_chunk;
-				rg->nchunks = x->nchunks;
-				continue;
-			}
-		}
-		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
-		if (r < 0) {
-			if (r == -ESRCH && ck__proc_gone(jp->pid)) {
-				ck_err_set("process %d of the job exited during the checkpoint", jp->jpid);
-				goto out;
-			}
-			if (r == -ESRCH && snap != jp->pid && ck__proc_gone(snap)) {
-				ck_err_set("the snapshot of process %d of the job was killed during the checkpoint",
-					   jp->jpid);
-				goto out;
-			}
-			ck_err_wrap("region %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end, rg->path ? rg->path : "");
-			goto out;
-		}
-		if (src.count && src.data_pages * 10 >= (rg->end - rg->start) / 4096 * 9)
-			rg->flags |= CK_REG_DENSE;
-		if (rg->flags & CK_REG_SHARED) {
-			struct ck__shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
-			if (!ns) {
-				r = -ENOMEM;
-				goto out;
-			}
-			rc->shared = ns;
-			ns[rc->nshared++] = (struct ck__shared){rg->dev, rg->ino, rg->file_off, rg->end - rg->start,
-							       rg->first_chunk, rg->nchunks};
-		}
-		m->logical_bytes += rg->end - rg->start;
-	}
-	r = 0;
-out:
-	if (pagemap >= 0)
-		close(pagemap);
-	ck_maps_free(maps, n);
-	return r;
-}
-
-/* Contents of deleted files and memfds, read through /proc/PID/fd. */
-static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, unsigned flags)
-{
-	for (uint32_t i = 0; i < pd->nfds; i++) {
-		struct ck_pd_fd *f = &pd->fds[i];
-		struct ck__src src = {snap, 0, -1, -1, flags, NULL, 0, 0, 0};
-		char path[64];
-		off_t size;
-		int r;
-
-		if (f->kind != CK_FD_DELETED && f->kind != CK_FD_MEMFD)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/fd/%d", snap, f->fd);
-		src.file_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (src.file_fd < 0) {
-			ck_err_set("cannot read descriptor %d (%s) of the job: %s", f->fd, f->path, strerror(errno));
-			return -errno;
-		}
-		/* The size recorded while the job was parked, not the current one. */
-		size = lseek(src.file_fd, 0, SEEK_END);
-		if (size >= 0 && (uint64_t)size < f->size)
-			f->size = (uint64_t)size;
-		r = ck_writer_add(w, f->size, ck__read_src, &src, &f->data_chunk, &f->data_nchunks);
-		close(src.file_fd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/* The unread bytes of every pipe and FIFO of the job, once per pipe, while
- * every process is parked: read through /proc (a second open of the same
- * pipe), put straight back, and saved with the first descriptor that
- * holds an end of it. Restore fills the new pipe before anyone runs. */
-static int ck__save_pipes(struct ckrun *c, struct ck__round *rc, struct ck_writer *w)
-{
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_procdesc *pd = c->procs[i].pd;
-		for (uint32_t k = 0; k < pd->nfds; k++) {
-			struct ck_pd_fd *f = &pd->fds[k];
-			char path[64], *buf = NULL;
-			int rfd, wfd = -1, avail = 0, r = 0;
-			size_t got = 0, seen = 0;
-
-			if (f->kind != CK_FD_PIPE && f->kind != CK_FD_FIFO)
-				continue;
-			for (size_t j = 0; j < rc->npipes && !seen; j++)
-				seen = rc->pipes[j][0] == f->dev && rc->pipes[j][1] == f->ino;
-			if (seen)
-				continue;
-			{
-				uint64_t(*n)[2] = realloc(rc->pipes, (rc->npipes + 1) * sizeof(*n));
-				if (!n)
-					return -ENOMEM;
-				rc->pipes = n;
-				n[rc->npipes][0] = f->dev;
-				n[rc->npipes][1] = f->ino;
-				rc->npipes++;
-			}
-			snprintf(path, sizeof(path), "/proc/%d/fd/%d", c->procs[i].pid, f->fd);
-			rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-			if (rfd < 0) {
-				ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
-					   strerror(errno));
-				return -errno;
-			}
-			f->pipe_cap = (uint32_t)fcntl(rfd, F_GETPIPE_SZ);
-			if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0) {
-				close(rfd);
-				continue;
-			}
-			wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-			buf = malloc((size_t)avail);
-			if (wfd < 0 || !buf) {
-				r = wfd < 0 ? -errno : -ENOMEM;
-				ck_err_set("process %d: cannot drain its pipe (descriptor %d): %s", pd->pid, f->fd,
-					   strerror(-r));
-				goto next;
-			}
-			while (got < (size_t)avail) {
-				ssize_t n = read(rfd, buf + got, (size_t)avail - got);
-				if (n <= 0)
-					break;
-				got += (size_t)n;
-			}
-			/* Back at once: the pipe had room for exactly these bytes. */
-			for (size_t put = 0; put < got;) {
-				ssize_t n = write(wfd, buf + put, got - put);
-				if (n <= 0) {
-					r = -EIO;
-					ck_err_set("process %d: cannot put %zu bytes back into its pipe (descriptor %d): %s",
-						   pd->pid, got - put, f->fd, strerror(errno));
-					goto next;
-				}
-				put += (size_t)n;
-			}
-			if (got)
-				r = ck_writer_add(w, got, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
-		next:
-			free(buf);
-			close(rfd);
-			if (wfd >= 0)
-				close(wfd);
-			if (r < 0)
-				return r;
-		}
-	}
-	return 0;
-}
-
-static int ck__zombie_status(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	size_t n;
-	FILE *f;
-	int field = 3;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	/* field 52: exit_code, as waitpid reports it */
-	for (p = p ? p + 2 : buf; *p && field < 52; p++)
-		if (*p == ' ')
-			field++;
-	return field == 52 ? atoi(p) : 0;
-}
-
-/* The job's tree: every attached process and every zombie. Process groups
- * must have their leader in the job, or be a session's whose leader has
- * gone (restore re-creates such a session with a helper). */
-static int ck__record_tree(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz)
-{
-	m->tasks = calloc(c->nprocs + nz + 1, sizeof(*m->tasks));
-	if (!m->tasks)
-		return -ENOMEM;
-	for (size_t i = 0; i < c->nprocs + nz; i++) {
-		struct ck_task *t = &m->tasks[m->ntasks];
-		pid_t host = i < c->nprocs ? c->procs[i].pid : zombies[i - c->nprocs], hppid = 0;
-		int32_t jpid = 0;
-
-		if (ck_proc_ids(host, &jpid, &t->pgid, &t->sid, &hppid) < 0)
-			continue; /* a zombie reaped meanwhile */
-		/* init's session and group (ns.c) are where a restore starts
-		 * every process anyway: recorded as 0, as ckrun's were before */
-		if (t->sid == 1)
-			t->sid = 0;
-		if (t->pgid == 1)
-			t->pgid = 0;
-		t->pid = jpid;
-		if (i < c->nprocs) {
-			t->ppid = c->procs[i].pd->ppid;
-		} else {
-			struct ck_jproc *pp = ck_procs_find(c, hppid);
-			t->flags = CK_TASK_ZOMBIE;
-			t->status = ck__zombie_status(host);
-			t->ppid = pp ? pp->jpid : 1;
-		}
-		m->ntasks++;
-	}
-	for (size_t i = 0; i < m->ntasks; i++) {
-		const struct ck_task *t = &m->tasks[i];
-		int leader = 0;
-		if (!t->pgid || t->pgid == t->sid)
-			continue;
-		for (size_t j = 0; j < m->ntasks; j++)
-			leader |= m->tasks[j].pid == t->pgid;
-		if (!leader) {
-			ck_err_set("process %d is in process group %d whose leader has exited: not supported yet", t->pid,
-				   t->pgid);
-			return -ENOTSUP;
-		}
-	}
-	return 0;
-}
 
 /* A tracer outside the job's namespace shows as TracerPid 0 inside it:
  * look from here. */
@@ -669,7 +112,7 @@ static int ck__ask_all(struct ckrun *c, unsigned ckflags)
 			 * whose peer it was still looks connected to a live peer
 			 * and comes back reset instead of at its EOF. */
 			pid_t gone = (pid_t)m.arg[0];
-			for (int k = 0; k < 2000 && !ck__proc_gone(gone); k++)
+			for (int k = 0; k < 2000 && !ck_proc_gone(gone); k++)
 				usleep(1000);
 		}
 		if (r == 1 && from && (m.type == CK_MSG_WP_FREEZE || m.type == CK_MSG_WP_THAW)) {
@@ -820,7 +263,7 @@ static int ck__read_descriptors(struct ckrun *c)
 				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
 		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
 				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
-			if (ck__proc_gone(p->pid)) { /* read from the process itself (no fork) */
+			if (ck_proc_gone(p->pid)) { /* read from the process itself (no fork) */
 				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);
 				return -ESRCH;
 			}
@@ -866,7 +309,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 static int ck__all_alive(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++) {
-		if (ck__proc_gone(c->procs[i].pid)) {
+		if (ck_proc_gone(c->procs[i].pid)) {
 			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -ESRCH;
 		}
@@ -941,37 +384,6 @@ static void ck__release(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++)
 		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
-}
-
-/* Mappings a write-protect snapshot read live without protection (files
- * the job cannot write to, the vDSO) must still be there as they were: a
- * job that unmapped or replaced one meanwhile may have been read wrong. */
-static int ck__wp_verify_maps(const struct ck_jproc *jp)
-{
-	struct ck_map *maps = NULL;
-	size_t n = 0, j = 0;
-	int r = ck_maps_read(jp->pid, &maps, &n);
-
-	if (r < 0) {
-		ck_err_wrap("process %d: after its write-protect snapshot", jp->jpid);
-		return -ESTALE;
-	}
-	for (size_t i = 0; i < jp->mp->nregions && r == 0; i++) {
-		const struct ck_region *rg = &jp->mp->regions[i];
-
-		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->wp, rg->start, rg->end))
-			continue;
-		while (j < n && maps[j].start < rg->start)
-			j++;
-		if (j == n || maps[j].start != rg->start || maps[j].end != rg->end || maps[j].prot != rg->prot ||
-		    maps[j].ino != rg->ino || maps[j].off != rg->file_off) {
-			ck_err_set("process %d changed its mapping 0x%" PRIx64 "-0x%" PRIx64 " %s during the write-protect "
-				   "snapshot", jp->jpid, rg->start, rg->end, rg->path ? rg->path : "");
-			r = -ESTALE;
-		}
-	}
-	ck_maps_free(maps, n);
-	return r;
 }
 
 static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp);
@@ -1058,7 +470,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 {
 	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
 	const char *wt = getenv("CKPT_WRITER_THREADS");
-	struct ck__round rc = {0};
+	struct ck_round rc = {0};
 	struct ck__phases ph = {0};
 	struct ck_manifest *m = NULL;
 	struct ck_writer *w = NULL;
@@ -1176,7 +588,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		r = -ENOMEM;
 		goto fail;
 	}
-	if ((r = ck__record_tree(c, m, zomb, nz)) < 0)
+	if ((r = ck_tree_record(c, m, zomb, nz)) < 0)
 		goto fail;
 	m->version = CK_MANIFEST_VERSION;
 	m->seq = c->last_seq + 1;
@@ -1188,7 +600,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
 	ck__phase(&ph, "tree");
-	if ((r = ck__save_pipes(c, &rc, w)) < 0)
+	if ((r = ck_fds_record(c, &rc, w)) < 0)
 		goto fail;
 	ck__phase(&ph, "pipes");
 	{
@@ -1238,9 +650,9 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp, m, flags, 0);
+		r = ck_mem_save_regions(&rc, w, jp, m, flags, 0);
 		if (r == 0)
-			r = ck__save_fd_contents(w, jp->snap, jp->pd, flags);
+			r = ck_fds_save_data(w, jp->snap, jp->pd, flags);
 	}
 	if (r < 0)
 		goto fail;
@@ -1254,21 +666,21 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp, m, flags, 1);
+		r = ck_mem_save_regions(&rc, w, jp, m, flags, 1);
 		if (r == 0 && jp->snap == jp->pid)
-			r = ck__advice(jp);
+			r = ck_mem_advice(jp);
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
 			if (jp->pd->fds[k].kind == CK_FD_PLUGIN) {
 				char what[64];
 				snprintf(what, sizeof(what), "descriptor %d", jp->pd->fds[k].fd);
-				ck__skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
+				ck_skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
 			}
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++)
 		if (c->procs[i].wp)
-			r = ck__wp_verify_maps(&c->procs[i]);
+			r = ck_mem_wp_verify(&c->procs[i]);
 	if (r == 0)
 		r = ck_wp_check(c->wp);
 	if (r < 0)
@@ -1277,7 +689,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	w = NULL;
 	if (r < 0)
 		goto fail;
-	m->time_ns = ck__wall_ns();
+	m->time_ns = ck_wall_ns();
 	m->duration_ns = ck_now_ns() - t0;
 	/* from the request to suspend (the first process to park cannot park
 	 * earlier) to the release of all */
