@@ -28,20 +28,8 @@
 
 #include "ckrun/proto.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/round.h"
 #include "launcher/image/chunkio.h"
-
-/* What lives only during a round (ck_round's callees): shared memory
- * saved once, pipes drained once. */
-struct ck_round_shared {
-	uint64_t dev, ino, off, len, first_chunk;
-	uint32_t nchunks;
-};
-struct ck_round {
-	struct ck_round_shared *shared;
-	size_t nshared;
-	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
-	size_t npipes;
-};
 
 /* ---- memsrc.c ---- */
 
