@@ -1,9 +1,18 @@
-/* ckrun contract: the job half of a plugin (libckpt's event interface).
+/* ckrun contract: the plugin interface, both halves.
  *
- * Version: CK_PLUGIN_ABI below; a plugin states the ABI it was written
- * for in struct ck_plugin.abi.
+ * A plugin (plugins/NAME) has up to two halves, each registered from a
+ * constructor, each stating the ABI it was written for:
+ *   the job half (struct ck_plugin, CK_PLUGIN_ABI): the .c files of
+ *     plugins/NAME, compiled into libckpt.so, runs inside every process of the job;
+ *   the ckrun half (struct ck_agent_plugin, CK_AGENT_PLUGIN_ABI): those
+ *     of plugins/NAME/agent, linked into ckrun, sees every process of the
+ *     job at once from outside and owns one kind of descriptor.
+ * The core names no plugin. A registration refused (another ABI, a full
+ * registry) is loud: libckpt says so on the job's stderr and fails every
+ * round with that reason (a checkpoint without the plugin's state would
+ * restore wrongly); ckrun says so and exits 99 before it starts a job.
  *
- * The plugin event interface of libckpt.
+ * The job half: libckpt's event interface.
  *
  * A plugin is compiled into libckpt.so (the .c files of plugins/NAME) and registers
  * itself from a constructor with ck_plugin_register(); the core knows no
@@ -18,6 +27,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
+
+#include "ckrun/procdesc.h"
 
 #define CK_PLUGIN_ABI 1
 
@@ -50,5 +62,33 @@ void ck_plugin_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Non-zero in a process that was restored from a checkpoint. */
 int ck_plugin_restarted(void);
+
+/* ---- the ckrun half ---- */
+
+#define CK_AGENT_PLUGIN_ABI 1
+#define CK_AGENT_MAX_PLUGINS 8 /* ckrun's registry */
+
+struct ck_writer;   /* launcher/image/chunkio.h */
+struct ck_reader;
+struct ck_manifest; /* launcher/image/manifest.h */
+
+struct ck_agent_plugin {
+	uint32_t abi; /* CK_AGENT_PLUGIN_ABI */
+	const char *name;
+	uint32_t fd_kind;  /* enum ck_pd_fd_kind it owns (libckpt labels them) */
+	const char *phase; /* its step of the round in -v -v timings ("sockets") */
+	/* Every process parked (pids: in ckrun's namespace): record, save
+	 * data with the writer, add skipped items to m. A negative errno fails
+	 * the round (after ck_err_set). */
+	int (*checkpoint)(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
+			  struct ck_manifest *m);
+	/* Restore, before any process exists: make the objects. */
+	int (*prepare)(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, void **state);
+	/* A new close-on-exec descriptor for one of its descriptors, or -errno. */
+	int (*fd)(void *state, const struct ck_pd_fd *f);
+	void (*release)(void *state);
+};
+
+void ck_agent_plugin_register(const struct ck_agent_plugin *p);
 
 #endif

@@ -2,7 +2,8 @@
  * struct ck_fd_ops in kinds.h). libckpt names each descriptor's kind in
  * the process descriptor; a kind ckrun does nothing with (a duplicate,
  * made from its original; a descriptor a plugin inside the job rebuilds)
- * has no entry. A new kind: its file, and one line here. */
+ * has no entry; a kind a plugin's ckrun half owns goes to the plugin.
+ * A new kind: its file, and one line here. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -25,16 +26,17 @@ static const struct ck_fd_ops ck__fd_ops[] = {
 	[CK_FD_TIMERFD] = {"timerfd", NULL, NULL, NULL, ck_timerfd_remake},
 	[CK_FD_SIGNALFD] = {"signalfd", NULL, NULL, NULL, ck_signalfd_remake},
 	[CK_FD_EPOLL] = {"epoll", NULL, NULL, NULL, ck_epoll_remake},
-	/* owned by an agent plugin (plugins/socket/agent): it saves them
-	 * with every process parked and makes them at restore */
-	[CK_FD_SOCKET] = {"socket", NULL, NULL, NULL, ck_plugin_fd_remake},
 };
+
+/* A kind the table lacks and a plugin's ckrun half owns (sockets): the
+ * plugin saves them with every process parked and makes them at restore. */
+static const struct ck_fd_ops ck__plugin_kind = {"owned by a plugin", NULL, NULL, NULL, ck_plugin_fd_remake};
 
 const struct ck_fd_ops *ck_fd_ops_of(uint32_t kind)
 {
-	if (kind >= sizeof(ck__fd_ops) / sizeof(ck__fd_ops[0]) || !ck__fd_ops[kind].name)
-		return NULL;
-	return &ck__fd_ops[kind];
+	if (kind < sizeof(ck__fd_ops) / sizeof(ck__fd_ops[0]) && ck__fd_ops[kind].name)
+		return &ck__fd_ops[kind];
+	return ck_agent_plugins_owns(kind) ? &ck__plugin_kind : NULL;
 }
 
 int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)

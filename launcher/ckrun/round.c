@@ -318,7 +318,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 		return r;
 	ck_round_phase(&rd->ph, "pipes");
 	{
-		/* plugins' agent halves (sockets), while all are parked */
+		/* the plugins' ckrun halves, while all are parked */
 		struct ck_procdesc **pds = calloc(c->nprocs, sizeof(*pds));
 		pid_t *pids = calloc(c->nprocs, sizeof(*pids));
 		for (size_t i = 0; pds && pids && i < c->nprocs; i++) {
@@ -331,7 +331,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 		if (r < 0)
 			return r;
 	}
-	ck_round_phase(&rd->ph, "sockets");
+	ck_round_phase(&rd->ph, ck_agent_plugins_phase());
 	if ((r = ck_sysv_save(c, rd->w, m)) < 0)
 		return r;
 	ck_round_phase(&rd->ph, "System V");
