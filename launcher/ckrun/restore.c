@@ -106,68 +106,90 @@ out:
 	return r;
 }
 
-int ck_restore(struct ckrun *c, struct ck_manifest *m)
-{
-	struct ck_objs objs = {0};
-	struct ck_procdesc **pds = NULL;
-	struct ck_reader *rd = NULL;
-	struct ck_tree_node *nodes = NULL;
-	size_t nnodes = 0, ntop = 0, restarted = 0;
-	pid_t *top = NULL;
-	int r;
+/* A restore's own state, handed to its phases. */
+struct ck__rst {
+	struct ck_manifest *m;
+	struct ck_procdesc **pds; /* every process's descriptor, unpacked */
+	struct ck_objs objs;      /* objects shared between processes */
+	struct ck_reader *rd;
+	struct ck_tree_node *nodes; /* the tree to make */
+	size_t nnodes;
+	pid_t *top; /* init's children: the main process first */
+};
 
-	if (!m->nprocs) {
-		ck_err_set("checkpoint %s@%" PRIu64 " holds no process", m->job, m->seq);
-		return -EBADMSG;
-	}
-	pds = calloc(m->nprocs, sizeof(*pds));
-	if (!pds)
-		return -ENOMEM;
+/* descriptors: every process's, unpacked and checked. */
+static int ck__rst_descriptors(struct ck__rst *x)
+{
+	struct ck_manifest *m = x->m;
+
 	for (size_t i = 0; i < m->nprocs; i++) {
-		r = ck_desc_unpack(m->procs[i].desc, m->procs[i].desc_len, &pds[i]);
+		int r = ck_desc_unpack(m->procs[i].desc, m->procs[i].desc_len, &x->pds[i]);
 		if (r < 0) {
 			ck_err_wrap("checkpoint %s@%" PRIu64, m->job, m->seq);
-			goto out;
+			return r;
 		}
 	}
-	objs.pds = pds;
-	objs.npds = m->nprocs;
-	if ((r = ck_tree_plan(m, &nodes, &nnodes)) < 0)
-		goto out;
-	r = ck_reader_open(c->store, c->job, m, &rd);
+	x->objs.pds = x->pds;
+	x->objs.npds = m->nprocs;
+	return 0;
+}
+
+/* objects: before any process exists, what several processes share. */
+static int ck__rst_objects(struct ckrun *c, struct ck__rst *x)
+{
+	int r = ck_reader_open(c->store, c->job, x->m, &x->rd);
+
 	if (r < 0)
-		goto out;
-	if ((r = ck_shm_prepare_files(m)) < 0 || (r = ck_shm_make_objects(rd, m, &objs)) < 0 ||
-	    (r = ck_fds_prepare_all(rd, &objs)) < 0)
-		goto out;
-	/* init's children: the main process first */
-	top = calloc(nnodes + 1, sizeof(*top));
-	if (!top) {
-		r = -ENOMEM;
-		goto out;
-	}
-	top[ntop++] = m->procs[0].pid;
-	for (size_t i = 0; i < nnodes; i++)
-		if (nodes[i].creator < 0 && nodes[i].pid != m->procs[0].pid)
-			top[ntop++] = nodes[i].pid;
+		return r;
+	if ((r = ck_shm_prepare_files(x->m)) < 0 || (r = ck_shm_make_objects(x->rd, x->m, &x->objs)) < 0 ||
+	    (r = ck_fds_prepare_all(x->rd, &x->objs)) < 0)
+		return r;
+	return 0;
+}
+
+/* spawn: the job's namespaces; init starts the restorers of its children,
+ * the main process first. */
+static int ck__rst_spawn(struct ckrun *c, struct ck__rst *x)
+{
+	struct ck_manifest *m = x->m;
+	size_t ntop = 0;
+
+	x->top = calloc(x->nnodes + 1, sizeof(*x->top));
+	if (!x->top)
+		return -ENOMEM;
+	x->top[ntop++] = m->procs[0].pid;
+	for (size_t i = 0; i < x->nnodes; i++)
+		if (x->nodes[i].creator < 0 && x->nodes[i].pid != m->procs[0].pid)
+			x->top[ntop++] = x->nodes[i].pid;
 	c->root_jpid = m->procs[0].pid;
-	r = ck_spawn(c, CK_SPAWN_RESTORE, top, ntop);
-	if (r < 0)
-		goto out;
-	if ((r = ck_tree_build(c, nodes, nnodes)) < 0 || (r = ck_tree_finish(c, nodes, nnodes)) < 0 ||
-	    (r = ck_sysv_make(c, rd, m)) < 0)
-		goto out;
+	return ck_spawn(c, CK_SPAWN_RESTORE, x->top, ntop);
+}
+
+/* each process: its descriptors, layout and memory. */
+static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
+{
+	struct ck_manifest *m = x->m;
+	int r;
+
 	for (size_t i = 0; i < m->nprocs; i++) {
 		struct ck_jproc *jp = ck_tree_jproc(c, m->procs[i].pid);
 		if (!jp) {
 			ck_err_set("restored process %d is missing", m->procs[i].pid);
-			r = -EPROTO;
-			goto out;
+			return -EPROTO;
 		}
-		if ((r = ck__restore_one(rd, jp, &m->procs[i], pds[i], &objs)) < 0)
-			goto out;
+		if ((r = ck__restore_one(x->rd, jp, &m->procs[i], x->pds[i], &x->objs)) < 0)
+			return r;
 	}
-	/* Every process runs its restart code, then all go at once. */
+	return 0;
+}
+
+/* go: every process runs its restart code, then all go at once. */
+static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
+{
+	struct ck_manifest *m = x->m;
+	size_t restarted = 0;
+	int r;
+
 	for (uint64_t until = ck_now_ns() + 60000000000ull; restarted < m->nprocs;) {
 		struct ck_jproc *from;
 		struct ck_msg msg;
@@ -175,20 +197,17 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 		r = ck_procs_wait(c, NULL, 0, 1000, &msg, &from, &sender);
 		if (r < 0 || (r == 0 && ck_now_ns() > until)) {
 			ck_err_set("the restored job did not come back: %s", r ? strerror(-r) : "timed out");
-			r = r ? r : -ETIMEDOUT;
-			goto out;
+			return r ? r : -ETIMEDOUT;
 		}
 		if (r == 0)
 			continue; /* a signal to ckrun (handled once the job runs), or a second gone by */
 		if (msg.type == CK_MSG_GONE) {
 			ck_err_set("a restored process exited before the job resumed");
-			r = -EIO;
-			goto out;
+			return -EIO;
 		}
 		if (from && msg.type == CK_MSG_RST_ERROR) {
 			ck_err_set("%s", msg.text);
-			r = -EIO;
-			goto out;
+			return -EIO;
 		}
 		if (from && msg.type == CK_MSG_RESTARTED && from->state != CK_JP_SNAPSHOT) {
 			from->state = CK_JP_SNAPSHOT; /* marks "restarted" here */
@@ -203,20 +222,40 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	c->job_pid = ck_tree_jproc(c, m->procs[0].pid)->pid;
 	c->job_ready = c->job_started = 1;
 	c->last_seq = m->seq;
+	return 0;
+}
+
+int ck_restore(struct ckrun *c, struct ck_manifest *m)
+{
+	struct ck__rst x = {.m = m};
+	int r;
+
+	if (!m->nprocs) {
+		ck_err_set("checkpoint %s@%" PRIu64 " holds no process", m->job, m->seq);
+		return -EBADMSG;
+	}
+	x.pds = calloc(m->nprocs, sizeof(*x.pds));
+	if (!x.pds)
+		return -ENOMEM;
+	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
+	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
+	    (r = ck_tree_build(c, x.nodes, x.nnodes)) < 0 || (r = ck_tree_finish(c, x.nodes, x.nnodes)) < 0 ||
+	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 || (r = ck__rst_go(c, &x)) < 0)
+		goto out;
 	r = 0;
 out:
 	if (r < 0) {
 		ck_kill_job(c);
 		ck_procs_clear(c);
 	}
-	ck_objs_free(&objs);
-	ck_agent_plugins_release(objs.plugins);
-	if (rd)
-		ck_reader_close(rd);
-	for (size_t i = 0; pds && i < m->nprocs; i++)
-		free(pds[i]);
-	free(pds);
-	free(nodes);
-	free(top);
+	ck_objs_free(&x.objs);
+	ck_agent_plugins_release(x.objs.plugins);
+	if (x.rd)
+		ck_reader_close(x.rd);
+	for (size_t i = 0; i < m->nprocs; i++)
+		free(x.pds[i]);
+	free(x.pds);
+	free(x.nodes);
+	free(x.top);
 	return r;
 }
