@@ -22,7 +22,7 @@ struct ck_jproc {
 	pid_t snap;   /* its snapshot child (fork mode) */
 	uint64_t pd_addr;
 	int held;     /* it has memory a fork does not freeze */
-	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck__ask_all takes it (-1: none) */
+	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck_cut_ask takes it (-1: none) */
 	struct ck_wp_proc *wp; /* this round: its write-protect snapshot (NULL: forked) */
 	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
 	struct ck_wp_proc *wp_pre; /* this round: pre-armed (PREARM_FD came; NULL: not) */

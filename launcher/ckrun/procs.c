@@ -231,7 +231,7 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 				return 1;
 			}
 			/* A write-protect snapshot of this round (or its pre-armed
-			 * descriptor): ck__ask_all (ck__prearm_all) takes it. Any
+			 * descriptor): ck_cut_ask (ck_prearm_all) takes it. Any
 			 * other descriptor is closed, a late snapshot's userfaultfd
 			 * included, which lifts its protection. */
 			if (newfd >= 0 && p && p->wp_fd < 0 &&

@@ -50,7 +50,7 @@ void ck_stdio_mark(const struct ckrun *c, struct ck_procdesc *pd)
 			continue;
 		if (S_ISREG(f->mode)) {
 			/* saved as the file it is; at a restart the new ckrun's
-			 * if that one does not hold it (restore.c) */
+			 * if that one does not hold it (files.c: ck_file_remake) */
 			if (f->fd <= 2 && which == f->fd)
 				f->xflags |= CK_PD_FD_STDIO_FILE;
 			continue;
