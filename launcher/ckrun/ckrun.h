@@ -134,7 +134,8 @@ struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid);
  * (new processes are attached on the way; a closed channel comes back as
  * CK_MSG_GONE) or for one of extra[] to be ready. Returns 1 with a message
  * (*from: the process whose channel carried it, NULL for GONE; *sender: the
- * sending pid), 0 when extra[] is ready or time is up, or -errno. */
+ * sending pid), 0 (with *from NULL) when extra[] is ready or time is up, or
+ * -errno. */
 struct pollfd;
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
 		  struct ck_jproc **from, pid_t *sender);

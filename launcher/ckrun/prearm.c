@@ -76,9 +76,11 @@ int ck_prearm_all(struct ckrun *c)
 			ck_err_set("waiting for the job's processes: %s", strerror(-r));
 			break;
 		}
-		r = 0;
-		if (!from || m.arg[0] != c->round_seq || from->prearm != 1)
+		if (r == 0 || !from || m.arg[0] != c->round_seq || from->prearm != 1) {
+			r = 0; /* time up, or not for us: m and from hold nothing then */
 			continue;
+		}
+		r = 0;
 		if (m.type == CK_MSG_PREARM_FD && from->wp_fd >= 0 && !from->wp_pre) {
 			struct ck_wp_info wi = {0, 0, 0};
 			int fd = from->wp_fd, e = m.len == sizeof(wi) ? 0 : -EPROTO;

@@ -161,6 +161,7 @@ int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const cha
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
 		  struct ck_jproc **from, pid_t *sender)
 {
+	*from = NULL; /* no message (0): no process */
 	for (;;) {
 		size_t n = (size_t)nextra + c->nprocs + 2;
 		struct pollfd *pf = calloc(n, sizeof(*pf));
