@@ -70,14 +70,7 @@ struct ckrun {
 	struct ck_jproc *procs; /* attached processes of the job */
 	size_t nprocs, procs_cap;
 	int32_t root_jpid; /* the job's main process, in the job's namespace */
-	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
-	unsigned round_ckflags;
-	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
-	int wp_none;          /* this round: no userfaultfd for the job at all (errno of /dev/userfaultfd) */
-	struct ck_wp *wp;     /* this round's write-protect snapshots */
-	struct ck_wp_counts wpn; /* the last round's, for -v */
-	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
-	uint64_t round_seq;
+	struct ck_round *round; /* the round in flight (round.h), NULL between rounds */
 	int status_fd;  /* init reports the job's wait status here */
 	/* ckrun's own descriptors 0-2 (what its job inherits, or gets at a
 	 * restart): a descriptor of the job on the same file is ckrun's stdio */
@@ -175,7 +168,8 @@ int ck_attach_open(struct ckrun *c);
 int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
 /* prearm.c: PREARM to every process while the job runs, and their
  * answers (p->prearm, p->wp_pre); 0, or -errno when ckrun cannot wait. */
-int ck_prearm_all(struct ckrun *c);
+struct ck_round;
+int ck_prearm_all(struct ckrun *c, struct ck_round *rd);
 
 /* stdio.c: which of the job's descriptors are ckrun's stdio */
 void ck_stdio_record(struct ckrun *c);

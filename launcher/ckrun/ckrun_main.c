@@ -444,7 +444,6 @@ int main(int argc, char **argv)
 	int r;
 
 	memset(&c, 0, sizeof(c));
-	c.round_devfd = -1;
 	c.agent_fd = c.status_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;

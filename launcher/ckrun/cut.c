@@ -53,21 +53,20 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
  * cannot change). Returns 0 when every attached process has a snapshot and
  * the namespace holds no other live process: the consistent cut. Nothing
  * that crosses processes (pipes, sockets, shared memory) is read before. */
-int ck_cut_ask(struct ckrun *c, unsigned ckflags)
+int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 {
 	uint64_t start = ck_now_ns(), unknown_since = 0;
 
-	c->round_asking = 1;
-	c->round_ckflags = ckflags;
-	c->round_seq = c->last_seq + 1;
+	rd->asking = 1;
+	rd->seq = c->last_seq + 1;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
-		int fd = c->round_devfd;
+		int fd = rd->devfd;
 		struct ck_msg m;
 		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
 		m.type = CK_MSG_CHECKPOINT;
-		m.arg[0] = ckflags;
-		m.arg[1] = c->round_seq;
+		m.arg[0] = rd->ckflags;
+		m.arg[1] = rd->seq;
 		if (p->prearm == 2 && p->wp_pre) { /* its own userfaultfd instead */
 			m.arg[0] |= CK_CKPT_PREARMED;
 			fd = ck_wp_fd(p->wp_pre);
@@ -109,7 +108,7 @@ int ck_cut_ask(struct ckrun *c, unsigned ckflags)
 			ck_err_set("process %d: %s", from->jpid, m.text);
 			return -ENOTSUP;
 		}
-		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != c->round_seq) {
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != rd->seq) {
 			if (sender != from->pid) /* a forked one; a write-protect one lifted already */
 				kill(sender, SIGKILL); /* of a round that ended without it */
 			continue;
@@ -157,7 +156,7 @@ int ck_cut_ask(struct ckrun *c, unsigned ckflags)
 					return -EPROTO;
 				}
 				memcpy(&wi, m.text, sizeof(wi));
-				if ((r = ck_wp_add(&c->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
+				if ((r = ck_wp_add(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
 					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
 					return -ESTALE; /* the round is repeated with a fork */
 				}
@@ -220,7 +219,7 @@ int ck_cut_ask(struct ckrun *c, unsigned ckflags)
 			}
 		}
 	}
-	c->round_asking = 0;
+	rd->asking = 0;
 	return 0;
 }
 

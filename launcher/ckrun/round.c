@@ -36,16 +36,16 @@
 #include "launcher/common/ck_err.h"
 #include "launcher/image/chunkio.h"
 
-static void ck__end_round(struct ckrun *c, int result, int stop)
+static void ck__end_round(struct ckrun *c, struct ck_round *rd, int result, int stop)
 {
-	c->round_asking = 0;
+	rd->asking = 0;
 	/* Before DONE: what is still protected is lifted, and ckrun's
 	 * userfaultfds (the last references) are closed. */
-	ck_wp_stop(c->wp, &c->wpn);
-	c->wp = NULL;
-	if (c->round_devfd >= 0)
-		close(c->round_devfd);
-	c->round_devfd = -1;
+	ck_wp_stop(rd->wp, &rd->wpn);
+	rd->wp = NULL;
+	if (rd->devfd >= 0)
+		close(rd->devfd);
+	rd->devfd = -1;
 	ck_procs_boost(c, 0); /* (already, if released) */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
@@ -214,8 +214,8 @@ static int ck__round_begin(struct ckrun *c, struct ck_round *rd)
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
-	memset(&c->wpn, 0, sizeof(c->wpn));
-	c->wp_none = 0;
+	memset(&rd->wpn, 0, sizeof(rd->wpn));
+	rd->wp_none = 0;
 	if (rd->try_wp) {
 		/* Opened here, not by the job: a user's job runs in a user
 		 * namespace, where userfaultfd(2) wants CAP_SYS_PTRACE over the
@@ -223,9 +223,9 @@ static int ck__round_begin(struct ckrun *c, struct ck_round *rd)
 		 * job tries userfaultfd(2) (root's job can), then forks. */
 		errno = EACCES;
 		if (!getenv("CKPT_TEST_NO_UFFD_DEV")) /* test knob: as if it were not ours to open */
-			c->round_devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-		c->wp_none = c->round_devfd < 0 && c->userns && !ck__unprivileged_uffd() ? errno : 0;
-		rd->try_wp = !c->wp_none;
+			rd->devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		rd->wp_none = rd->devfd < 0 && c->userns && !ck__unprivileged_uffd() ? errno : 0;
+		rd->try_wp = !rd->wp_none;
 	}
 	if (rd->try_wp) {
 		rd->ckflags |= CK_CKPT_WP;
@@ -236,7 +236,7 @@ static int ck__round_begin(struct ckrun *c, struct ck_round *rd)
 		if (!getenv("CKPT_TEST_NO_PREARM") && !getenv("CKPT_TEST_NO_PAGEMAP_SCAN")) {
 			const char *hold = getenv("CKPT_TEST_PREARM_HOLD_MS");
 			rd->t_pre = ck_now_ns();
-			if ((r = ck_prearm_all(c)) < 0)
+			if ((r = ck_prearm_all(c, rd)) < 0)
 				return r;
 			rd->t_pre = ck_now_ns() - rd->t_pre;
 			/* Test knob: the job runs on, pre-armed, this long before the cut. */
@@ -261,7 +261,7 @@ static int ck__round_cut(struct ckrun *c, struct ck_round *rd)
 	int r;
 
 	rd->t_ask = ck_now_ns(); /* the job runs unparked until here */
-	if ((r = ck_cut_ask(c, rd->ckflags)) < 0)
+	if ((r = ck_cut_ask(c, rd)) < 0)
 		return r;
 	if (!c->nprocs) { /* every process exited while asked: the job is ending */
 		ck_err_set("the job ended during the checkpoint");
@@ -407,7 +407,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		if (c->procs[i].wp)
 			r = ck_mem_wp_verify(&c->procs[i]);
 	if (r == 0)
-		r = ck_wp_check(c->wp);
+		r = ck_wp_check(rd->wp);
 	return r;
 }
 
@@ -449,7 +449,7 @@ static void ck__round_done(struct ckrun *c, struct ck_round *rd)
 
 	for (size_t i = 0; i < c->nprocs; i++)
 		npre += c->procs[i].wp && c->procs[i].wp == c->procs[i].wp_pre;
-	ck__end_round(c, 0, rd->flags & CK_ROUND_STOP);
+	ck__end_round(c, rd, 0, rd->flags & CK_ROUND_STOP);
 	if (c->verbose)
 		ck_round_print_commit(c, rd, npre);
 	c->last_seq = rd->m->seq;
@@ -479,13 +479,14 @@ static void ck__round_done(struct ckrun *c, struct ck_round *rd)
 
 static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp)
 {
-	struct ck_round rd = {.flags = flags, .try_wp = try_wp, .ckflags = c->nofork ? CK_CKPT_NOFORK : 0};
+	struct ck_round rd = {.flags = flags, .try_wp = try_wp, .ckflags = c->nofork ? CK_CKPT_NOFORK : 0, .devfd = -1};
 	int r;
 
 	rd.t0 = ck_now_ns();
 	rd.req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	if ((r = ck__round_check(c)) < 0)
 		return r;
+	c->round = &rd;
 	if ((r = ck__round_begin(c, &rd)) < 0 || (r = ck__round_cut(c, &rd)) < 0 ||
 	    (r = ck__round_record(c, &rd)) < 0 || (r = ck__round_save(c, &rd)) < 0 ||
 	    (r = ck__round_commit(c, &rd)) < 0)
@@ -497,7 +498,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 fail:
 	if (rd.w)
 		ck_writer_abort(rd.w);
-	ck__end_round(c, r, 0);
+	ck__end_round(c, &rd, r, 0);
 	if (r == -ENOTSUP && !strstr(ck_err_msg(), "keeps running")) {
 		/* a refusal: say that nothing happened to the job */
 		char why[1024];
@@ -506,6 +507,7 @@ fail:
 	}
 	ck_manifest_free(rd.m);
 out:
+	c->round = NULL;
 	ck__round_nice(c, 0);
 	free(rd.live);
 	free(rd.zomb);

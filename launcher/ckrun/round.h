@@ -1,9 +1,9 @@
 /* A checkpoint round's own state: what lives only from the request to the
  * commit (or the failure), as one value that round.c hands to its phases
- * and the kinds' files (kinds.h). What a round needs of every process
- * (its snapshot, its descriptor, its write-protect reader) is still kept in
- * struct ck_jproc, and what newcomers must be asked while a round asks
- * (round_asking, round_seq) in struct ckrun: procs.c and prearm.c read it. */
+ * and the kinds' files (kinds.h); struct ckrun points at it while the round
+ * is in flight (procs.c asks newcomers with it). What a round needs of
+ * every process (its snapshot, its descriptor, its write-protect reader)
+ * is still kept in struct ck_jproc: processes come and go during a round. */
 #ifndef CK_CKRUN_ROUND_H
 #define CK_CKRUN_ROUND_H
 
@@ -34,7 +34,14 @@ struct ck_round_shared {
 struct ck_round {
 	unsigned flags;   /* CK_ROUND_* */
 	unsigned ckflags; /* CK_CKPT_* sent with the request */
+	uint64_t seq;     /* the sequence the round would commit */
+	int asking;       /* asking processes to suspend: procs.c asks newcomers too */
+	int prearming;    /* PREARM sent: procs.c takes a PREARM_FD of seq (wp_fd) */
+	int devfd;        /* /dev/userfaultfd, sent with the requests (-1: none) */
 	int try_wp;       /* a write-protect snapshot may be tried */
+	int wp_none;      /* no userfaultfd for the job at all (errno of /dev/userfaultfd) */
+	struct ck_wp *wp; /* the write-protect snapshots */
+	struct ck_wp_counts wpn; /* their counts, for -v */
 	struct ck_writer *w;
 	struct ck_manifest *m; /* being built */
 	/* ckrun's clock: start, request, all parked, release; pre-arming's
@@ -55,7 +62,7 @@ struct ck_round {
  * state and takes its snapshot; ck_cut_descriptors: every process's
  * descriptor, from its snapshot. */
 int ck_job_traced(pid_t pid, pid_t *tracer);
-int ck_cut_ask(struct ckrun *c, unsigned ckflags);
+int ck_cut_ask(struct ckrun *c, struct ck_round *rd);
 int ck_cut_descriptors(struct ckrun *c);
 
 /* round_log.c: -v and -v -v lines */

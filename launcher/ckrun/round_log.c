@@ -71,16 +71,16 @@ void ck_round_print_commit(const struct ckrun *c, const struct ck_round *rd, siz
 		int o = snprintf(snap, sizeof(snap),
 			     ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside (%" PRIu64
 			     " through the spill file)",
-			     c->wpn.faults, c->wpn.blocks_aside, c->wpn.blocks_spilled);
+			     rd->wpn.faults, rd->wpn.blocks_aside, rd->wpn.blocks_spilled);
 		if (npre && o > 0 && (size_t)o < sizeof(snap))
 			snprintf(snap + o, sizeof(snap) - (size_t)o,
 				 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
-				 npre, c->nprocs, (double)rd->t_pre / 1e9, c->wpn.pre_faults);
-	} else if (!c->nofork && c->wp_none) {
+				 npre, c->nprocs, (double)rd->t_pre / 1e9, rd->wpn.pre_faults);
+	} else if (!c->nofork && rd->wp_none) {
 		snprintf(snap, sizeof(snap),
 			 ", forked snapshot (write protection: no userfaultfd for this user: /dev/userfaultfd: %s, "
 			 "and vm.unprivileged_userfaultfd is 0)",
-			 strerror(c->wp_none));
+			 strerror(rd->wp_none));
 	} else if (!c->nofork) {
 		int e = 0;
 		for (size_t i = 0; i < c->nprocs && !e; i++)
