@@ -28,7 +28,7 @@ void ck_plugin_register(const struct ck_plugin *p)
 	}
 	if (!p || p->abi != CK_PLUGIN_ABI)
 		snprintf(ck__refused, sizeof(ck__refused), "plugin %s: written for plugin ABI %u, this libckpt has ABI %u",
-			 name, p ? p->abi : 0, CK_PLUGIN_ABI);
+			 name, p ? p->abi : 0, (unsigned)CK_PLUGIN_ABI);
 	else
 		snprintf(ck__refused, sizeof(ck__refused), "plugin %s: the registry holds %d plugins at most", name,
 			 CK_MAX_PLUGINS);

@@ -22,7 +22,7 @@ void ck_agent_plugin_register(const struct ck_agent_plugin *p)
 
 	if (!p || p->abi != CK_AGENT_PLUGIN_ABI) {
 		fprintf(stderr, "ckrun: plugin %s: written for agent plugin ABI %u, this ckrun has ABI %u\n", name,
-			p ? p->abi : 0, CK_AGENT_PLUGIN_ABI);
+			p ? p->abi : 0, (unsigned)CK_AGENT_PLUGIN_ABI);
 		exit(99);
 	}
 	if (ck__nplugins >= CK__MAX_AGENT_PLUGINS) {
