@@ -1,11 +1,11 @@
 # Launcher side: a static library shared by ckrun and ckpt (store backends,
 # manifest, chunk I/O, S3 client), and the two programs.
-LAUNCHER_SRCS := $(wildcard launcher/*.c launcher/s3/*.c)
+LAUNCHER_SRCS := $(wildcard launcher/common/*.c launcher/store/*.c launcher/store/s3/*.c launcher/image/*.c)
 LAUNCHER_OBJS := $(LAUNCHER_SRCS:%.c=$(BUILD)/%.o)
 LAUNCHER_LIBS := -lzstd -lcrypto -lcurl -lelf -lpthread
 # Weak references do not pull objects out of a static library: name the
 # optional backends so the linker takes them when they are built.
-ifneq ($(wildcard launcher/s3/*.c),)
+ifneq ($(wildcard launcher/store/s3/*.c),)
 LAUNCHER_LIBS += -Wl,-u,ck_store_s3_open
 endif
 

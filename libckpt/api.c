@@ -52,6 +52,11 @@ int ck_api_request(void)
 	return ck__last_result;
 }
 
+int ck_api_version(void)
+{
+	return CKPT_API_VERSION;
+}
+
 int ck_api_is_restarted(void)
 {
 	if (ck__core.ctl_fd < 0)

@@ -20,7 +20,7 @@ $(BUILD)/libckpt.so: $(LIBCKPT_OBJS)
 RESTORER_SRCS := $(wildcard libckpt/restore/*.c libckpt/restore/*.S)
 RESTORER_CFLAGS := -O2 -g $(WARN) -D_GNU_SOURCE -I. -Iinclude -ffreestanding -fno-stack-protector -fpie \
 	-fno-builtin -fcf-protection=none -mno-red-zone -fno-asynchronous-unwind-tables
-$(BUILD)/ckpt-restore: $(RESTORER_SRCS) libckpt/ck_sys.h libckpt/proto.h launcher/manifest.h
+$(BUILD)/ckpt-restore: $(RESTORER_SRCS) libckpt/ck_sys.h $(wildcard include/ckrun/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(RESTORER_CFLAGS) -static -nostdlib -no-pie -Wl,-Ttext-segment=0x200000000000 \
 		-Wl,--build-id=none -o $@ $(RESTORER_SRCS)

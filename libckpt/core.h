@@ -7,9 +7,10 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "libckpt/plugin.h"
-#include "libckpt/procdesc.h"
-#include "libckpt/proto.h"
+#include "ckrun/plugin.h"
+#include "ckrun/procdesc.h"
+#include "ckrun/proto.h"
+#include "libckpt/ctx.h"
 
 #define CK_HIDDEN __attribute__((visibility("hidden")))
 
@@ -34,7 +35,9 @@ struct ck_core {
 	char fail[512]; /* why the current round failed */
 };
 
+/* state.c: the globals, and the first reason the current round fails */
 extern struct ck_core ck__core CK_HIDDEN;
+void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
 extern struct ck_procdesc ck__pd CK_HIDDEN;
 /* System V attachments, from the round's scan of our maps: the snapshot
  * does not inherit them (ckrun reads the segments itself), so that the
@@ -92,12 +95,14 @@ extern uint32_t ck__wp_nranges CK_HIDDEN;
 /* init.c */
 int ck__reattach(void) CK_HIDDEN;
 void ck__channel_restored(void) CK_HIDDEN;
-/* checkpoint.c */
+/* ctlchan.c: the control channel (recv_fd: *fd the descriptor that came
+ * with the message, or -1; NULL: closed) */
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
+int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* checkpoint.c */
 void ck__round(uint32_t flags, uint64_t seq, int devfd) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
-void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
 /* plugin.c */
 int ck__plugins_event(enum ck_event ev) CK_HIDDEN;
 int ck__plugins_skip(uint64_t start, uint64_t end, const char *path, const char **why) CK_HIDDEN;

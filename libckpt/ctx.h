@@ -7,14 +7,7 @@
 #ifndef CK_CTX_H
 #define CK_CTX_H
 
-#include <stdint.h>
-
-struct ck_ctx {
-	uint64_t rbx, rbp, r12, r13, r14, r15, rsp, rip;
-	uint32_t mxcsr;
-	uint16_t fpucw;
-	uint16_t pad;
-};
+#include "ckrun/ctx_layout.h" /* struct ck_ctx, part of the image */
 
 int ck_ctx_save(struct ck_ctx *c) __attribute__((returns_twice));
 __attribute__((noreturn)) void ck_ctx_resume(const struct ck_ctx *c);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "libckpt/core.h"
 
@@ -11,12 +12,31 @@
 static const struct ck_plugin *ck__plugins[CK_MAX_PLUGINS];
 static int ck__nplugins;
 static int ck__presuspended[CK_MAX_PLUGINS];
+/* Why a plugin was refused: said once on the job's stderr, and every
+ * round fails with it (its state would be missing from the image). */
+static char ck__refused[160];
 
 void ck_plugin_register(const struct ck_plugin *p)
 {
-	if (!p || p->abi != CK_PLUGIN_ABI || ck__nplugins >= CK_MAX_PLUGINS)
+	const char *name = p && p->name ? p->name : "(unnamed)";
+	char line[200];
+	int n;
+
+	if (p && p->abi == CK_PLUGIN_ABI && ck__nplugins < CK_MAX_PLUGINS) {
+		ck__plugins[ck__nplugins++] = p;
 		return;
-	ck__plugins[ck__nplugins++] = p;
+	}
+	if (!p || p->abi != CK_PLUGIN_ABI)
+		snprintf(ck__refused, sizeof(ck__refused), "plugin %s: written for plugin ABI %u, this libckpt has ABI %u",
+			 name, p ? p->abi : 0, (unsigned)CK_PLUGIN_ABI);
+	else
+		snprintf(ck__refused, sizeof(ck__refused), "plugin %s: the registry holds %d plugins at most", name,
+			 CK_MAX_PLUGINS);
+	n = snprintf(line, sizeof(line), "libckpt: %s; no checkpoint can be taken\n", ck__refused);
+	if (n > 0) {
+		ssize_t w = write(2, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		(void)w; /* nowhere else to say it */
+	}
 }
 
 void ck_plugin_fail(const char *fmt, ...)
@@ -44,6 +64,10 @@ int ck__plugins_event(enum ck_event ev)
 {
 	int r = 0;
 
+	if (ev == CK_EV_PRESUSPEND && ck__refused[0]) {
+		ck_plugin_fail("%s", ck__refused);
+		return -ENOTSUP;
+	}
 	if (ck__forward(ev)) {
 		for (int i = 0; i < ck__nplugins; i++) {
 			if (!ck__plugins[i]->event)

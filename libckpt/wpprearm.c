@@ -19,7 +19,7 @@
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
-#include "libckpt/pagemap_scan.h"
+#include "ckrun/pagemap_scan.h"
 
 static long ck__pagemap_open(void)
 {

@@ -1,13 +1,13 @@
 /* ckpt inspect --backtrace: every thread's stack in every process of a
  * checkpoint, unwound from the image (unwind.c), with function names from
  * the ELF objects the process had mapped (elfobj.c). */
-#include "launcher/ckpt/ckpt.h"
+#include "launcher/ckpt/cli.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckpt/procimg.h"
 
 #define BT_MAX_FRAMES 256

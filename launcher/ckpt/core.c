@@ -8,7 +8,7 @@
  * after everything libelf writes; all-zero chunks are left as holes). Each
  * thread's registers are those of its signal frame (unwind.c): where the
  * thread was when the checkpoint stopped it, not libckpt's handler. */
-#include "launcher/ckpt/ckpt.h"
+#include "launcher/ckpt/cli.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -23,7 +23,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckpt/procimg.h"
 
 #define PAGE 4096ull

@@ -12,7 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 
 #define IMG_CACHE 64 /* chunks: 16 MiB */
 

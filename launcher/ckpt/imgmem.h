@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/manifest.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/image/manifest.h"
 
 struct ckpt_img;
 

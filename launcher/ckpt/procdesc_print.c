@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/procdesc.h"
-#include "launcher/procdesc_print.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/procdesc_pack.h"
+#include "launcher/ckpt/procdesc_print.h"
 
 static const char *ck__kind_name(uint32_t k)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 
 int ckpt_procimg_open(struct ck_reader *rd, const struct ck_manifest *m, const struct ck_proc *p,
 		      struct ckpt_procimg *pi)

@@ -7,7 +7,7 @@
 #include "launcher/ckpt/elfobj.h"
 #include "launcher/ckpt/imgmem.h"
 #include "launcher/ckpt/unwind.h"
-#include "launcher/procdesc.h"
+#include "launcher/image/procdesc_pack.h"
 
 struct ckpt_procimg {
 	const struct ck_proc *p;

@@ -10,7 +10,7 @@
 
 #include "launcher/ckpt/elfobj.h"
 #include "launcher/ckpt/imgmem.h"
-#include "libckpt/procdesc.h"
+#include "ckrun/procdesc.h"
 
 #define CKPT_NREG 17 /* libunwind's x86-64 numbering: rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip */
 

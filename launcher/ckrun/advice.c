@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-#include "launcher/manifest.h"
+#include "launcher/image/manifest.h"
 
 static uint32_t ck__advice_flags(const char *vmflags)
 {

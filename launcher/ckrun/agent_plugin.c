@@ -1,11 +1,12 @@
 /* Registry of the plugins' agent halves. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/agent_plugin.h"
 
-#define CK__MAX_AGENT_PLUGINS 8
+#define CK__MAX_AGENT_PLUGINS CK_AGENT_MAX_PLUGINS
 static const struct ck_agent_plugin *ck__plugins[CK__MAX_AGENT_PLUGINS];
 static size_t ck__nplugins;
 
@@ -13,10 +14,44 @@ struct ck_agent_states {
 	void *state[CK__MAX_AGENT_PLUGINS];
 };
 
+/* A refusal is a build that cannot checkpoint its jobs right: it says
+ * so and ends (exit status 99) before any job starts. */
 void ck_agent_plugin_register(const struct ck_agent_plugin *p)
 {
-	if (ck__nplugins < CK__MAX_AGENT_PLUGINS)
-		ck__plugins[ck__nplugins++] = p;
+	const char *name = p && p->name ? p->name : "(unnamed)";
+
+	if (!p || p->abi != CK_AGENT_PLUGIN_ABI) {
+		fprintf(stderr, "ckrun: plugin %s: written for agent plugin ABI %u, this ckrun has ABI %u\n", name,
+			p ? p->abi : 0, (unsigned)CK_AGENT_PLUGIN_ABI);
+		exit(99);
+	}
+	if (ck__nplugins >= CK__MAX_AGENT_PLUGINS) {
+		fprintf(stderr, "ckrun: plugin %s: the registry holds %d plugins at most\n", name,
+			CK__MAX_AGENT_PLUGINS);
+		exit(99);
+	}
+	ck__plugins[ck__nplugins++] = p;
+}
+
+int ck_agent_plugins_owns(uint32_t kind)
+{
+	for (size_t i = 0; i < ck__nplugins; i++)
+		if (ck__plugins[i]->fd_kind == kind && ck__plugins[i]->fd)
+			return 1;
+	return 0;
+}
+
+const char *ck_agent_plugins_phase(void)
+{
+	const char *name = NULL;
+	size_t n = 0;
+
+	for (size_t i = 0; i < ck__nplugins; i++)
+		if (ck__plugins[i]->checkpoint) {
+			name = ck__plugins[i]->phase;
+			n++;
+		}
+	return n == 1 && name ? name : "plugins";
 }
 
 int ck_agent_plugins_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,

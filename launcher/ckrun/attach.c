@@ -15,9 +15,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 static uint64_t ck__fnv(const char *s, uint64_t h)
 {

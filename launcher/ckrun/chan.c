@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 int ck_chan_send(int fd, struct ck_msg *m, const int *fds, int nfds)
 {

@@ -6,13 +6,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "launcher/joblock.h"
+#include "launcher/store/joblock.h"
+#include "launcher/image/manifest.h"
+#include "launcher/image/procdesc_pack.h"
+#include "launcher/store/store.h"
+#include "launcher/ckrun/wpread.h"
+#include "ckrun/procdesc.h"
 #include "launcher/ckrun/telemetry.h"
-#include "launcher/manifest.h"
-#include "launcher/procdesc.h"
-#include "launcher/store.h"
-#include "launcher/ckrun/wpsnap.h"
-#include "libckpt/procdesc.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */
 struct ck_jproc {
@@ -23,7 +23,7 @@ struct ck_jproc {
 	pid_t snap;   /* its snapshot child (fork mode) */
 	uint64_t pd_addr;
 	int held;     /* it has memory a fork does not freeze */
-	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck__ask_all takes it (-1: none) */
+	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck_cut_ask takes it (-1: none) */
 	struct ck_wp_proc *wp; /* this round: its write-protect snapshot (NULL: forked) */
 	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
 	struct ck_wp_proc *wp_pre; /* this round: pre-armed (PREARM_FD came; NULL: not) */
@@ -72,14 +72,7 @@ struct ckrun {
 	struct ck_jproc *procs; /* attached processes of the job */
 	size_t nprocs, procs_cap;
 	int32_t root_jpid; /* the job's main process, in the job's namespace */
-	int round_asking; /* a round is asking processes to suspend: ask newcomers too */
-	unsigned round_ckflags;
-	int round_devfd;      /* /dev/userfaultfd, sent with the round's requests (-1: none) */
-	int wp_none;          /* this round: no userfaultfd for the job at all (errno of /dev/userfaultfd) */
-	struct ck_wp *wp;     /* this round's write-protect snapshots */
-	struct ck_wp_counts wpn; /* the last round's, for -v */
-	int round_prearming; /* PREARM sent: a PREARM_FD of round_seq is taken (wp_fd) */
-	uint64_t round_seq;
+	struct ck_round *round; /* the round in flight (round.h), NULL between rounds */
 	int status_fd;  /* init reports the job's wait status here */
 	/* ckrun's own descriptors 0-2 (what its job inherits, or gets at a
 	 * restart): a descriptor of the job on the same file is ckrun's stdio */
@@ -138,7 +131,8 @@ struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid);
  * (new processes are attached on the way; a closed channel comes back as
  * CK_MSG_GONE) or for one of extra[] to be ready. Returns 1 with a message
  * (*from: the process whose channel carried it, NULL for GONE; *sender: the
- * sending pid), 0 when extra[] is ready or time is up, or -errno. */
+ * sending pid), 0 (with *from NULL) when extra[] is ready or time is up, or
+ * -errno. */
 struct pollfd;
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
 		  struct ck_jproc **from, pid_t *sender);
@@ -159,10 +153,12 @@ int ck_proc_each_tid(pid_t pid, int (*fn)(pid_t pid, pid_t tid, void *arg), void
 int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);
 /* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
 int ck_proc_state(pid_t pid);
+/* Whether a process has exited (or is a zombie). */
+int ck_proc_gone(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
 
-/* sysv.c: System V shared memory of the job's IPC namespace */
+/* shm_sysv.c: System V shared memory of the job's IPC namespace */
 struct ck_writer;
 struct ck_reader;
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m);
@@ -176,7 +172,8 @@ int ck_attach_open(struct ckrun *c);
 int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
 /* prearm.c: PREARM to every process while the job runs, and their
  * answers (p->prearm, p->wp_pre); 0, or -errno when ckrun cannot wait. */
-int ck_prearm_all(struct ckrun *c);
+struct ck_round;
+int ck_prearm_all(struct ckrun *c, struct ck_round *rd);
 
 /* stdio.c: which of the job's descriptors are ckrun's stdio */
 void ck_stdio_record(struct ckrun *c);
@@ -202,5 +199,7 @@ int ck_grace_check(void);
 extern volatile sig_atomic_t ck_sig_term, ck_sig_usr2, ck_sig_chld;
 extern int ck_wake_fd[2];
 
+/* clock.c: CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds */
 uint64_t ck_now_ns(void);
+uint64_t ck_wall_ns(void);
 #endif

@@ -9,9 +9,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ctlsrv.h"
-#include "launcher/ctl.h"
+#include "launcher/common/ctl.h"
 
 int ck_ctlsrv_open(const char *job, char *path, size_t len)
 {

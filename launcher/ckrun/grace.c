@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <time.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 
 volatile uint64_t ck_sig_term_ns;

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 
 int ck_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)

@@ -8,8 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/round.h"
 
 /* Longer than any protection takes (0.1-0.3 s per 4 GiB here); a process
  * still busy then arms at the cut, after its late PREARMED. */
@@ -18,7 +19,7 @@
 static void ck__prearm_failed(struct ckrun *c, struct ck_jproc *p, int err)
 {
 	p->prearm = err < 0 ? err : -EPROTO;
-	p->wp_pre = NULL; /* c->wp keeps it until the round ends (then closed) */
+	p->wp_pre = NULL; /* the round's wp keeps it until the round ends (then closed) */
 	if (c->verbose > 1)
 		fprintf(stderr, "ckrun: process %d: no pre-armed cut: %s\n", p->jpid, strerror(-p->prearm));
 }
@@ -35,22 +36,22 @@ static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct 
 		p->prearm = 2;
 }
 
-int ck_prearm_all(struct ckrun *c)
+int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 {
 	uint64_t start = ck_now_ns();
 	int r = 0;
 
-	c->round_seq = c->last_seq + 1;
-	c->round_prearming = 1;
+	rd->seq = c->last_seq + 1;
+	rd->prearming = 1;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		struct ck_msg m;
 
 		memset(&m, 0, offsetof(struct ck_msg, text));
 		m.type = CK_MSG_PREARM;
-		m.arg[0] = c->round_seq;
+		m.arg[0] = rd->seq;
 		p->wp_pre = NULL;
-		p->prearm = ck_chan_send(p->fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL, c->round_devfd >= 0) == 0;
+		p->prearm = ck_chan_send(p->fd, &m, rd->devfd >= 0 ? &rd->devfd : NULL, rd->devfd >= 0) == 0;
 	}
 	for (;;) {
 		struct ck_jproc *from;
@@ -76,9 +77,11 @@ int ck_prearm_all(struct ckrun *c)
 			ck_err_set("waiting for the job's processes: %s", strerror(-r));
 			break;
 		}
-		r = 0;
-		if (!from || m.arg[0] != c->round_seq || from->prearm != 1)
+		if (r == 0 || !from || m.arg[0] != rd->seq || from->prearm != 1) {
+			r = 0; /* time up, or not for us: m and from hold nothing then */
 			continue;
+		}
+		r = 0;
 		if (m.type == CK_MSG_PREARM_FD && from->wp_fd >= 0 && !from->wp_pre) {
 			struct ck_wp_info wi = {0, 0, 0};
 			int fd = from->wp_fd, e = m.len == sizeof(wi) ? 0 : -EPROTO;
@@ -88,7 +91,7 @@ int ck_prearm_all(struct ckrun *c)
 			else
 				close(fd);
 			if (e == 0 &&
-			    (e = ck_wp_prearm(&c->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp_pre)) < 0 &&
+			    (e = ck_wp_prearm(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp_pre)) < 0 &&
 			    c->verbose > 1)
 				fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 			if (e < 0)
@@ -100,6 +103,6 @@ int ck_prearm_all(struct ckrun *c)
 	for (size_t i = 0; i < c->nprocs; i++) /* late: they arm at the cut */
 		if (c->procs[i].prearm == 1)
 			ck__prearm_failed(c, &c->procs[i], -ETIMEDOUT);
-	c->round_prearming = 0;
+	rd->prearming = 0;
 	return r;
 }

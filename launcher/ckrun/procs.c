@@ -12,7 +12,8 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/ckrun.h"
-#include "libckpt/proto.h"
+#include "launcher/ckrun/round.h"
+#include "ckrun/proto.h"
 
 struct ck_jproc *ck_procs_find(struct ckrun *c, pid_t pid)
 {
@@ -96,13 +97,13 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	p->jpid = jpid;
 	p->fd = fd;
 	p->state = CK_JP_IDLE;
-	if (c->round_asking) {
+	if (c->round && c->round->asking) {
 		struct ck_msg m;
 		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
 		m.type = CK_MSG_CHECKPOINT;
-		m.arg[0] = c->round_ckflags;
-		m.arg[1] = c->round_seq;
-		if (ck_chan_send(fd, &m, c->round_devfd >= 0 ? &c->round_devfd : NULL, c->round_devfd >= 0) == 0)
+		m.arg[0] = c->round->ckflags;
+		m.arg[1] = c->round->seq;
+		if (ck_chan_send(fd, &m, c->round->devfd >= 0 ? &c->round->devfd : NULL, c->round->devfd >= 0) == 0)
 			p->state = CK_JP_ASKED;
 	}
 	return 0;
@@ -161,6 +162,7 @@ int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const cha
 int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout_ms, struct ck_msg *m,
 		  struct ck_jproc **from, pid_t *sender)
 {
+	*from = NULL; /* no message (0): no process */
 	for (;;) {
 		size_t n = (size_t)nextra + c->nprocs + 2;
 		struct pollfd *pf = calloc(n, sizeof(*pf));
@@ -231,12 +233,12 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 				return 1;
 			}
 			/* A write-protect snapshot of this round (or its pre-armed
-			 * descriptor): ck__ask_all (ck__prearm_all) takes it. Any
+			 * descriptor): ck_cut_ask (ck_prearm_all) takes it. Any
 			 * other descriptor is closed, a late snapshot's userfaultfd
 			 * included, which lifts its protection. */
 			if (newfd >= 0 && p && p->wp_fd < 0 &&
-			    ((m->type == CK_MSG_SNAPSHOT && c->round_asking && m->arg[3] == c->round_seq) ||
-			     (m->type == CK_MSG_PREARM_FD && c->round_prearming && m->arg[0] == c->round_seq))) {
+			    ((m->type == CK_MSG_SNAPSHOT && c->round && c->round->asking && m->arg[3] == c->round->seq) ||
+			     (m->type == CK_MSG_PREARM_FD && c->round && c->round->prearming && m->arg[0] == c->round->seq))) {
 				p->wp_fd = newfd;
 				newfd = -1;
 			}
@@ -360,4 +362,12 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 	}
 	free(todo);
 	return r;
+}
+
+/* Whether a process has exited (or is a zombie). */
+int ck_proc_gone(pid_t pid)
+{
+	int st = ck_proc_state(pid);
+
+	return !st || st == 'Z' || st == 'X';
 }

@@ -1,854 +1,51 @@
-/* A checkpoint round, agent side, for every process of the job at once:
+/* A checkpoint round, agent side, for every process of the job at once,
+ * as a sequence of phases over one struct ck_round (round.h):
  *
- *   ask    every process parks its threads (SUSPENDED); processes born
- *          meanwhile are asked too; every live process of the namespace
- *          must be one of ours;
- *   take   every process records its state and forks its snapshot;
- *   drain  the unread bytes of every pipe, once per pipe;
- *   read   what a snapshot does not freeze (shared memory, file contents),
- *          then RELEASE: the job runs on while the snapshots are read;
- *   commit the manifest; DONE to every process; retention.
+ *   check   the job can take part (ready, our lock, not traced)
+ *   begin   the writer opens; the job is boosted; a write-protect
+ *           snapshot is prepared (pre-armed while the job runs: prearm.c)
+ *   cut     every process parks, records its state and takes its
+ *           snapshot; its descriptor is read (cut.c)
+ *   record  with every process parked: the tree (proctree.c), what
+ *           crosses processes (the descriptor kinds: fdkinds.c; the
+ *           plugins' agent halves; System V: shm_sysv.c)
+ *   save    memory and descriptor contents (memory.c, fdkinds.c), in two
+ *           passes around RELEASE: the job runs on while its snapshots
+ *           are read
+ *   commit  the packs flushed, the lock and packs checked, the manifest
+ *           committed; DONE to every process; retention
  *
  * Any failure (a process that refuses, dies, or does not answer) ends the
  * round for all: each process resumes, and the previous checkpoint stays
  * the newest. */
-#include <dirent.h>
-#include <stddef.h>
-#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
-#include "launcher/chunkio_int.h"
-#include "launcher/ckrun/ckrun.h"
+#include "ckrun/proto.h"
 #include "launcher/ckrun/agent_plugin.h"
-#include "launcher/ckrun/wpsnap.h"
-#include "libckpt/proto.h"
+#include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/kinds.h"
+#include "launcher/ckrun/round.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/chunkio.h"
 
-uint64_t ck_now_ns(void)
+static void ck__end_round(struct ckrun *c, struct ck_round *rd, int result, int stop)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t ck__wall_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-struct ck__src {
-	pid_t pid;
-	uint64_t base;
-	int pagemap_fd; /* >= 0: skip pages that are not present (private anonymous) */
-	int file_fd;    /* >= 0: read a descriptor's contents instead of memory */
-	unsigned stop;
-	struct ck_wp_proc *wp; /* a write-protect snapshot's memory */
-	int live;              /* the running process of a write-protect snapshot */
-	int count;             /* count the pages holding data into data_pages */
-	uint64_t data_pages;   /* added to by the writer's threads at once */
-};
-
-static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len);
-
-static int ck__read_src(void *arg, uint64_t off, void *buf, size_t len)
-{
-	struct ck__src *s = arg;
-	int r = ck__read_mem(s, off, buf, len);
-
-	if (r == 0 && s->count)
-		__atomic_fetch_add(&s->data_pages, ck_data_pages(buf, len), __ATOMIC_RELAXED);
-	return r;
-}
-
-static int ck__read_mem(struct ck__src *s, uint64_t off, void *buf, size_t len)
-{
-
-	if (s->stop & CK_ROUND_STOP) {
-		int r = ck_grace_check();
-		if (r < 0)
-			return r;
-		/* With a grace, only its end cuts the round short (a
-		 * scheduler may repeat SIGTERM within it). */
-		if (ck_sig_term >= 2 && !ck_grace_ms()) {
-			ck_err_set("a second SIGTERM or SIGINT came while it was written: stopped without it");
-			return -ECANCELED;
-		}
-	}
-	if (s->wp)
-		return ck_wp_read(s->wp, s->base + off, buf, len);
-	if (s->file_fd >= 0) {
-		size_t done = 0;
-		while (done < len) {
-			ssize_t n = pread(s->file_fd, (char *)buf + done, len - done, (off_t)(off + done));
-			if (n < 0) {
-				ck_err_set("cannot read a descriptor's contents: %s", strerror(errno));
-				return -errno;
-			}
-			if (n == 0) { /* shrank meanwhile */
-				memset((char *)buf + done, 0, len - done);
-				break;
-			}
-			done += (size_t)n;
-		}
-		return 0;
-	}
-	if (s->pagemap_fd >= 0) {
-		/* Only the pages present (or swapped): reading an absent page
-		 * would fault it in, at a cost per page, to read zeros. */
-		uint64_t addr = s->base + off, ent[64];
-		size_t pages = (len + 4095) / 4096;
-		if (pages <= 64 && pread(s->pagemap_fd, ent, pages * 8, (off_t)(addr / 4096 * 8)) == (ssize_t)(pages * 8)) {
-			for (size_t i = 0; i < pages;) {
-				size_t j = i, a = i * 4096, b;
-				int present = (ent[i] & (3ull << 62)) != 0; /* present or swapped */
-				while (j < pages && ((ent[j] & (3ull << 62)) != 0) == present)
-					j++;
-				b = j * 4096 < len ? j * 4096 : len;
-				if (!present) {
-					memset((char *)buf + a, 0, b - a);
-				} else {
-					int r = ck_mem_read(s->pid, addr + a, (char *)buf + a, b - a);
-					if (r < 0)
-						return s->live ? -ESTALE : r;
-				}
-				i = j;
-			}
-			return 0;
-		}
-	}
-	{
-		int r = ck_mem_read(s->pid, s->base + off, buf, len);
-		/* the process ended or exec'd after RELEASE: a fork repeats the round */
-		return r < 0 && s->live ? -ESTALE : r;
-	}
-}
-
-static int ck__endswith(const char *s, const char *suf)
-{
-	size_t a = strlen(s), b = strlen(suf);
-	return a >= b && !strcmp(s + a - b, suf);
-}
-
-static uint32_t ck__region_flags(const struct ck_map *mp)
-{
-	uint32_t f = mp->shared ? CK_REG_SHARED : 0;
-	const char *p = mp->path;
-
-	if (!p)
-		return f;
-	if (!strcmp(p, "[heap]"))
-		return f | CK_REG_HEAP;
-	if (!strcmp(p, "[stack]"))
-		return f | CK_REG_STACK | CK_REG_GROWSDOWN;
-	if (!strcmp(p, "[vdso]")) /* saved: a restore on another kernel needs its symbols */
-		return f | CK_REG_VDSO;
-	if (!strcmp(p, "[vvar]") || !strcmp(p, "[vvar_vclock]"))
-		return f | CK_REG_VVAR | CK_REG_NODATA;
-	if (!strcmp(p, "[vsyscall]"))
-		return f | CK_REG_VSYSCALL | CK_REG_NODATA;
-	if (p[0] == '/') {
-		f |= CK_REG_FILE;
-		if (ck__endswith(p, " (deleted)"))
-			f |= CK_REG_DELETED;
-	}
-	return f;
-}
-
-static int ck__skip_add(struct ck_manifest *m, int pid, const char *what, const char *why)
-{
-	struct ck_skip *n = realloc(m->skips, (m->nskips + 1) * sizeof(*n));
-
-	if (!n)
-		return -ENOMEM;
-	m->skips = n;
-	n[m->nskips].pid = pid;
-	n[m->nskips].what = strdup(what);
-	n[m->nskips].why = strdup(why);
-	m->nskips++;
-	return 0;
-}
-
-/* Shared memory seen by several processes is saved once: the first
- * process's chunks serve every mapping of the same object and range. */
-struct ck__shared {
-	uint64_t dev, ino, off, len, first_chunk;
-	uint32_t nchunks;
-};
-struct ck__round {
-	struct ck__shared *shared;
-	size_t nshared;
-	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
-	size_t npipes;
-};
-
-static struct ck__shared *ck__shared_find(struct ck__round *rc, const struct ck_region *rg)
-{
-	for (size_t i = 0; i < rc->nshared; i++) {
-		struct ck__shared *x = &rc->shared[i];
-		if (x->dev == rg->dev && x->ino == rg->ino && x->off == rg->file_off && x->len == rg->end - rg->start)
-			return x;
-	}
-	return NULL;
-}
-
-static int ck__map_cmp(const void *a, const void *b)
-{
-	const struct ck_map *x = a, *y = b;
-
-	return x->start < y->start ? -1 : x->start > y->start;
-}
-
-/* The snapshot lacks the System V attachments (libckpt: ck__sysv_maps);
- * the parked process still has them, unchanged. */
-static int ck__add_sysv_maps(pid_t pid, struct ck_map **maps, size_t *n)
-{
-	struct ck_map *live = NULL, *v;
-	size_t nlive = 0, add = 0, k;
-	int r;
-
-	r = ck_maps_read(pid, &live, &nlive);
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < nlive; i++)
-		if (live[i].path && !strncmp(live[i].path, "/SYSV", 5))
-			add++;
-	v = realloc(*maps, (*n + add) * sizeof(*v));
-	if (!v) {
-		r = -ENOMEM;
-		goto out;
-	}
-	*maps = v;
-	k = *n;
-	for (size_t i = 0; i < nlive; i++) {
-		int have = 0;
-
-		if (!live[i].path || strncmp(live[i].path, "/SYSV", 5))
-			continue;
-		for (size_t j = 0; j < *n && !have; j++)
-			have = v[j].start == live[i].start;
-		if (have)
-			continue;
-		v[k++] = live[i];
-		live[i].path = NULL; /* moved */
-	}
-	*n = k;
-	qsort(v, k, sizeof(*v), ck__map_cmp);
-out:
-	ck_maps_free(live, nlive);
-	return r;
-}
-
-/* Which pass reads a region. Pass 0 takes what the snapshot does not
- * freeze: for a fork, shared mappings; for a write-protect snapshot, all
- * but the protected memory, mappings of files the job cannot write to
- * (without an mprotect first: a known limit) and the vDSO. With a fork,
- * pass 0 runs after RELEASE unless the process holds its threads; with
- * write protection, always before. */
-static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg)
-{
-	if (!jp->wp)
-		return rg->flags & CK_REG_SHARED ? 0 : 1;
-	if (ck_wp_covers(jp->wp, rg->start, rg->end))
-		return 1;
-	if ((rg->flags & CK_REG_VDSO) ||
-	    ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_SHARED) && !(rg->prot & PROT_WRITE)))
-		return 1;
-	return 0;
-}
-
-/* Whether a process has exited (or is a zombie). */
-static int ck__proc_gone(pid_t pid)
-{
-	int st = ck_proc_state(pid);
-
-	return !st || st == 'Z' || st == 'X';
-}
-
-/* The regions' madvise() advice (advice.c). A forked snapshot sees
- * wipe-on-fork memory as zeros: such a round fails with -EXDEV, and is
- * repeated without a fork. */
-static int ck__advice(const struct ck_jproc *jp)
-{
-	struct ck_proc *p = jp->mp;
-	int r = ck_maps_advice(jp->snap, p->regions, p->nregions);
-
-	if (r < 0)
-		return ck__proc_gone(jp->snap) ? 0 : r; /* its end is reported by the checks that follow */
-	for (size_t i = 0; jp->snap != jp->pid && i < p->nregions; i++) {
-		const struct ck_region *rg = &p->regions[i];
-		if ((rg->flags & CK_REG_ADV_WIPEONFORK) && !(rg->flags & CK_REG_NODATA)) {
-			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64
-				   " is wipe-on-fork (MADV_WIPEONFORK), which a forked snapshot reads as zeros",
-				   jp->jpid, rg->start, rg->end);
-			return -EXDEV;
-		}
-	}
-	return 0;
-}
-
-/* Memory regions of the snapshot into the writer, those of one pass. */
-static int ck__save_regions(struct ck__round *rc, struct ck_writer *w, const struct ck_jproc *jp,
-			    struct ck_manifest *m, unsigned flags, int pass)
-{
-	pid_t snap = jp->snap;
-	struct ck_proc *p = jp->mp;
-	struct ck_procdesc *pd = jp->pd;
-	struct ck_map *maps = NULL;
-	size_t n = 0;
-	char pm[64];
-	int pagemap = -1, r;
-
-	if (pass == 1)
-		goto data;
-	r = ck_maps_read(snap, &maps, &n);
-	if (r == 0 && pd->nsysv)
-		r = ck__add_sysv_maps(jp->pid, &maps, &n);
-	if (r < 0)
-		goto out;
-	p->regions = calloc(n, sizeof(*p->regions));
-	if (!p->regions) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct ck_region *rg = &p->regions[p->nregions++];
-		const struct ck_map *mp = &maps[i];
-
-		rg->start = mp->start;
-		rg->end = mp->end;
-		rg->prot = mp->prot;
-		rg->flags = ck__region_flags(mp);
-		rg->file_off = mp->off;
-		rg->dev = mp->dev;
-		rg->ino = mp->ino;
-		rg->path = mp->path ? strdup(mp->path) : NULL;
-		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
-			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
-		if (mp->prot == 0) /* guard pages and address-space reservations */
-			rg->flags |= CK_REG_NODATA;
-		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
-		    strncmp(rg->path, "/dev/shm/", 9))
-			rg->flags |= CK_REG_NODATA; /* the file itself holds the data */
-		for (uint32_t k = 0; k < pd->nskips && k < CK_PD_MAX_SKIPS; k++) {
-			if (pd->skips[k].start < rg->end && rg->start < pd->skips[k].end) {
-				char what[320];
-				rg->flags |= CK_REG_NODATA | CK_REG_PLUGIN;
-				snprintf(what, sizeof(what), "mapping %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end,
-					 rg->path ? rg->path : "");
-				pd->skips[k].why[sizeof(pd->skips[k].why) - 1] = 0;
-				ck__skip_add(m, pd->pid, what, pd->skips[k].why);
-				break;
-			}
-		}
-	}
-	if (snap != jp->pid && (r = ck__advice(jp)) < 0)
-		goto out;
-data:
-	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
-	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
-	for (size_t i = 0; i < p->nregions; i++) {
-		struct ck_region *rg = &p->regions[i];
-		struct ck__src src = {snap, rg->start, -1, -1, flags, NULL, 0, 0, 0};
-
-		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != pass)
-			continue;
-		/* Only anonymous private memory: fork copies its page table, so a
-		 * page absent there was never touched. (The vDSO's pages are not
-		 * copied by fork, file pages fault in lazily.) */
-		src.live = jp->wp && pass == 1;
-		if (jp->wp && ck_wp_covers(jp->wp, rg->start, rg->end))
-			src.wp = jp->wp;
-		else if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
-			src.pagemap_fd = pagemap;
-		/* Whether a restore may fill it through huge pages: only where
-		 * that does not turn a sparse region into a resident one. */
-		src.count = !(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO | CK_REG_SYSV)) &&
-			    rg->end - rg->start >= (4u << 20);
-		if (rg->flags & CK_REG_SHARED) {
-			struct ck__shared *x = ck__shared_find(rc, rg);
-			if (x) {
-				rg->first_chunk = x->first_chunk;
-				rg->nchunks = x->nchunks;
-				continue;
-			}
-		}
-		r = ck_writer_add(w, rg->end - rg->start, ck__read_src, &src, &rg->first_chunk, &rg->nchunks);
-		if (r < 0) {
-			if (r == -ESRCH && ck__proc_gone(jp->pid)) {
-				ck_err_set("process %d of the job exited during the checkpoint", jp->jpid);
-				goto out;
-			}
-			if (r == -ESRCH && snap != jp->pid && ck__proc_gone(snap)) {
-				ck_err_set("the snapshot of process %d of the job was killed during the checkpoint",
-					   jp->jpid);
-				goto out;
-			}
-			ck_err_wrap("region %" PRIx64 "-%" PRIx64 " %s", rg->start, rg->end, rg->path ? rg->path : "");
-			goto out;
-		}
-		if (src.count && src.data_pages * 10 >= (rg->end - rg->start) / 4096 * 9)
-			rg->flags |= CK_REG_DENSE;
-		if (rg->flags & CK_REG_SHARED) {
-			struct ck__shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
-			if (!ns) {
-				r = -ENOMEM;
-				goto out;
-			}
-			rc->shared = ns;
-			ns[rc->nshared++] = (struct ck__shared){rg->dev, rg->ino, rg->file_off, rg->end - rg->start,
-							       rg->first_chunk, rg->nchunks};
-		}
-		m->logical_bytes += rg->end - rg->start;
-	}
-	r = 0;
-out:
-	if (pagemap >= 0)
-		close(pagemap);
-	ck_maps_free(maps, n);
-	return r;
-}
-
-/* Contents of deleted files and memfds, read through /proc/PID/fd. */
-static int ck__save_fd_contents(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, unsigned flags)
-{
-	for (uint32_t i = 0; i < pd->nfds; i++) {
-		struct ck_pd_fd *f = &pd->fds[i];
-		struct ck__src src = {snap, 0, -1, -1, flags, NULL, 0, 0, 0};
-		char path[64];
-		off_t size;
-		int r;
-
-		if (f->kind != CK_FD_DELETED && f->kind != CK_FD_MEMFD)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/fd/%d", snap, f->fd);
-		src.file_fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (src.file_fd < 0) {
-			ck_err_set("cannot read descriptor %d (%s) of the job: %s", f->fd, f->path, strerror(errno));
-			return -errno;
-		}
-		/* The size recorded while the job was parked, not the current one. */
-		size = lseek(src.file_fd, 0, SEEK_END);
-		if (size >= 0 && (uint64_t)size < f->size)
-			f->size = (uint64_t)size;
-		r = ck_writer_add(w, f->size, ck__read_src, &src, &f->data_chunk, &f->data_nchunks);
-		close(src.file_fd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/* The unread bytes of every pipe and FIFO of the job, once per pipe, while
- * every process is parked: read through /proc (a second open of the same
- * pipe), put straight back, and saved with the first descriptor that
- * holds an end of it. Restore fills the new pipe before anyone runs. */
-static int ck__save_pipes(struct ckrun *c, struct ck__round *rc, struct ck_writer *w)
-{
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_procdesc *pd = c->procs[i].pd;
-		for (uint32_t k = 0; k < pd->nfds; k++) {
-			struct ck_pd_fd *f = &pd->fds[k];
-			char path[64], *buf = NULL;
-			int rfd, wfd = -1, avail = 0, r = 0;
-			size_t got = 0, seen = 0;
-
-			if (f->kind != CK_FD_PIPE && f->kind != CK_FD_FIFO)
-				continue;
-			for (size_t j = 0; j < rc->npipes && !seen; j++)
-				seen = rc->pipes[j][0] == f->dev && rc->pipes[j][1] == f->ino;
-			if (seen)
-				continue;
-			{
-				uint64_t(*n)[2] = realloc(rc->pipes, (rc->npipes + 1) * sizeof(*n));
-				if (!n)
-					return -ENOMEM;
-				rc->pipes = n;
-				n[rc->npipes][0] = f->dev;
-				n[rc->npipes][1] = f->ino;
-				rc->npipes++;
-			}
-			snprintf(path, sizeof(path), "/proc/%d/fd/%d", c->procs[i].pid, f->fd);
-			rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-			if (rfd < 0) {
-				ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
-					   strerror(errno));
-				return -errno;
-			}
-			f->pipe_cap = (uint32_t)fcntl(rfd, F_GETPIPE_SZ);
-			if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0) {
-				close(rfd);
-				continue;
-			}
-			wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-			buf = malloc((size_t)avail);
-			if (wfd < 0 || !buf) {
-				r = wfd < 0 ? -errno : -ENOMEM;
-				ck_err_set("process %d: cannot drain its pipe (descriptor %d): %s", pd->pid, f->fd,
-					   strerror(-r));
-				goto next;
-			}
-			while (got < (size_t)avail) {
-				ssize_t n = read(rfd, buf + got, (size_t)avail - got);
-				if (n <= 0)
-					break;
-				got += (size_t)n;
-			}
-			/* Back at once: the pipe had room for exactly these bytes. */
-			for (size_t put = 0; put < got;) {
-				ssize_t n = write(wfd, buf + put, got - put);
-				if (n <= 0) {
-					r = -EIO;
-					ck_err_set("process %d: cannot put %zu bytes back into its pipe (descriptor %d): %s",
-						   pd->pid, got - put, f->fd, strerror(errno));
-					goto next;
-				}
-				put += (size_t)n;
-			}
-			if (got)
-				r = ck_writer_add(w, got, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
-		next:
-			free(buf);
-			close(rfd);
-			if (wfd >= 0)
-				close(wfd);
-			if (r < 0)
-				return r;
-		}
-	}
-	return 0;
-}
-
-static int ck__zombie_status(pid_t pid)
-{
-	char path[64], buf[1024], *p;
-	size_t n;
-	FILE *f;
-	int field = 3;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	/* field 52: exit_code, as waitpid reports it */
-	for (p = p ? p + 2 : buf; *p && field < 52; p++)
-		if (*p == ' ')
-			field++;
-	return field == 52 ? atoi(p) : 0;
-}
-
-/* The job's tree: every attached process and every zombie. Process groups
- * must have their leader in the job, or be a session's whose leader has
- * gone (restore re-creates such a session with a helper). */
-static int ck__record_tree(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz)
-{
-	m->tasks = calloc(c->nprocs + nz + 1, sizeof(*m->tasks));
-	if (!m->tasks)
-		return -ENOMEM;
-	for (size_t i = 0; i < c->nprocs + nz; i++) {
-		struct ck_task *t = &m->tasks[m->ntasks];
-		pid_t host = i < c->nprocs ? c->procs[i].pid : zombies[i - c->nprocs], hppid = 0;
-		int32_t jpid = 0;
-
-		if (ck_proc_ids(host, &jpid, &t->pgid, &t->sid, &hppid) < 0)
-			continue; /* a zombie reaped meanwhile */
-		/* init's session and group (ns.c) are where a restore starts
-		 * every process anyway: recorded as 0, as ckrun's were before */
-		if (t->sid == 1)
-			t->sid = 0;
-		if (t->pgid == 1)
-			t->pgid = 0;
-		t->pid = jpid;
-		if (i < c->nprocs) {
-			t->ppid = c->procs[i].pd->ppid;
-		} else {
-			struct ck_jproc *pp = ck_procs_find(c, hppid);
-			t->flags = CK_TASK_ZOMBIE;
-			t->status = ck__zombie_status(host);
-			t->ppid = pp ? pp->jpid : 1;
-		}
-		m->ntasks++;
-	}
-	for (size_t i = 0; i < m->ntasks; i++) {
-		const struct ck_task *t = &m->tasks[i];
-		int leader = 0;
-		if (!t->pgid || t->pgid == t->sid)
-			continue;
-		for (size_t j = 0; j < m->ntasks; j++)
-			leader |= m->tasks[j].pid == t->pgid;
-		if (!leader) {
-			ck_err_set("process %d is in process group %d whose leader has exited: not supported yet", t->pid,
-				   t->pgid);
-			return -ENOTSUP;
-		}
-	}
-	return 0;
-}
-
-/* A tracer outside the job's namespace shows as TracerPid 0 inside it:
- * look from here. */
-static int ck__tracer_of(pid_t tid, const char *val, void *arg)
-{
-	(void)tid;
-	(void)arg;
-	return atoi(val);
-}
-
-static int ck__job_traced(pid_t pid, pid_t *tracer)
-{
-	*tracer = (pid_t)ck_proc_each_task(pid, "TracerPid:", ck__tracer_of, NULL);
-	return *tracer > 0;
-}
-
-static const char *ck__comm(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	buf[0] = 0;
-	if ((f = fopen(path, "re"))) {
-		if (fgets(buf, (int)len, f))
-			buf[strcspn(buf, "\n")] = 0;
-		fclose(f);
-	}
-	return buf;
-}
-
-/* Ask: every process of the job parks its threads, records its state and
- * takes its snapshot, each as soon as it can (a parked process's own state
- * cannot change). Returns 0 when every attached process has a snapshot and
- * the namespace holds no other live process: the consistent cut. Nothing
- * that crosses processes (pipes, sockets, shared memory) is read before. */
-static int ck__ask_all(struct ckrun *c, unsigned ckflags)
-{
-	uint64_t start = ck_now_ns(), unknown_since = 0;
-
-	c->round_asking = 1;
-	c->round_ckflags = ckflags;
-	c->round_seq = c->last_seq + 1;
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_jproc *p = &c->procs[i];
-		int fd = c->round_devfd;
-		struct ck_msg m;
-		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
-		m.type = CK_MSG_CHECKPOINT;
-		m.arg[0] = ckflags;
-		m.arg[1] = c->round_seq;
-		if (p->prearm == 2 && p->wp_pre) { /* its own userfaultfd instead */
-			m.arg[0] |= CK_CKPT_PREARMED;
-			fd = ck_wp_fd(p->wp_pre);
-		}
-		p->state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
-		p->snap = 0;
-	}
-	for (;;) {
-		struct ck_jproc *from;
-		struct ck_msg m;
-		pid_t sender, *live = NULL, *zomb = NULL;
-		size_t nlive = 0, nz = 0, waiting = 0;
-		int r = ck_procs_wait(c, NULL, 0, 100, &m, &from, &sender);
-
-		if (r < 0) {
-			ck_err_set("waiting for the job's processes: %s", strerror(-r));
-			return r;
-		}
-		if (r == 1 && !from && m.type == CK_MSG_GONE) {
-			/* Exiting: its channel may close before its other
-			 * descriptors are released (the kernel releases them in
-			 * no set order). Wait until it is a zombie, or a socket
-			 * whose peer it was still looks connected to a live peer
-			 * and comes back reset instead of at its EOF. */
-			pid_t gone = (pid_t)m.arg[0];
-			for (int k = 0; k < 2000 && !ck__proc_gone(gone); k++)
-				usleep(1000);
-		}
-		if (r == 1 && from && (m.type == CK_MSG_WP_FREEZE || m.type == CK_MSG_WP_THAW)) {
-			/* a pre-armed process at its cut (libckpt/wpprearm.c) */
-			int ok = from->prearm == 2 && from->wp_pre && from->state == CK_JP_ASKED;
-			if (ok)
-				ck_wp_freeze(from->wp_pre, m.type == CK_MSG_WP_FREEZE);
-			if (m.type == CK_MSG_WP_FREEZE)
-				ck_procs_send(from, CK_MSG_WP_FROZEN, ok ? 0 : (uint64_t)(int64_t)-ENOENT);
-			continue;
-		}
-		if (r == 1 && from && m.type == CK_MSG_FAILED) {
-			ck_err_set("process %d: %s", from->jpid, m.text);
-			return -ENOTSUP;
-		}
-		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != c->round_seq) {
-			if (sender != from->pid) /* a forked one; a write-protect one lifted already */
-				kill(sender, SIGKILL); /* of a round that ended without it */
-			continue;
-		}
-		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
-			if (m.arg[1] != sizeof(struct ck_procdesc)) {
-				ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64
-					   " vs %zu bytes): mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
-				return -EPROTO;
-			}
-			from->state = CK_JP_SNAPSHOT;
-			from->snap = c->nofork ? from->pid : sender;
-			from->wp_errno = 0;
-			if (from->wp_fd < 0 && m.len == sizeof(int32_t)) {
-				int32_t e;
-				memcpy(&e, m.text, sizeof(e));
-				from->wp_errno = e;
-			}
-			if (from->wp_fd < 0 && m.len == sizeof(struct ck_wp_info)) {
-				/* pre-armed: ckrun has the descriptor; its cut now */
-				struct ck_wp_info wi;
-				if (!from->wp_pre || from->prearm != 2 || sender != from->pid) {
-					ck_err_set("process %d: a write-protect snapshot without its descriptor", from->jpid);
-					return -EPROTO;
-				}
-				memcpy(&wi, m.text, sizeof(wi));
-				from->snap = from->pid;
-				if ((r = ck_wp_activate(from->wp_pre, &wi)) < 0) {
-					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
-					return -ESTALE; /* the round is repeated with a fork */
-				}
-				from->wp = from->wp_pre;
-			} else if (from->wp_pre && from->wp_fd < 0) {
-				ck_wp_freeze(from->wp_pre, 0); /* it forked after all: lift its writes again */
-			}
-			if (from->wp_fd >= 0) {
-				struct ck_wp_info wi;
-				int fd = from->wp_fd;
-
-				from->wp_fd = -1;
-				from->snap = from->pid;
-				if (m.len != sizeof(wi)) {
-					close(fd);
-					ck_err_set("process %d: a write-protect snapshot without its ranges", from->jpid);
-					return -EPROTO;
-				}
-				memcpy(&wi, m.text, sizeof(wi));
-				if ((r = ck_wp_add(&c->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
-					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
-					return -ESTALE; /* the round is repeated with a fork */
-				}
-			}
-			from->pd_addr = m.arg[0];
-			from->held = m.arg[2] != 0;
-			from->t_snap = ck_now_ns();
-			from->us_park = (uint32_t)m.arg[4];
-			from->us_record = (uint32_t)(m.arg[4] >> 32);
-			from->us_fork = (uint32_t)m.arg[5];
-		}
-		for (size_t i = 0; i < c->nprocs; i++)
-			waiting += c->procs[i].state != CK_JP_SNAPSHOT;
-		if (ck_now_ns() - start > 60000000000ull) {
-			ck_err_set("%zu process(es) of the job did not take their snapshot within 60 s", waiting);
-			return -ETIMEDOUT;
-		}
-		if (waiting) {
-			/* A process that exited before answering: its channel may
-			 * still be open in a child that has not attached yet. A
-			 * stopped one (SIGSTOP, a debugger) never answers. */
-			for (size_t i = 0; i < c->nprocs; i++) {
-				int st = ck_proc_state(c->procs[i].pid);
-				if (c->procs[i].state == CK_JP_SNAPSHOT)
-					continue;
-				if (!st) {
-					ck_procs_drop(c, &c->procs[i]);
-					break;
-				}
-				if ((st == 'T' || st == 't') && ck_now_ns() - start > 200000000ull) {
-					ck_err_set("process %d of the job is stopped (SIGSTOP or a debugger): it cannot "
-						   "take part in a checkpoint", c->procs[i].jpid);
-					return -ENOTSUP;
-				}
-			}
-			continue;
-		}
-		if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
-			return r;
-		{
-			pid_t stray = 0;
-			for (size_t i = 0; i < nlive && !stray; i++)
-				if (!ck_procs_find(c, live[i]))
-					stray = live[i];
-			free(live);
-			free(zomb);
-			if (!stray)
-				break;
-			/* Born just now, attaching, or running without libckpt. */
-			if (!unknown_since)
-				unknown_since = ck_now_ns();
-			if (ck_now_ns() - unknown_since > 3000000000ull) {
-				char comm[64];
-				int32_t jp = 0, pg, sd;
-				ck_proc_ids(stray, &jp, &pg, &sd, NULL);
-				ck_err_set("process %d (%s) of the job runs without libckpt (a static program, or "
-					   "LD_PRELOAD or its channel removed): not supported",
-					   jp, ck__comm(stray, comm, sizeof(comm)));
-				return -ENOTSUP;
-			}
-		}
-	}
-	c->round_asking = 0;
-	return 0;
-}
-
-/* Every process's descriptor, from its snapshot. */
-static int ck__read_descriptors(struct ckrun *c)
-{
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_jproc *p = &c->procs[i];
-		int r;
-		/* kept from round to round: its pages are already there */
-		if (!p->pd && !(p->pd = malloc(sizeof(*p->pd))))
-			return -ENOMEM;
-		/* the header, then only the used threads, descriptors and epoll
-		 * items: a full descriptor is megabytes, most of it empty */
-		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, CK_PD_HDR_SIZE)) < 0 ||
-		    p->pd->nthreads > CK_PD_MAX_THREADS || p->pd->nfds > CK_PD_MAX_FDS ||
-		    p->pd->nepitems > CK_PD_MAX_EPITEMS ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, threads), p->pd->threads,
-				     p->pd->nthreads * sizeof(p->pd->threads[0]))) < 0 ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, fds), p->pd->fds,
-				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
-				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
-			if (ck__proc_gone(p->pid)) { /* read from the process itself (no fork) */
-				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);
-				return -ESRCH;
-			}
-			ck_err_wrap("process %d: its descriptor", p->jpid);
-			return r < 0 ? r : -EPROTO;
-		}
-		ck_stdio_mark(c, p->pd);
-	}
-	return 0;
-}
-
-static void ck__end_round(struct ckrun *c, int result, int stop)
-{
-	c->round_asking = 0;
+	rd->asking = 0;
 	/* Before DONE: what is still protected is lifted, and ckrun's
 	 * userfaultfds (the last references) are closed. */
-	ck_wp_stop(c->wp, &c->wpn);
-	c->wp = NULL;
-	if (c->round_devfd >= 0)
-		close(c->round_devfd);
-	c->round_devfd = -1;
+	ck_wp_stop(rd->wp, &rd->wpn);
+	rd->wp = NULL;
+	if (rd->devfd >= 0)
+		close(rd->devfd);
+	rd->devfd = -1;
 	ck_procs_boost(c, 0); /* (already, if released) */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
@@ -873,7 +70,7 @@ static void ck__end_round(struct ckrun *c, int result, int stop)
 static int ck__all_alive(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++) {
-		if (ck__proc_gone(c->procs[i].pid)) {
+		if (ck_proc_gone(c->procs[i].pid)) {
 			ck_err_set("process %d of the job exited during the checkpoint", c->procs[i].jpid);
 			return -ESRCH;
 		}
@@ -881,104 +78,10 @@ static int ck__all_alive(struct ckrun *c)
 	return 0;
 }
 
-/* Phases of a round after every process parked, for -v -v. */
-struct ck__phases {
-	uint64_t last;
-	size_t n;
-	struct {
-		const char *name;
-		uint64_t ns;
-	} v[12];
-};
-
-static void ck__phase(struct ck__phases *ph, const char *name)
-{
-	uint64_t now = ck_now_ns();
-
-	if (ph->n < sizeof(ph->v) / sizeof(ph->v[0]))
-		ph->v[ph->n++] = (typeof(ph->v[0])){name, now - ph->last};
-	ph->last = now;
-}
-
-static int ck__cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* -v -v: how the frozen time was spent. Per process (the slowest to
- * announce its snapshot): waiting for its manager to run, parking its
- * threads, recording its state, forking; then ckrun's own phases. */
-static void ck__print_phases(const struct ckrun *c, uint64_t seq, uint64_t t_ask, const struct ck__phases *ph)
-{
-	uint64_t *at = calloc(c->nprocs ? c->nprocs : 1, sizeof(*at));
-	const struct ck_jproc *slow = NULL;
-	char line[1024];
-	int o;
-
-	if (!at)
-		return;
-	for (size_t i = 0; i < c->nprocs; i++) {
-		at[i] = c->procs[i].t_snap - t_ask;
-		if (!slow || c->procs[i].t_snap > slow->t_snap)
-			slow = &c->procs[i];
-	}
-	qsort(at, c->nprocs, sizeof(*at), ck__cmp_u64);
-	if (slow) {
-		uint64_t own = (uint64_t)slow->us_park + slow->us_record + slow->us_fork;
-		uint64_t total = (slow->t_snap - t_ask) / 1000;
-		fprintf(stderr,
-			"ckrun: checkpoint %" PRIu64 " phases: snapshots announced after %.1f (first), %.1f (median), "
-			"%.1f ms (last: process %d: %.1f ms to be scheduled and told, %.1f to park, %.1f to record, "
-			"%.1f to fork or write-protect)\n",
-			seq, (double)at[0] / 1e6, (double)at[c->nprocs / 2] / 1e6, (double)at[c->nprocs - 1] / 1e6,
-			slow->jpid, total > own ? (double)(total - own) / 1e3 : 0.0, slow->us_park / 1e3,
-			slow->us_record / 1e3, slow->us_fork / 1e3);
-	}
-	o = snprintf(line, sizeof(line), "ckrun: checkpoint %" PRIu64 " phases after all parked:", seq);
-	for (size_t i = 0; i < ph->n && o > 0 && (size_t)o < sizeof(line); i++)
-		o += snprintf(line + o, sizeof(line) - (size_t)o, "%s %s %.1f ms", i ? "," : "", ph->v[i].name,
-			      (double)ph->v[i].ns / 1e6);
-	fprintf(stderr, "%s\n", line);
-	free(at);
-}
-
 static void ck__release(struct ckrun *c)
 {
 	for (size_t i = 0; i < c->nprocs; i++)
 		ck_procs_send(&c->procs[i], CK_MSG_RELEASE, 0);
-}
-
-/* Mappings a write-protect snapshot read live without protection (files
- * the job cannot write to, the vDSO) must still be there as they were: a
- * job that unmapped or replaced one meanwhile may have been read wrong. */
-static int ck__wp_verify_maps(const struct ck_jproc *jp)
-{
-	struct ck_map *maps = NULL;
-	size_t n = 0, j = 0;
-	int r = ck_maps_read(jp->pid, &maps, &n);
-
-	if (r < 0) {
-		ck_err_wrap("process %d: after its write-protect snapshot", jp->jpid);
-		return -ESTALE;
-	}
-	for (size_t i = 0; i < jp->mp->nregions && r == 0; i++) {
-		const struct ck_region *rg = &jp->mp->regions[i];
-
-		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->wp, rg->start, rg->end))
-			continue;
-		while (j < n && maps[j].start < rg->start)
-			j++;
-		if (j == n || maps[j].start != rg->start || maps[j].end != rg->end || maps[j].prot != rg->prot ||
-		    maps[j].ino != rg->ino || maps[j].off != rg->file_off) {
-			ck_err_set("process %d changed its mapping 0x%" PRIx64 "-0x%" PRIx64 " %s during the write-protect "
-				   "snapshot", jp->jpid, rg->start, rg->end, rg->path ? rg->path : "");
-			r = -ESTALE;
-		}
-	}
-	ck_maps_free(maps, n);
-	return r;
 }
 
 static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp);
@@ -1091,22 +194,12 @@ static int ck__unprivileged_uffd(void)
 	return v == '1';
 }
 
-static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp)
+/* check: whether the job can take part at all. A refusal here touches
+ * nothing: no writer, no request. */
+static int ck__round_check(struct ckrun *c)
 {
-	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
-	const char *wt = getenv("CKPT_WRITER_THREADS");
-	struct ck__round rc = {0};
-	struct ck__phases ph = {0};
-	struct ck_manifest *m = NULL;
-	struct ck_writer *w = NULL;
-	uint64_t t0 = ck_now_ns(), t_rel = 0, t_parked = 0, t_ask = 0, t_pre = 0, req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
-	pid_t *live = NULL, *zomb = NULL;
-	size_t nlive = 0, nz = 0, npre = 0;
-	int held = 0, any_wp = 0, r;
-	unsigned ckflags = c->nofork ? CK_CKPT_NOFORK : 0;
+	int r;
 
-	if (wt && atoi(wt) > 0)
-		wo.threads = (unsigned)atoi(wt);
 	if (!c->nprocs) {
 		ck_err_set("the job is not ready for checkpoints yet");
 		return -EAGAIN;
@@ -1117,12 +210,24 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		return r;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		pid_t tracer = 0;
-		if (ck__job_traced(c->procs[i].pid, &tracer)) {
+		if (ck_job_traced(c->procs[i].pid, &tracer)) {
 			ck_err_set("the job is traced (ptrace) by process %d: not supported; the job keeps running",
 				   tracer);
 			return -ENOTSUP;
 		}
 	}
+	return 0;
+}
+
+/* begin: the writer, the boost, the write-protect snapshot's preparation. */
+static int ck__round_begin(struct ckrun *c, struct ck_round *rd)
+{
+	struct ck_writer_opts wo = {.level = 1, .threads = 2, .pack_size = 0};
+	const char *wt = getenv("CKPT_WRITER_THREADS");
+	int r;
+
+	if (wt && atoi(wt) > 0)
+		wo.threads = (unsigned)atoi(wt);
 	/* The writer first: opening it (threads, a store connection) is no
 	 * business of the job's frozen time. Its threads inherit this thread's
 	 * nice value: running them at a lower priority than the job means a
@@ -1131,39 +236,39 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	{
 		int old = getpriority(PRIO_PROCESS, (id_t)gettid());
 		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
-		r = ck_writer_open(c->store, c->job, c->last_seq + 1, c->prev, &wo, &w);
+		r = ck_writer_open(c->store, c->job, c->last_seq + 1, c->prev, &wo, &rd->w);
 		setpriority(PRIO_PROCESS, (id_t)gettid(), old);
 		if (r < 0)
-			goto fail;
+			return r;
 	}
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);
-	memset(&c->wpn, 0, sizeof(c->wpn));
-	c->wp_none = 0;
-	if (try_wp) {
+	memset(&rd->wpn, 0, sizeof(rd->wpn));
+	rd->wp_none = 0;
+	if (rd->try_wp) {
 		/* Opened here, not by the job: a user's job runs in a user
 		 * namespace, where userfaultfd(2) wants CAP_SYS_PTRACE over the
 		 * initial one, or vm.unprivileged_userfaultfd=1. Without it the
 		 * job tries userfaultfd(2) (root's job can), then forks. */
 		errno = EACCES;
 		if (!getenv("CKPT_TEST_NO_UFFD_DEV")) /* test knob: as if it were not ours to open */
-			c->round_devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-		c->wp_none = c->round_devfd < 0 && c->userns && !ck__unprivileged_uffd() ? errno : 0;
-		try_wp = !c->wp_none;
+			rd->devfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+		rd->wp_none = rd->devfd < 0 && c->userns && !ck__unprivileged_uffd() ? errno : 0;
+		rd->try_wp = !rd->wp_none;
 	}
-	if (try_wp) {
-		ckflags |= CK_CKPT_WP;
+	if (rd->try_wp) {
+		rd->ckflags |= CK_CKPT_WP;
 		/* Protect while the job runs; the cut then protects again only
 		 * what was written meanwhile (CKPT_TEST_NO_PREARM: at the cut;
 		 * so also as the kernel without PAGEMAP_SCAN, whose test knob
 		 * would not reach libckpt's own check). */
 		if (!getenv("CKPT_TEST_NO_PREARM") && !getenv("CKPT_TEST_NO_PAGEMAP_SCAN")) {
 			const char *hold = getenv("CKPT_TEST_PREARM_HOLD_MS");
-			t_pre = ck_now_ns();
-			if ((r = ck_prearm_all(c)) < 0)
-				goto fail;
-			t_pre = ck_now_ns() - t_pre;
+			rd->t_pre = ck_now_ns();
+			if ((r = ck_prearm_all(c, rd)) < 0)
+				return r;
+			rd->t_pre = ck_now_ns() - rd->t_pre;
 			/* Test knob: the job runs on, pre-armed, this long before the cut. */
 			if (hold && atoi(hold) > 0)
 				usleep((useconds_t)atoi(hold) * 1000);
@@ -1177,15 +282,22 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		if (delay && atoi(delay) > 0)
 			usleep((useconds_t)atoi(delay) * 1000);
 	}
-	t_ask = ck_now_ns(); /* the job runs unparked until here */
-	if ((r = ck__ask_all(c, ckflags)) < 0)
-		goto fail;
+	return 0;
+}
+
+/* cut: every process parked with its snapshot, its descriptor read. */
+static int ck__round_cut(struct ckrun *c, struct ck_round *rd)
+{
+	int r;
+
+	rd->t_ask = ck_now_ns(); /* the job runs unparked until here */
+	if ((r = ck_cut_ask(c, rd)) < 0)
+		return r;
 	if (!c->nprocs) { /* every process exited while asked: the job is ending */
 		ck_err_set("the job ended during the checkpoint");
-		r = -ESRCH;
-		goto fail;
+		return -ESRCH;
 	}
-	t_parked = ph.last = ck_now_ns();
+	rd->t_parked = rd->ph.last = ck_now_ns();
 	/* The job's main process first: a restore starts the tree from it, and
 	 * its end is the job's end. */
 	for (size_t i = 1; i < c->nprocs; i++)
@@ -1203,18 +315,25 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 			usleep((useconds_t)atoi(hold) * 1000);
 		}
 	}
-	if ((r = ck__read_descriptors(c)) < 0)
-		goto fail;
-	ck__phase(&ph, "descriptors");
-	if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
-		goto fail;
-	m = calloc(1, sizeof(*m));
-	if (!m || !(m->procs = calloc(c->nprocs, sizeof(*m->procs)))) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	if ((r = ck__record_tree(c, m, zomb, nz)) < 0)
-		goto fail;
+	if ((r = ck_cut_descriptors(c)) < 0)
+		return r;
+	ck_round_phase(&rd->ph, "descriptors");
+	return 0;
+}
+
+/* record: with every process parked, what crosses processes. */
+static int ck__round_record(struct ckrun *c, struct ck_round *rd)
+{
+	struct ck_manifest *m;
+	int r;
+
+	if ((r = ck_procs_scan(c, &rd->live, &rd->nlive, &rd->zomb, &rd->nz)) < 0)
+		return r;
+	m = rd->m = calloc(1, sizeof(*m));
+	if (!m || !(m->procs = calloc(c->nprocs, sizeof(*m->procs))))
+		return -ENOMEM;
+	if ((r = ck_tree_record(c, m, rd->zomb, rd->nz)) < 0)
+		return r;
 	m->version = CK_MANIFEST_VERSION;
 	m->seq = c->last_seq + 1;
 	m->job = strdup(c->job);
@@ -1224,32 +343,32 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	m->argv = calloc(m->argc + 1, sizeof(char *));
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
-	ck__phase(&ph, "tree");
-	if ((r = ck__save_pipes(c, &rc, w)) < 0)
-		goto fail;
-	ck__phase(&ph, "pipes");
+	ck_round_phase(&rd->ph, "tree");
+	if ((r = ck_fds_record(c, rd, rd->w)) < 0)
+		return r;
+	ck_round_phase(&rd->ph, "pipes");
 	{
-		/* plugins' agent halves (sockets), while all are parked */
+		/* the plugins' ckrun halves, while all are parked */
 		struct ck_procdesc **pds = calloc(c->nprocs, sizeof(*pds));
 		pid_t *pids = calloc(c->nprocs, sizeof(*pids));
 		for (size_t i = 0; pds && pids && i < c->nprocs; i++) {
 			pds[i] = c->procs[i].pd;
 			pids[i] = c->procs[i].pid;
 		}
-		r = pds && pids ? ck_agent_plugins_checkpoint(pds, pids, c->nprocs, w, m) : -ENOMEM;
+		r = pds && pids ? ck_agent_plugins_checkpoint(pds, pids, c->nprocs, rd->w, m) : -ENOMEM;
 		free(pds);
 		free(pids);
 		if (r < 0)
-			goto fail;
+			return r;
 	}
-	ck__phase(&ph, "sockets");
-	if ((r = ck_sysv_save(c, w, m)) < 0)
-		goto fail;
-	ck__phase(&ph, "System V");
+	ck_round_phase(&rd->ph, ck_agent_plugins_phase());
+	if ((r = ck_sysv_save(c, rd->w, m)) < 0)
+		return r;
+	ck_round_phase(&rd->ph, "System V");
 	/* The main process first: restore starts the tree from it. */
 	for (size_t i = 0; i < c->nprocs; i++) {
-		held |= c->procs[i].held;
-		any_wp |= c->procs[i].wp != NULL;
+		rd->held |= c->procs[i].held;
+		rd->any_wp |= c->procs[i].wp != NULL;
 	}
 	m->nprocs = c->nprocs;
 	for (size_t i = 0; i < c->nprocs; i++) {
@@ -1264,118 +383,113 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		p->restart_stack = jp->pd->restart_stack;
 	}
 	if ((r = ck__all_alive(c)) < 0)
-		goto fail;
-	ck__phase(&ph, "liveness");
-	if (!c->nofork && !held && !any_wp) {
-		ck__release(c);
-		t_rel = ck_now_ns();
-		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
-		ck__round_nice(c, 1);
-		ck__phase(&ph, "release");
-	}
+		return r;
+	ck_round_phase(&rd->ph, "liveness");
+	return 0;
+}
+
+/* The job runs on from here while its snapshots are read. */
+static void ck__round_release(struct ckrun *c, struct ck_round *rd)
+{
+	ck__release(c);
+	rd->t_rel = ck_now_ns();
+	ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
+	ck__round_nice(c, 1);
+	ck_round_phase(&rd->ph, "release");
+}
+
+/* save: memory and descriptor contents, in two passes around RELEASE
+ * (memory.c says which region is read in which pass). */
+static int ck__round_save(struct ckrun *c, struct ck_round *rd)
+{
+	struct ck_manifest *m = rd->m;
+	int r = 0;
+
+	if (!c->nofork && !rd->held && !rd->any_wp)
+		ck__round_release(c, rd);
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp, m, flags, 0);
+		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 0);
 		if (r == 0)
-			r = ck__save_fd_contents(w, jp->snap, jp->pd, flags);
+			r = ck_fds_save_data(rd->w, jp->snap, jp->pd, rd->flags);
 	}
 	if (r < 0)
-		goto fail;
-	if (!c->nofork && (held || any_wp)) {
-		ck__phase(&ph, any_wp ? "unprotected memory" : "shared memory, deleted files");
-		ck__release(c);
-		t_rel = ck_now_ns();
-		ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
-		ck__round_nice(c, 1);
-		ck__phase(&ph, "release");
+		return r;
+	if (!c->nofork && (rd->held || rd->any_wp)) {
+		ck_round_phase(&rd->ph, rd->any_wp ? "unprotected memory" : "shared memory, deleted files");
+		ck__round_release(c, rd);
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
-		r = ck__save_regions(&rc, w, jp, m, flags, 1);
+		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 1);
 		if (r == 0 && jp->snap == jp->pid)
-			r = ck__advice(jp);
+			r = ck_mem_advice(jp);
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
 			if (jp->pd->fds[k].kind == CK_FD_PLUGIN) {
 				char what[64];
 				snprintf(what, sizeof(what), "descriptor %d", jp->pd->fds[k].fd);
-				ck__skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
+				ck_skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
 			}
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++)
 		if (c->procs[i].wp)
-			r = ck__wp_verify_maps(&c->procs[i]);
+			r = ck_mem_wp_verify(&c->procs[i]);
 	if (r == 0)
-		r = ck_wp_check(c->wp);
+		r = ck_wp_check(rd->wp);
+	return r;
+}
+
+/* commit: the last pack flushed, the lock and the packs checked, the
+ * manifest written. */
+static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
+{
+	struct ck_manifest *m = rd->m;
+	int r = ck_writer_finish(rd->w, m);
+
+	rd->w = NULL;
 	if (r < 0)
-		goto fail;
-	r = ck_writer_finish(w, m);
-	w = NULL;
-	if (r < 0)
-		goto fail;
-	m->time_ns = ck__wall_ns();
-	m->duration_ns = ck_now_ns() - t0;
+		return r;
+	m->time_ns = ck_wall_ns();
+	m->duration_ns = ck_now_ns() - rd->t0;
 	/* from the request to suspend (the first process to park cannot park
 	 * earlier) to the release of all */
-	m->frozen_ns = (c->nofork ? ck_now_ns() : t_rel) - t_ask;
+	m->frozen_ns = (c->nofork ? ck_now_ns() : rd->t_rel) - rd->t_ask;
 	/* Still the job's only writer, and every pack this checkpoint names
 	 * still there (ckpt rm --force may have removed the previous one's
 	 * under us: then ck_round writes the round again without it). */
 	if ((r = ck_joblock_check(c->lock)) < 0) {
 		ck_err_wrap("nothing committed");
-		goto fail;
+		return r;
 	}
 	if ((r = ck_manifest_check_packs(c->store, m)) < 0) {
 		if (r == -ENOENT || r == -EBADMSG)
 			r = -ENOLINK;
-		goto fail;
+		return r;
 	}
-	/* A stop's round past its grace commits nothing (grace.c). */
-	if ((flags & CK_ROUND_STOP) && (r = ck_grace_check()) < 0)
-		goto fail;
-	if ((r = ck_manifest_commit(c->store, m)) < 0)
-		goto fail;
+	/* a stop's round: its grace may have run out while it was written */
+	if ((rd->flags & CK_ROUND_STOP) && (r = ck_grace_check()) < 0)
+		return r;
+	return ck_manifest_commit(c->store, m);
+}
+
+/* After the commit: the job resumes, the manifest becomes the previous
+ * one, retention. */
+static void ck__round_done(struct ckrun *c, struct ck_round *rd)
+{
+	size_t npre = 0;
+
 	for (size_t i = 0; i < c->nprocs; i++)
 		npre += c->procs[i].wp && c->procs[i].wp == c->procs[i].wp_pre;
-	ck__end_round(c, 0, flags & CK_ROUND_STOP);
-	c->round_snapshot = any_wp ? "write-protect" : !c->nofork ? "fork" : "none";
-	if (c->verbose) {
-		char req[64] = "";
-		char snap[320] = "";
-		if (any_wp) {
-			int o = snprintf(snap, sizeof(snap),
-				     ", write-protect snapshot: %" PRIu64 " faults, %" PRIu64 " blocks copied aside (%" PRIu64
-				     " through the spill file)",
-				     c->wpn.faults, c->wpn.blocks_aside, c->wpn.blocks_spilled);
-			if (npre && o > 0 && (size_t)o < sizeof(snap))
-				snprintf(snap + o, sizeof(snap) - (size_t)o,
-					 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
-					 npre, c->nprocs, (double)t_pre / 1e9, c->wpn.pre_faults);
-		} else if (!c->nofork && c->wp_none) {
-			snprintf(snap, sizeof(snap),
-				 ", forked snapshot (write protection: no userfaultfd for this user: /dev/userfaultfd: %s, "
-				 "and vm.unprivileged_userfaultfd is 0)",
-				 strerror(c->wp_none));
-		} else if (!c->nofork) {
-			int e = 0;
-			for (size_t i = 0; i < c->nprocs && !e; i++)
-				e = c->procs[i].wp_errno;
-			snprintf(snap, sizeof(snap), ", forked snapshot%s%s%s", e ? " (write protection: " : "",
-				 e ? strerror(e) : "", e ? ")" : "");
-		}
-		if (ck_s3_request_count && ck_s3_request_count() > req0)
-			snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
-		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
-				" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s%s\n",
-			m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - t0) / 1e9,
-			(double)m->frozen_ns / 1e9, (double)(t_parked - t_ask) / 1e9, snap, req);
-		if (c->verbose > 1)
-			ck__print_phases(c, m->seq, t_ask, &ph);
-	}
-	c->last_seq = m->seq;
+	ck__end_round(c, rd, 0, rd->flags & CK_ROUND_STOP);
+	c->round_snapshot = rd->any_wp ? "write-protect" : !c->nofork ? "fork" : "none";
+	if (c->verbose)
+		ck_round_print_commit(c, rd, npre);
+	c->last_seq = rd->m->seq;
 	ck_manifest_free(c->prev);
-	c->prev = m;
+	c->prev = rd->m;
+	rd->m = NULL;
 	{
 		/* No round is in flight: ours just committed, and the lock keeps
 		 * others out. */
@@ -1395,25 +509,43 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 		}
 		ck_retain_report_free(&rep);
 	}
+}
+
+static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, int try_wp)
+{
+	struct ck_round rd = {.flags = flags, .try_wp = try_wp, .ckflags = c->nofork ? CK_CKPT_NOFORK : 0, .devfd = -1};
+	int r;
+
+	rd.t0 = ck_now_ns();
+	rd.req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
+	if ((r = ck__round_check(c)) < 0)
+		return r;
+	c->round = &rd;
+	if ((r = ck__round_begin(c, &rd)) < 0 || (r = ck__round_cut(c, &rd)) < 0 ||
+	    (r = ck__round_record(c, &rd)) < 0 || (r = ck__round_save(c, &rd)) < 0 ||
+	    (r = ck__round_commit(c, &rd)) < 0)
+		goto fail;
+	ck__round_done(c, &rd);
 	*seq_out = c->last_seq;
 	r = 0;
 	goto out;
 fail:
-	if (w)
-		ck_writer_abort(w);
-	ck__end_round(c, r, 0);
+	if (rd.w)
+		ck_writer_abort(rd.w);
+	ck__end_round(c, &rd, r, 0);
 	if (r == -ENOTSUP && !strstr(ck_err_msg(), "keeps running")) {
 		/* a refusal: say that nothing happened to the job */
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", ck_err_msg());
 		ck_err_set("%s; the job keeps running", why);
 	}
-	ck_manifest_free(m);
+	ck_manifest_free(rd.m);
 out:
+	c->round = NULL;
 	ck__round_nice(c, 0);
-	free(live);
-	free(zomb);
-	free(rc.shared);
-	free(rc.pipes);
+	free(rd.live);
+	free(rd.zomb);
+	free(rd.shared);
+	free(rd.pipes);
 	return r;
 }

@@ -7,10 +7,13 @@
  * cannot, since after a restart its idea of ckrun's stdio would be the
  * first ckrun's, and the new ckrun's pipe or log would be taken for one of
  * the job's own (output into a pipe nobody reads after a second restart,
- * an earlier run's log written over). */
+ * an earlier run's log written over). At a restore (ck_stdio_remake)
+ * the job's stdio descriptors become the new ckrun's. */
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/kinds.h"
 
 void ck_stdio_record(struct ckrun *c)
 {
@@ -47,7 +50,7 @@ void ck_stdio_mark(const struct ckrun *c, struct ck_procdesc *pd)
 			continue;
 		if (S_ISREG(f->mode)) {
 			/* saved as the file it is; at a restart the new ckrun's
-			 * if that one does not hold it (restore.c) */
+			 * if that one does not hold it (files.c: ck_file_remake) */
 			if (f->fd <= 2 && which == f->fd)
 				f->xflags |= CK_PD_FD_STDIO_FILE;
 			continue;
@@ -58,4 +61,18 @@ void ck_stdio_mark(const struct ckrun *c, struct ck_procdesc *pd)
 		f->peer = -1;
 		f->u64[0] = (uint64_t)which + 1;
 	}
+}
+
+/* Restore: the new ckrun's descriptor of the same number, or the one the
+ * round found it was (u64[0] - 1: a dup of stdout at 5); /dev/null if
+ * the new ckrun has none. */
+int ck_stdio_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	(void)rd;
+	(void)o;
+	*fd = fcntl(f->kind == CK_FD_STDIO && f->u64[0] >= 1 && f->u64[0] <= 3 ? (int)f->u64[0] - 1 : f->fd,
+		    F_DUPFD_CLOEXEC, 3);
+	if (*fd < 0)
+		*fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	return 0;
 }

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 
 struct ck_telemetry {
 	pthread_mutex_t mu;

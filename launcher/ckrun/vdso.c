@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/vdso.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "libckpt/pagemap_scan.h"
+#include "ckrun/pagemap_scan.h"
 
 #define CK__PM_PRESENT_OR_SWAP (3ull << 62)
 #define CK__VEC 512

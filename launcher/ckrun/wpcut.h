@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "libckpt/proto.h"
+#include "ckrun/proto.h"
 
 /* pagemap entry: the page is write-protected (userfaultfd) */
 #define CK_PM_UFFD_WP (1ull << 57)

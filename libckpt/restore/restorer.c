@@ -29,9 +29,9 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 
-#include "launcher/manifest.h"
+#include "ckrun/proto.h"
+#include "ckrun/regions.h"
 #include "libckpt/ck_sys.h"
-#include "libckpt/proto.h"
 
 char ck_rst_stack[128 << 10] __attribute__((aligned(64)));
 __asm__(".globl ck_rst_stack_top\n.set ck_rst_stack_top, ck_rst_stack + (128 << 10)\n");

@@ -2,7 +2,7 @@
  * for the device to finish its queued work, then copy every physical
  * allocation into ordinary anonymous host memory, which the memory image
  * carries. The copies are made here, not at PRECHECKPOINT, because they
- * allocate (see libckpt/plugin.h). */
+ * allocate (see ckrun/plugin.h). */
 #include "cu_internal.h"
 
 #include <errno.h>

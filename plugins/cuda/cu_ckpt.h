@@ -6,7 +6,7 @@
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wcomment"
-#include "libckpt/plugin.h"
+#include "ckrun/plugin.h"
 #pragma GCC diagnostic pop
 
 #endif

@@ -3,6 +3,26 @@
 # each built bare against the simulated driver as $(BUILD)/tests/cuda/cuda-NAME,
 # and the standalone plugin harness cuda-plugin-test (plugin sources + a fake
 # plugin registry + every workload). tests/suite/50-cuda.sh runs them.
+#
+# The simulated driver (tests/cuda/sim, a test double of libcuda.so.1 for
+# machines without a GPU) comes first: the rules below need it.
+CKSIM_SRCS := $(wildcard tests/cuda/sim/*.c)
+CKSIM_OBJS := $(CKSIM_SRCS:%.c=$(BUILD)/pic/%.o)
+CKSIM_LIB  := $(BUILD)/sim/libcuda.so.1
+
+$(BUILD)/pic/tests/cuda/sim/%.o: tests/cuda/sim/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC -fvisibility=hidden -MMD -MP -c $< -o $@
+
+# -Bsymbolic: the driver's calls to its own entry points must not be caught
+# by an interposer loaded before it, as with the real driver.
+$(CKSIM_LIB): $(CKSIM_OBJS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,-z,defs -Wl,-Bsymbolic -o $@ $^ -lpthread
+	ln -sf libcuda.so.1 $(BUILD)/sim/libcuda.so
+
+ALL_TARGETS += $(CKSIM_LIB)
+
 CUTEST_WLS   := $(patsubst tests/cuda/wl_%.c,%,$(wildcard tests/cuda/wl_*.c))
 CUTEST_BARE  := $(CUTEST_WLS:%=$(BUILD)/tests/cuda/cuda-%)
 CUTEST_LINK   = -L$(BUILD)/sim -lcuda -Wl,-rpath,'$$ORIGIN/../../sim'

@@ -13,9 +13,9 @@
  * Prints what it checks; on failure, the store's one error line, and exits 1.
  * Endpoint and credentials come from the environment, as for ckrun;
  * S3CHECK_CA names a private CA bundle (the --s3-ca option). */
-#include "launcher/store.h"
-#include "launcher/ck_err.h"
-#include "launcher/s3/store_s3.h"
+#include "launcher/store/store.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/store/s3/store_s3.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The write-protect snapshot (launcher/ckrun/wpsnap.c, libckpt/wpsnap.c):
+# The write-protect snapshot (launcher/ckrun/wpread.c, libckpt/wpsnap.c):
 #   used      with --snapshot wp, the job's writes during a round are served
 #             (faults > 0), and a restore from it gives the bare output;
 #   late-events  the same with the kernel's layout events taking effect

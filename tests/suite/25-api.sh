@@ -16,11 +16,11 @@ check() { # NAME FILE EXPECTED-FILE
 }
 
 "$app" 2 >"$W/bare.out"
-printf 'present 0 register -1000\nstep 0: request -1000 restarted -1000 callbacks 0\nstep 1: request -1000 restarted -1000 callbacks 0\n' >"$W/bare.exp"
+printf 'present 0 version -1000 register -1000\nstep 0: request -1000 restarted -1000 callbacks 0\nstep 1: request -1000 restarted -1000 callbacks 0\n' >"$W/bare.exp"
 check bare "$W/bare.out" "$W/bare.exp"
 
 ck --store "$W/store" --job api -- "$app" 2 >"$W/ck.out" 2>"$W/ck.err"
-printf 'present 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 0 callbacks 0\n' >"$W/ck.exp"
+printf 'present 1 version 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 0 callbacks 0\n' >"$W/ck.exp"
 check under-ckrun "$W/ck.out" "$W/ck.exp"
 
 # Resuming from the newest checkpoint (taken at step 1's request): the
@@ -33,5 +33,5 @@ printf 'step 1: request 0 restarted 1 callbacks 1\n' >"$W/ck2.exp"
 check after-restore "$W/ck2.out" "$W/ck2.exp"
 
 ck --resume --store "$W/store" --job api -- "$app" 2 1<>"$W/ck.out" 2>>"$W/ck.err"
-printf 'present 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 1 callbacks 1\n' >"$W/ck3.exp"
+printf 'present 1 version 1 register 0\nstep 0: request 0 restarted 0 callbacks 0\nstep 1: request 0 restarted 1 callbacks 1\n' >"$W/ck3.exp"
 check after-restore-same-file "$W/ck.out" "$W/ck3.exp"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launcher/manifest.h"
+#include "launcher/image/manifest.h"
 
 static inline char *ck__sample_dup(const char *s)
 {

@@ -6,9 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
-#include "launcher/manifest.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/manifest.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 

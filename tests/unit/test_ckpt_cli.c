@@ -7,10 +7,10 @@
 #include <limits.h>
 #include <sys/wait.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/ck_err.h"
-#include "launcher/joblock.h"
-#include "launcher/manifest.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/store/joblock.h"
+#include "launcher/image/manifest.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/ctl.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/common/ctl.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 

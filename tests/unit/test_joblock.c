@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/joblock.h"
-#include "launcher/store.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/store/joblock.h"
+#include "launcher/store/store.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 

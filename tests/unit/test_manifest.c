@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <openssl/evp.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/manifest.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/image/manifest.h"
 #include "tests/unit/sample_manifest.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"

@@ -2,9 +2,9 @@
  * sources, the XML reader, and a clean error after retries when nothing
  * listens. Secrets must never reach an error message. */
 #include "tests/unit/unit.h"
-#include "launcher/ck_err.h"
-#include "launcher/s3/s3.h"
-#include "launcher/s3/store_s3.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/store/s3/s3.h"
+#include "launcher/store/s3/store_s3.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,8 +7,8 @@
  * working directory, or a folder above the executable (the checkout it was
  * built in). Missing vectors are a failure, never a silent pass. */
 #include "tests/unit/unit.h"
-#include "launcher/s3/sigv4.h"
-#include "launcher/s3/s3_buf.h"
+#include "launcher/store/s3/sigv4.h"
+#include "launcher/store/s3/s3_buf.h"
 
 #include <dirent.h>
 #include <stdarg.h>

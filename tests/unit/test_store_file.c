@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <linux/magic.h>
 
-#include "launcher/ck_err.h"
-#include "launcher/store.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/store/store.h"
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 

@@ -25,9 +25,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "launcher/chunkio.h"
-#include "launcher/manifest.h"
-#include "libckpt/procdesc.h"
+#include "launcher/image/chunkio.h"
+#include "launcher/image/manifest.h"
+#include "ckrun/procdesc.h"
 
 /* u64[0]: family | type << 16 | state << 32 */
 enum ck_sock_state {

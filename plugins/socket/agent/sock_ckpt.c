@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "launcher/ck_err.h"
+#include "launcher/common/ck_err.h"
 #include "plugins/socket/agent/sock.h"
 
 struct ck__sk {

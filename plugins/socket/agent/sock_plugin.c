@@ -22,8 +22,10 @@ static void ck__release(void *state)
 }
 
 static const struct ck_agent_plugin ck__socket_agent = {
+	.abi = CK_AGENT_PLUGIN_ABI,
 	.name = "socket",
 	.fd_kind = CK_FD_SOCKET,
+	.phase = "sockets",
 	.checkpoint = ck_sock_checkpoint,
 	.prepare = ck__prepare,
 	.fd = ck__fd,

@@ -1,0 +1,191 @@
+/* ckrun contract: the process descriptor.
+ *
+ * Version: CK_PD_VERSION below (2: credentials). Images store it verbatim,
+ * so any change of layout bumps the version; tests/golden/procdesc-v2.bin
+ * holds version 2's bytes. Used by libckpt (fills it), ckrun (reads it,
+ * re-creates descriptors from it, packs it into the manifest:
+ * launcher/image/procdesc_pack.h), ckpt (prints it) and the plugins.
+ *
+ * The process descriptor: what libckpt records about a process at a
+ * checkpoint, besides its memory. libckpt fills it (while the job's threads
+ * are parked) in its own static memory; ckrun reads it from the snapshot,
+ * uses it to re-create descriptors at restore and stores it in the manifest
+ * (struct ck_proc.desc) as: header, then nthreads threads, then nfds fds.
+ * Fixed-size, versioned; a layout change bumps CK_PD_VERSION. */
+#ifndef CK_CONTRACT_PROCDESC_H
+#define CK_CONTRACT_PROCDESC_H
+
+#include <assert.h>
+#include <stdint.h>
+
+#include "ckrun/ctx_layout.h"
+
+#define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
+#define CK_PD_VERSION 2 /* 2: credentials */
+#define CK_PD_MAX_THREADS 512
+#define CK_PD_MAX_FDS 1024
+#define CK_PD_PATH 512
+#define CK_PD_NSIG 65 /* 1..64 */
+#define CK_PD_NRLIMIT 16
+#define CK_PD_MAX_GROUPS 1024
+
+struct ck_pd_thread {
+	int32_t tid;
+	uint32_t flags; /* CK_PDT_* */
+	uint64_t fs_base;
+	uint64_t tid_addr;    /* PR_GET_TID_ADDRESS: glibc's pd->tid */
+	uint64_t robust_head; /* get_robust_list */
+	uint64_t robust_len;
+	uint64_t rseq_addr; /* 0 if not registered */
+	uint32_t rseq_len;
+	uint32_t rseq_sig;
+	char comm[16];       /* PR_GET_NAME */
+	uint64_t timerslack; /* PR_GET_TIMERSLACK */
+	/* credentials (per thread in the kernel): real, effective, saved,
+	 * filesystem ids as the job's user namespace numbers them */
+	uint32_t uid[4], gid[4];
+	uint64_t cap_eff, cap_prm, cap_inh;
+	uint32_t securebits; /* PR_GET_SECUREBITS */
+	uint32_t pad_cred;
+	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
+};
+#define CK_PDT_MAIN 0x1    /* thread-group leader */
+#define CK_PDT_MANAGER 0x2 /* libckpt's own manager thread */
+#define CK_PDT_NNP 0x4     /* no_new_privs set on this thread */
+
+/* descriptor kinds */
+enum ck_pd_fd_kind {
+	CK_FD_NONE = 0,
+	CK_FD_STDIO,    /* ckrun's stdio (tty/pipe/socket; marked by ckrun): take the new ckrun's
+			 * descriptor u64[0] - 1 (0: the same number) */
+	CK_FD_FILE,     /* regular file or directory, reopened by path at offset */
+	CK_FD_DELETED,  /* regular file deleted while open: contents saved */
+	CK_FD_MEMFD,    /* memfd: contents and seals saved */
+	CK_FD_DEV,      /* character device by path (/dev/null, zero, urandom, ...) */
+	CK_FD_PIPE,     /* pipe end; the other end anywhere in the job, or gone */
+	CK_FD_FIFO,     /* named pipe, reopened by path */
+	CK_FD_EVENTFD,
+	CK_FD_TIMERFD,
+	CK_FD_SIGNALFD,
+	CK_FD_EPOLL,
+	CK_FD_PLUGIN,   /* owned by a plugin */
+	CK_FD_DUP,      /* same open file description as descriptor `peer` */
+	CK_FD_SOCKET,   /* a socket: ckrun's socket plugin (plugins/socket/agent) reads,
+			 * drains and re-creates it; u64[] and path[] are the plugin's */
+};
+
+struct ck_pd_fd {
+	int32_t fd;
+	uint32_t kind;
+	int32_t flags;   /* F_GETFL */
+	int32_t fdflags; /* F_GETFD (FD_CLOEXEC) */
+	uint64_t offset;
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	uint32_t mode;
+	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */
+	uint64_t pipe_off; /* unused (0) */
+	uint32_t pipe_len; /* unused (0): ckrun saves unread pipe bytes as data chunks */
+	uint32_t pipe_cap; /* F_GETPIPE_SZ */
+	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
+			    * signalfd: mask; memfd: seals */
+	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
+	uint32_t data_nchunks;
+	uint32_t xflags; /* CK_PD_FD_* (0 in images before it was added) */
+	char path[CK_PD_PATH];
+};
+
+/* A regular file that was ckrun's own stdio at the cut (`ckrun > log`): at
+ * restart it is the new ckrun's descriptor, unless that is the same file
+ * still holding the saved offset, where the job goes on writing. */
+#define CK_PD_FD_STDIO_FILE 0x1
+
+/* One registration of an epoll instance, re-added at restart. */
+struct ck_pd_epitem {
+	int32_t epfd, tfd;
+	uint32_t events;
+	uint32_t pad;
+	uint64_t data;
+};
+#define CK_PD_MAX_EPITEMS 4096
+
+/* A pending signal with its siginfo, re-queued at restart in this order.
+ * tid 0: process-directed. */
+struct ck_pd_siginfo {
+	int32_t tid;
+	int32_t sig;
+	uint8_t info[128];
+};
+#define CK_PD_MAX_SIGINFO 256
+
+/* A POSIX timer (timer_create), re-created with the same id. */
+struct ck_pd_timer {
+	int32_t id, clock;
+	int32_t notify; /* SIGEV_* as the kernel holds it (SIGEV_THREAD_ID bit included) */
+	int32_t signo;
+	uint64_t value;   /* sigev_value */
+	int32_t tid;      /* SIGEV_THREAD_ID target */
+	uint32_t pad;
+	uint64_t value_ns, interval_ns; /* remaining time, period */
+};
+#define CK_PD_MAX_TIMERS 64
+
+/* A mapping a plugin leaves out of the image (device memory it rebuilds). */
+struct ck_pd_skip {
+	uint64_t start, end;
+	char why[64];
+};
+#define CK_PD_MAX_SKIPS 64
+
+struct ck_pd_sigaction { /* the kernel's struct sigaction layout */
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+struct ck_procdesc {
+	uint32_t magic, version;
+	uint32_t size; /* sizeof(struct ck_procdesc) */
+	int32_t pid, ppid;
+	uint32_t nthreads, nfds, nepitems;
+	uint32_t umask;
+	uint32_t nsiginfo, ntimers;
+	uint32_t nskips;
+	uint32_t nsysv; /* System V attachments the snapshot lacks: ckrun reads them from the process */
+	struct ck_pd_skip skips[CK_PD_MAX_SKIPS];
+	int32_t dumpable, pad2; /* PR_GET_DUMPABLE */
+	int32_t child_subreaper, pdeathsig;
+	struct ck_pd_timer timers[CK_PD_MAX_TIMERS];
+	struct ck_pd_siginfo siginfo[CK_PD_MAX_SIGINFO];
+	/* mm fields for PR_SET_MM_MAP */
+	uint64_t start_code, end_code, start_data, end_data, start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t auxv[64];
+	uint32_t auxv_size; /* bytes */
+	uint32_t pad0;
+	uint64_t pipebuf, pipebuf_size; /* unused (0) */
+	struct ck_pd_sigaction sigact[CK_PD_NSIG];
+	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
+	uint64_t rlimit[CK_PD_NRLIMIT][2];
+	uint64_t restart_entry, restart_arg, restart_stack;
+	char exe[CK_PD_PATH];
+	char cwd[CK_PD_PATH];
+	/* credentials of the whole process (the main thread's): capability
+	 * bounding and ambient sets, supplementary groups */
+	uint64_t cap_bnd, cap_amb;
+	uint32_t ngroups, pad3;
+	uint32_t groups[CK_PD_MAX_GROUPS];
+	struct ck_pd_thread threads[CK_PD_MAX_THREADS];
+	struct ck_pd_fd fds[CK_PD_MAX_FDS];
+	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
+};
+
+static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");
+static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");
+
+/* Size of the compact form stored in manifests: header up to threads[], then
+ * the used threads and fds. */
+#define CK_PD_HDR_SIZE ((uint32_t)__builtin_offsetof(struct ck_procdesc, threads))
+
+#endif

@@ -1,0 +1,256 @@
+/* The consistent cut of a round: every process of the job parks its
+ * threads, records its state and takes its snapshot (a fork, or a
+ * write-protect snapshot armed now or pre-armed: wpread.c, prearm.c),
+ * each as soon as it can; processes born meanwhile are asked too, and
+ * every live process of the namespace must be one of ours. Then every
+ * process's descriptor is read from its snapshot. */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckrun/proto.h"
+#include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/round.h"
+#include "launcher/common/ck_err.h"
+
+/* A tracer outside the job's namespace shows as TracerPid 0 inside it:
+ * look from here. */
+static int ck__tracer_of(pid_t tid, const char *val, void *arg)
+{
+	(void)tid;
+	(void)arg;
+	return atoi(val);
+}
+
+int ck_job_traced(pid_t pid, pid_t *tracer)
+{
+	*tracer = (pid_t)ck_proc_each_task(pid, "TracerPid:", ck__tracer_of, NULL);
+	return *tracer > 0;
+}
+
+static const char *ck__comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	buf[0] = 0;
+	if ((f = fopen(path, "re"))) {
+		if (fgets(buf, (int)len, f))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(f);
+	}
+	return buf;
+}
+
+/* Ask: every process of the job parks its threads, records its state and
+ * takes its snapshot, each as soon as it can (a parked process's own state
+ * cannot change). Returns 0 when every attached process has a snapshot and
+ * the namespace holds no other live process: the consistent cut. Nothing
+ * that crosses processes (pipes, sockets, shared memory) is read before. */
+int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
+{
+	uint64_t start = ck_now_ns(), unknown_since = 0;
+
+	rd->asking = 1;
+	rd->seq = c->last_seq + 1;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		int fd = rd->devfd;
+		struct ck_msg m;
+		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+		m.type = CK_MSG_CHECKPOINT;
+		m.arg[0] = rd->ckflags;
+		m.arg[1] = rd->seq;
+		if (p->prearm == 2 && p->wp_pre) { /* its own userfaultfd instead */
+			m.arg[0] |= CK_CKPT_PREARMED;
+			fd = ck_wp_fd(p->wp_pre);
+		}
+		p->state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+		p->snap = 0;
+	}
+	for (;;) {
+		struct ck_jproc *from;
+		struct ck_msg m;
+		pid_t sender, *live = NULL, *zomb = NULL;
+		size_t nlive = 0, nz = 0, waiting = 0;
+		int r = ck_procs_wait(c, NULL, 0, 100, &m, &from, &sender);
+
+		if (r < 0) {
+			ck_err_set("waiting for the job's processes: %s", strerror(-r));
+			return r;
+		}
+		if (r == 1 && !from && m.type == CK_MSG_GONE) {
+			/* Exiting: its channel may close before its other
+			 * descriptors are released (the kernel releases them in
+			 * no set order). Wait until it is a zombie, or a socket
+			 * whose peer it was still looks connected to a live peer
+			 * and comes back reset instead of at its EOF. */
+			pid_t gone = (pid_t)m.arg[0];
+			for (int k = 0; k < 2000 && !ck_proc_gone(gone); k++)
+				usleep(1000);
+		}
+		if (r == 1 && from && (m.type == CK_MSG_WP_FREEZE || m.type == CK_MSG_WP_THAW)) {
+			/* a pre-armed process at its cut (libckpt/wpprearm.c) */
+			int ok = from->prearm == 2 && from->wp_pre && from->state == CK_JP_ASKED;
+			if (ok)
+				ck_wp_freeze(from->wp_pre, m.type == CK_MSG_WP_FREEZE);
+			if (m.type == CK_MSG_WP_FREEZE)
+				ck_procs_send(from, CK_MSG_WP_FROZEN, ok ? 0 : (uint64_t)(int64_t)-ENOENT);
+			continue;
+		}
+		if (r == 1 && from && m.type == CK_MSG_FAILED) {
+			ck_err_set("process %d: %s", from->jpid, m.text);
+			return -ENOTSUP;
+		}
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && m.arg[3] != rd->seq) {
+			if (sender != from->pid) /* a forked one; a write-protect one lifted already */
+				kill(sender, SIGKILL); /* of a round that ended without it */
+			continue;
+		}
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
+			if (m.arg[1] != sizeof(struct ck_procdesc)) {
+				ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64
+					   " vs %zu bytes): mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
+				return -EPROTO;
+			}
+			from->state = CK_JP_SNAPSHOT;
+			from->snap = c->nofork ? from->pid : sender;
+			from->wp_errno = 0;
+			if (from->wp_fd < 0 && m.len == sizeof(int32_t)) {
+				int32_t e;
+				memcpy(&e, m.text, sizeof(e));
+				from->wp_errno = e;
+			}
+			if (from->wp_fd < 0 && m.len == sizeof(struct ck_wp_info)) {
+				/* pre-armed: ckrun has the descriptor; its cut now */
+				struct ck_wp_info wi;
+				if (!from->wp_pre || from->prearm != 2 || sender != from->pid) {
+					ck_err_set("process %d: a write-protect snapshot without its descriptor", from->jpid);
+					return -EPROTO;
+				}
+				memcpy(&wi, m.text, sizeof(wi));
+				from->snap = from->pid;
+				if ((r = ck_wp_activate(from->wp_pre, &wi)) < 0) {
+					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
+					return -ESTALE; /* the round is repeated with a fork */
+				}
+				from->wp = from->wp_pre;
+			} else if (from->wp_pre && from->wp_fd < 0) {
+				ck_wp_freeze(from->wp_pre, 0); /* it forked after all: lift its writes again */
+			}
+			if (from->wp_fd >= 0) {
+				struct ck_wp_info wi;
+				int fd = from->wp_fd;
+
+				from->wp_fd = -1;
+				from->snap = from->pid;
+				if (m.len != sizeof(wi)) {
+					close(fd);
+					ck_err_set("process %d: a write-protect snapshot without its ranges", from->jpid);
+					return -EPROTO;
+				}
+				memcpy(&wi, m.text, sizeof(wi));
+				if ((r = ck_wp_add(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
+					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
+					return -ESTALE; /* the round is repeated with a fork */
+				}
+			}
+			from->pd_addr = m.arg[0];
+			from->held = m.arg[2] != 0;
+			from->t_snap = ck_now_ns();
+			from->us_park = (uint32_t)m.arg[4];
+			from->us_record = (uint32_t)(m.arg[4] >> 32);
+			from->us_fork = (uint32_t)m.arg[5];
+		}
+		for (size_t i = 0; i < c->nprocs; i++)
+			waiting += c->procs[i].state != CK_JP_SNAPSHOT;
+		if (ck_now_ns() - start > 60000000000ull) {
+			ck_err_set("%zu process(es) of the job did not take their snapshot within 60 s", waiting);
+			return -ETIMEDOUT;
+		}
+		if (waiting) {
+			/* A process that exited before answering: its channel may
+			 * still be open in a child that has not attached yet. A
+			 * stopped one (SIGSTOP, a debugger) never answers. */
+			for (size_t i = 0; i < c->nprocs; i++) {
+				int st = ck_proc_state(c->procs[i].pid);
+				if (c->procs[i].state == CK_JP_SNAPSHOT)
+					continue;
+				if (!st) {
+					ck_procs_drop(c, &c->procs[i]);
+					break;
+				}
+				if ((st == 'T' || st == 't') && ck_now_ns() - start > 200000000ull) {
+					ck_err_set("process %d of the job is stopped (SIGSTOP or a debugger): it cannot "
+						   "take part in a checkpoint", c->procs[i].jpid);
+					return -ENOTSUP;
+				}
+			}
+			continue;
+		}
+		if ((r = ck_procs_scan(c, &live, &nlive, &zomb, &nz)) < 0)
+			return r;
+		{
+			pid_t stray = 0;
+			for (size_t i = 0; i < nlive && !stray; i++)
+				if (!ck_procs_find(c, live[i]))
+					stray = live[i];
+			free(live);
+			free(zomb);
+			if (!stray)
+				break;
+			/* Born just now, attaching, or running without libckpt. */
+			if (!unknown_since)
+				unknown_since = ck_now_ns();
+			if (ck_now_ns() - unknown_since > 3000000000ull) {
+				char comm[64];
+				int32_t jp = 0, pg, sd;
+				ck_proc_ids(stray, &jp, &pg, &sd, NULL);
+				ck_err_set("process %d (%s) of the job runs without libckpt (a static program, or "
+					   "LD_PRELOAD or its channel removed): not supported",
+					   jp, ck__comm(stray, comm, sizeof(comm)));
+				return -ENOTSUP;
+			}
+		}
+	}
+	rd->asking = 0;
+	return 0;
+}
+
+/* Every process's descriptor, from its snapshot. */
+int ck_cut_descriptors(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		int r;
+		/* kept from round to round: its pages are already there */
+		if (!p->pd && !(p->pd = malloc(sizeof(*p->pd))))
+			return -ENOMEM;
+		/* the header, then only the used threads, descriptors and epoll
+		 * items: a full descriptor is megabytes, most of it empty */
+		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, CK_PD_HDR_SIZE)) < 0 ||
+		    p->pd->nthreads > CK_PD_MAX_THREADS || p->pd->nfds > CK_PD_MAX_FDS ||
+		    p->pd->nepitems > CK_PD_MAX_EPITEMS ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, threads), p->pd->threads,
+				     p->pd->nthreads * sizeof(p->pd->threads[0]))) < 0 ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, fds), p->pd->fds,
+				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
+		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
+				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
+			if (ck_proc_gone(p->pid)) { /* read from the process itself (no fork) */
+				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);
+				return -ESRCH;
+			}
+			ck_err_wrap("process %d: its descriptor", p->jpid);
+			return r < 0 ? r : -EPROTO;
+		}
+		ck_stdio_mark(c, p->pd);
+	}
+	return 0;
+}

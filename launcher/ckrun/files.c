@@ -1,0 +1,215 @@
+/* Regular files, directories, devices, deleted files and memfds.
+ *
+ * Regular files and devices are reopened by path at their offset (a file
+ * the job only reads and that changed since is reported). A deleted file
+ * or a memfd has its contents saved at the round (read through /proc, the
+ * size recorded while the job was parked) and is made again at restore:
+ * a deleted file under its own name and unlinked at once, so /proc shows
+ * "PATH (deleted)" as before, else as an O_TMPFILE or a memfd; one file
+ * for every descriptor and mapping of it (rstobj.c, shm.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/kinds.h"
+#include "launcher/common/ck_err.h"
+
+/* Round: the contents of a deleted file or memfd, read through
+ * /proc/PID/fd. */
+int ck_files_save_data(struct ck_writer *w, pid_t snap, struct ck_pd_fd *f, unsigned flags)
+{
+	struct ck_src src = {snap, 0, -1, -1, flags, NULL, 0, 0, 0};
+	char path[64];
+	off_t size;
+	int r;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", snap, f->fd);
+	src.file_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (src.file_fd < 0) {
+		ck_err_set("cannot read descriptor %d (%s) of the job: %s", f->fd, f->path, strerror(errno));
+		return -errno;
+	}
+	/* The size recorded while the job was parked, not the current one. */
+	size = lseek(src.file_fd, 0, SEEK_END);
+	if (size >= 0 && (uint64_t)size < f->size)
+		f->size = (uint64_t)size;
+	r = ck_writer_add(w, f->size, ck_src_read, &src, &f->data_chunk, &f->data_nchunks);
+	close(src.file_fd);
+	return r;
+}
+
+/* ---- restore ---- */
+
+static int ck__fill_fd(struct ck_reader *rd, const struct ck_pd_fd *f, int fd)
+{
+	struct ck_sink s = {0, 0, fd, 0};
+
+	if (!f->data_nchunks)
+		return 0;
+	return ck_reader_read(rd, f->data_chunk, f->data_nchunks, ck_sink_write, &s);
+}
+
+static void ck__strip_deleted(char *path)
+{
+	size_t n = strlen(path);
+	if (n > 10 && !strcmp(path + n - 10, " (deleted)"))
+		path[n - 10] = 0;
+}
+
+/* Opens a regular file again and reports if it changed since. */
+static int ck__open_file(const struct ck_pd_fd *f)
+{
+	int flags = f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY);
+	struct stat st;
+	int fd = open(f->path, flags | O_CLOEXEC);
+
+	if (fd < 0) {
+		ck_err_set("descriptor %d: cannot open %s again: %s", f->fd, f->path, strerror(errno));
+		return -errno;
+	}
+	/* Data the job reads changed under it: say so. (Files it writes change
+	 * by its own hand after the checkpoint; that is expected.) */
+	if (S_ISREG(f->mode) && (f->flags & O_ACCMODE) == O_RDONLY && fstat(fd, &st) == 0) {
+		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
+		if ((uint64_t)st.st_size != f->size || mt != f->mtime_ns)
+			fprintf(stderr, "ckrun: warning: %s changed since the checkpoint (size %" PRIu64 " -> %lld)\n",
+				f->path, f->size, (long long)st.st_size);
+	}
+	/* Devices and other unseekable files have no offset to restore. */
+	(void)lseek(fd, (off_t)f->offset, SEEK_SET);
+	return fd;
+}
+
+/* A deleted file made again under its own name and unlinked at once, so
+ * /proc shows "PATH (deleted)" as before (CRIU's ghost files). Its
+ * directory too, if the job removed it, and removed again. -1 if the name
+ * is taken or cannot be made. */
+static int ck__ghost_file(const char *path, mode_t mode)
+{
+	char dir[CK_PD_PATH], *made[64];
+	int nmade = 0, fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdir(dir, 0700) == 0 && nmade < 64)
+			made[nmade++] = strdup(dir);
+		*p = '/';
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (fd >= 0)
+		unlink(path);
+	while (nmade > 0) {
+		char *d = made[--nmade];
+		if (d)
+			rmdir(d);
+		free(d);
+	}
+	return fd;
+}
+
+int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f)
+{
+	char path[CK_PD_PATH], dir[CK_PD_PATH];
+	int fd = -1, r;
+
+	snprintf(path, sizeof(path), "%s", f->path);
+	ck__strip_deleted(path);
+	if (f->kind == CK_FD_MEMFD) {
+		const char *name = path + strlen("/memfd:");
+		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	} else {
+		fd = ck__ghost_file(path, f->mode & 07777);
+		snprintf(dir, sizeof(dir), "%s", path);
+		if (fd < 0)
+			fd = open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		if (fd < 0)
+			fd = memfd_create("ckpt-deleted", MFD_CLOEXEC);
+	}
+	if (fd < 0) {
+		ck_err_set("descriptor %d: cannot re-create %s: %s", f->fd, f->path, strerror(errno));
+		return -errno;
+	}
+	if (ftruncate(fd, (off_t)f->size) < 0 || (r = ck__fill_fd(rd, f, fd)) < 0) {
+		r = -errno;
+		close(fd);
+		return r ? r : -EIO;
+	}
+	if (f->kind == CK_FD_MEMFD && f->u64[0])
+		fcntl(fd, F_ADD_SEALS, (int)f->u64[0]);
+	lseek(fd, (off_t)f->offset, SEEK_SET);
+	/* Same access mode as before (a memfd/tmpfile is opened read-write). */
+	if ((f->flags & O_ACCMODE) != O_RDWR) {
+		char p[64];
+		int again;
+		snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+		again = open(p, (f->flags & O_ACCMODE) | O_CLOEXEC); /* no O_NOFOLLOW: a /proc link */
+		if (again >= 0) {
+			lseek(again, (off_t)f->offset, SEEK_SET);
+			close(fd);
+			fd = again;
+		}
+	}
+	return fd;
+}
+
+/* Whether ckrun's own descriptor f->fd is the file f was, still as long
+ * as the offset the job had reached in it. */
+static int ck__same_file_holding(const struct ck_pd_fd *f)
+{
+	struct stat st;
+
+	return fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == f->dev &&
+	       (uint64_t)st.st_ino == f->ino && (uint64_t)st.st_size >= f->offset;
+}
+
+int ck_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	/* ckrun's stdio at the cut (`ckrun > log`): the new ckrun's, unless
+	 * the same file still holds the saved offset */
+	if ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2 && !ck__same_file_holding(f))
+		return ck_stdio_remake(rd, o, f, fd);
+	*fd = ck__open_file(f);
+	return 0;
+}
+
+int ck_dev_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	(void)rd;
+	(void)o;
+	*fd = ck__open_file(f);
+	return 0;
+}
+
+/* One file for every descriptor of it in the job; a second open() of it
+ * has its own offset. */
+int ck_content_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	struct ck_obj *ob = ck_obj_file(o, f->dev, f->ino);
+	char p[64];
+
+	if (!ob) {
+		*fd = ck_content_file_make(rd, f);
+		if (*fd < 0)
+			return 0;
+		ob = ck_obj_add(o, f->kind, f->dev, f->ino);
+		if (!ob) {
+			close(*fd);
+			return -ENOMEM;
+		}
+		ob->fd[0] = ck_rdwr_again(*fd);
+		return 0;
+	}
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", ob->fd[0]);
+	*fd = open(p, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
+	if (*fd >= 0)
+		lseek(*fd, (off_t)f->offset, SEEK_SET);
+	return 0;
+}

@@ -1,0 +1,211 @@
+/* ckrun's kinds of state, each in one file holding both what a round
+ * records and what a restore re-makes:
+ *
+ *   memsrc.c    where saved bytes come from and go to: the process's
+ *               memory (pagemap filtering, the write-protect reader), a
+ *               descriptor's contents, a restored process or file
+ *   memory.c    memory regions: maps -> regions, passes, advice, saving;
+ *               at restore the restorer's layout and the fill
+ *   shm.c       shared memory (MAP_SHARED anonymous, /dev/shm, deleted
+ *               and memfd-backed mappings); shm_sysv.c: System V
+ *   files.c     regular, device, deleted files and memfds
+ *   pipes.c     pipes and FIFOs (unread bytes drained and refilled)
+ *   evfds.c     eventfd, timerfd, signalfd, epoll (recorded by libckpt)
+ *   stdio.c     ckrun's own stdio in the job
+ *   proctree.c  the process tree: sessions, groups, zombies
+ *   fdkinds.c   the table of descriptor kinds and the per-process plan
+ *               of descriptors at restore
+ *   rstobj.c    objects a restore shares between processes
+ *
+ * round.c and restore.c call them in their sequence of phases. A new kind
+ * of descriptor is one file and one entry in fdkinds.c's table. */
+#ifndef CK_CKRUN_KINDS_H
+#define CK_CKRUN_KINDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckrun/proto.h"
+#include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/round.h"
+#include "launcher/image/chunkio.h"
+
+/* ---- memsrc.c ---- */
+
+/* A source of bytes for the chunk writer. */
+struct ck_src {
+	pid_t pid;
+	uint64_t base;
+	int pagemap_fd; /* >= 0: skip pages that are not present (private anonymous) */
+	int file_fd;    /* >= 0: read a descriptor's contents instead of memory */
+	unsigned stop;
+	struct ck_wp_proc *wp; /* a write-protect snapshot's memory */
+	int live;              /* the running process of a write-protect snapshot */
+	int count;             /* count the pages holding data into data_pages */
+	uint64_t data_pages;   /* added to by the writer's threads at once */
+};
+/* ck_read_fn over a struct ck_src. */
+int ck_src_read(void *arg, uint64_t off, void *buf, size_t len);
+
+/* A target of verified bytes from the chunk reader. */
+struct ck_sink {
+	pid_t pid;
+	uint64_t base;
+	int fd;     /* >= 0: write to a file instead */
+	int sparse; /* fresh anonymous memory: zero pages are left untouched */
+};
+/* ck_write_fn over a struct ck_sink. */
+int ck_sink_write(void *arg, uint64_t off, const void *buf, size_t len);
+
+/* ---- restore: shared objects and the descriptor plan (rstobj.c) ---- */
+
+/* Descriptors made in ckrun for one process, and their numbers there. */
+struct ck_fdplan {
+	int *fds;    /* prepared objects, in ckrun */
+	int32_t *targets;
+	uint32_t n;
+};
+void ck_fdplan_free(struct ck_fdplan *pl);
+
+/* Objects that several processes share: one pipe per saved pipe, one file
+ * per deleted file or memfd, one anchor per FIFO, one memfd per shared
+ * memory object. Keyed by the saved (dev, ino). */
+struct ck_obj {
+	uint32_t kind;
+	uint64_t dev, ino;
+	int fd[2]; /* pipe: read, write; others: fd[0] */
+	uint64_t size;
+};
+struct ck_objs {
+	struct ck_obj *v;
+	size_t n;
+	struct ck_procdesc **pds; /* every process's descriptor, to find saved pipe bytes */
+	size_t npds;
+	struct ck_agent_states *plugins; /* the plugins' agent halves (sockets) */
+};
+#define CK_OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
+struct ck_obj *ck_obj_find(struct ck_objs *o, uint32_t kind, uint64_t dev, uint64_t ino);
+/* The file behind shared memory or a deleted/memfd descriptor, whichever
+ * made it first: one file for every mapping and descriptor of it. */
+struct ck_obj *ck_obj_file(struct ck_objs *o, uint64_t dev, uint64_t ino);
+struct ck_obj *ck_obj_add(struct ck_objs *o, uint32_t kind, uint64_t dev, uint64_t ino);
+void ck_objs_free(struct ck_objs *o);
+/* A read-write descriptor of the same file (mappings need one). */
+int ck_rdwr_again(int fd);
+
+/* ---- fdkinds.c: the table of descriptor kinds ---- */
+
+struct ck_fd_ops {
+	const char *name;
+	/* Round, every process parked: record what crosses processes (a
+	 * pipe's unread bytes). jp: the process holding f. */
+	int (*record)(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f);
+	/* Round, after the cut: the descriptor's own contents into the
+	 * writer (deleted files, memfds), read through snap's /proc. */
+	int (*save_data)(struct ck_writer *w, pid_t snap, struct ck_pd_fd *f, unsigned flags);
+	/* Restore, once, before any process exists (NULL: nothing). */
+	int (*prepare)(struct ck_reader *rd, struct ck_objs *o);
+	/* Restore: a new close-on-exec descriptor for f in *fd. Returns 0
+	 * (with *fd < 0 after a failed system call: errno says why) or a
+	 * negative errno with the message set. NULL: made otherwise (a
+	 * duplicate, a plugin's descriptor of libckpt). */
+	int (*remake)(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+};
+/* The operations of a kind; NULL for a kind ckrun does nothing with. */
+const struct ck_fd_ops *ck_fd_ops_of(uint32_t kind);
+/* Round: every kind's record, for every descriptor of every process. */
+int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w);
+/* Round: the contents of one process's descriptors. */
+int ck_fds_save_data(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, unsigned flags);
+/* Restore: every kind's prepare. */
+int ck_fds_prepare_all(struct ck_reader *rd, struct ck_objs *o);
+/* Restore: the descriptors of one process, made in ckrun (pl). */
+int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fdplan *pl, struct ck_objs *objs);
+
+/* ---- the kinds' operations (see their files) ---- */
+
+/* stdio.c */
+int ck_stdio_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* files.c */
+int ck_files_save_data(struct ck_writer *w, pid_t snap, struct ck_pd_fd *f, unsigned flags);
+int ck_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_dev_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_content_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* A deleted file or memfd made again with its saved contents; -errno. */
+int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f);
+/* pipes.c */
+int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f);
+int ck_pipe_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_fifo_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* evfds.c */
+int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* fdkinds.c: a descriptor of a kind an agent plugin owns (sockets) */
+int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o);
+
+/* ---- memory.c ---- */
+
+/* Adds a "left out" line to the manifest (ckpt inspect). */
+int ck_skip_add(struct ck_manifest *m, int pid, const char *what, const char *why);
+/* Memory regions of the snapshot into the writer, those of one pass (0:
+ * what the snapshot does not freeze, read before RELEASE; 1: the rest). */
+int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_manifest *m,
+			unsigned flags, int pass);
+/* The regions' madvise() advice; -EXDEV for wipe-on-fork memory under a fork. */
+int ck_mem_advice(const struct ck_jproc *jp);
+/* After a write-protect snapshot: mappings read live are unchanged, else -ESTALE. */
+int ck_mem_wp_verify(const struct ck_jproc *jp);
+/* Restore: the layout the restorer maps (shmfill[i] = 1: region i is
+ * filled through its shared memory object). */
+int ck_mem_layout(const struct ck_proc *p, const struct ck_procdesc *pd, struct ck_fdplan *pl, struct ck_objs *objs,
+		  uint8_t *shmfill, void **out, size_t *len);
+/* Restore: the saved vDSO's bytes and the plan for the kernel's one. */
+int ck_mem_vdso(struct ck_reader *rd, const struct ck_proc *p, void *layout, uint32_t *vdso_mode);
+/* Restore: the regions' saved bytes into the restored process. */
+int ck_mem_fill(struct ck_reader *rd, const struct ck_jproc *jp, const struct ck_proc *p, const uint8_t *shmfill,
+		uint32_t vdso_mode);
+
+/* ---- shm.c ---- */
+
+/* Round: a shared range saved already this round (NULL: not yet). */
+struct ck_round_shared *ck_shm_saved_find(struct ck_round *rc, const struct ck_region *rg);
+int ck_shm_saved_add(struct ck_round *rc, const struct ck_region *rg);
+/* Restore: a region whose bytes live in a shared memory object. */
+int ck_shm_region(const struct ck_region *r);
+/* Restore, before any process exists: the objects, and /dev/shm files. */
+int ck_shm_make_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck_objs *o);
+int ck_shm_prepare_files(const struct ck_manifest *m);
+/* Restore: which descriptor maps region r (rg->map_fd), adding the
+ * object's descriptor to the plan; 0 or -errno with the message set. */
+int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, const struct ck_region *r,
+		      struct ck_rst_layout *l, struct ck_rst_region *rg, struct ck_fdplan *pl, struct ck_objs *objs,
+		      uint8_t *shmfill);
+/* Restore: the plan's placeholders -> ckrun's duplicates of the objects. */
+int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct ck_objs *objs);
+
+/* ---- proctree.c ---- */
+
+/* Round: the job's tree into m (every attached process and zombie). */
+int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz);
+/* Restore: the tree to re-create: saved processes, zombies, and helpers
+ * that stand in for session leaders that had exited. */
+struct ck_tree_node {
+	int32_t pid, ppid, pgid, sid;
+	int creator; /* node index, -1: init */
+	int helper, zombie, proc; /* proc: index in m->procs, -1 if none */
+	int32_t status;
+	int attached, treedone;
+};
+int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout);
+int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n);
+int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n);
+struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid);
+
+/* restore.c: the next message from a restorer must be `type` */
+int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m);
+
+#endif

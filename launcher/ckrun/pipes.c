@@ -1,0 +1,215 @@
+/* Pipes and FIFOs: the same pipe seen by any number of processes, and
+ * the bytes in it that nobody has read yet.
+ *
+ * Round: with every process parked, each pipe is drained once and its
+ * bytes put straight back (ck_pipe_record). Restore: one pipe per saved
+ * pipe (its capacity as it was), one anchor per FIFO (reopened by path,
+ * made again if the job removed it), each refilled with the saved bytes
+ * before any process runs; every process then gets its ends. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/kinds.h"
+#include "launcher/common/ck_err.h"
+
+/* Round, every process parked: the unread bytes of a pipe or FIFO, once
+ * per pipe: read through /proc (a second open of the same pipe), put
+ * straight back, and saved with the first descriptor that holds an end of
+ * it. Restore fills the new pipe before anyone runs. */
+int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f)
+{
+	const struct ck_procdesc *pd = jp->pd;
+	char path[64], *buf = NULL;
+	int rfd, wfd = -1, avail = 0, r = 0;
+	size_t got = 0, seen = 0;
+
+	for (size_t j = 0; j < rc->npipes && !seen; j++)
+		seen = rc->pipes[j][0] == f->dev && rc->pipes[j][1] == f->ino;
+	if (seen)
+		return 0;
+	{
+		uint64_t(*n)[2] = realloc(rc->pipes, (rc->npipes + 1) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		rc->pipes = n;
+		n[rc->npipes][0] = f->dev;
+		n[rc->npipes][1] = f->ino;
+		rc->npipes++;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", jp->pid, f->fd);
+	rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (rfd < 0) {
+		ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
+			   strerror(errno));
+		return -errno;
+	}
+	f->pipe_cap = (uint32_t)fcntl(rfd, F_GETPIPE_SZ);
+	if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0) {
+		close(rfd);
+		return 0;
+	}
+	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+	buf = malloc((size_t)avail);
+	if (wfd < 0 || !buf) {
+		r = wfd < 0 ? -errno : -ENOMEM;
+		ck_err_set("process %d: cannot drain its pipe (descriptor %d): %s", pd->pid, f->fd,
+			   strerror(-r));
+		goto next;
+	}
+	while (got < (size_t)avail) {
+		ssize_t n = read(rfd, buf + got, (size_t)avail - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	/* Back at once: the pipe had room for exactly these bytes. */
+	for (size_t put = 0; put < got;) {
+		ssize_t n = write(wfd, buf + put, got - put);
+		if (n <= 0) {
+			r = -EIO;
+			ck_err_set("process %d: cannot put %zu bytes back into its pipe (descriptor %d): %s",
+				   pd->pid, got - put, f->fd, strerror(errno));
+			goto next;
+		}
+		put += (size_t)n;
+	}
+	if (got)
+		r = ck_writer_add(w, got, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
+next:
+	free(buf);
+	close(rfd);
+	if (wfd >= 0)
+		close(wfd);
+	return r;
+}
+
+/* ---- restore ---- */
+
+/* Sequential writes (pipes, FIFOs). */
+static int ck__pipe_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	int fd = *(int *)arg;
+
+	(void)off;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+		if (n <= 0) {
+			ck_err_set("cannot refill a pipe with its saved bytes: %s", n < 0 ? strerror(errno) : "full");
+			return n < 0 ? -errno : -ENOSPC;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+/* The saved unread bytes of a pipe (whichever process's descriptor holds
+ * them) into the new pipe through wfd. */
+static int ck__refill_pipe(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int wfd)
+{
+	for (size_t i = 0; i < o->npds; i++)
+		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
+			const struct ck_pd_fd *x = &o->pds[i]->fds[k];
+			if (x->kind == f->kind && x->dev == f->dev && x->ino == f->ino && x->data_nchunks) {
+				int fl = fcntl(wfd, F_GETFL), r;
+				fcntl(wfd, F_SETFL, fl | O_NONBLOCK);
+				r = ck_reader_read(rd, x->data_chunk, x->data_nchunks, ck__pipe_sink, &wfd);
+				fcntl(wfd, F_SETFL, fl);
+				return r;
+			}
+		}
+	return 0;
+}
+
+/* A FIFO the job removed after the checkpoint (its temporary directory
+ * too, as likely as not): a FIFO holds no data on disk, so making it again
+ * loses nothing. */
+static int ck__remake_fifo(const struct ck_pd_fd *f)
+{
+	char dir[CK_PD_PATH];
+
+	for (char *p = memcpy(dir, f->path, sizeof(dir)) + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return mkfifo(f->path, (mode_t)(f->mode & 07777)) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int ck__pipe_obj(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, struct ck_obj **out)
+{
+	struct ck_obj *ob = ck_obj_find(o, CK_FD_PIPE, f->dev, f->ino);
+	int p[2], r;
+
+	if (ob) {
+		*out = ob;
+		return 0;
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if (f->pipe_cap)
+		fcntl(p[0], F_SETPIPE_SZ, (int)f->pipe_cap);
+	ob = ck_obj_add(o, CK_FD_PIPE, f->dev, f->ino);
+	if (!ob) {
+		close(p[0]);
+		close(p[1]);
+		return -ENOMEM;
+	}
+	ob->fd[0] = p[0];
+	ob->fd[1] = p[1];
+	if ((r = ck__refill_pipe(rd, o, f, p[1])) < 0)
+		return r;
+	*out = ob;
+	return 0;
+}
+
+int ck_pipe_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	struct ck_obj *ob = NULL;
+	int r = ck__pipe_obj(rd, o, f, &ob);
+
+	if (r < 0) {
+		if (!strstr(ck_err_msg(), "pipe"))
+			ck_err_set("descriptor %d: cannot re-create its pipe: %s", f->fd, strerror(-r));
+		return r;
+	}
+	*fd = fcntl((f->flags & O_ACCMODE) == O_RDONLY ? ob->fd[0] : ob->fd[1], F_DUPFD_CLOEXEC, 3);
+	if (*fd >= 0 && (f->flags & O_NONBLOCK))
+		fcntl(*fd, F_SETFL, O_NONBLOCK);
+	return 0;
+}
+
+/* An anchor keeps the FIFO and its refilled bytes until every process
+ * holds its ends. */
+int ck_fifo_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	struct ck_obj *ob = ck_obj_find(o, CK_FD_FIFO, f->dev, f->ino);
+
+	if (!ob) {
+		int anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC), r;
+		if (anchor < 0 && errno == ENOENT && ck__remake_fifo(f) == 0)
+			anchor = open(f->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (anchor < 0) {
+			*fd = -1;
+			return 0;
+		}
+		ob = ck_obj_add(o, CK_FD_FIFO, f->dev, f->ino);
+		if (!ob) {
+			close(anchor);
+			return -ENOMEM;
+		}
+		ob->fd[0] = anchor;
+		if ((r = ck__refill_pipe(rd, o, f, anchor)) < 0)
+			return r;
+	}
+	*fd = open(f->path, (f->flags & ~O_NONBLOCK) | O_NONBLOCK | O_CLOEXEC);
+	if (*fd >= 0 && !(f->flags & O_NONBLOCK))
+		fcntl(*fd, F_SETFL, f->flags & ~O_NONBLOCK);
+	return 0;
+}

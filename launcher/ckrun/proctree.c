@@ -1,0 +1,303 @@
+/* The process tree: every process and zombie of the job, with its
+ * parent, process group and session.
+ *
+ * Round: recorded from /proc (pids as the job's namespace numbers them, a
+ * zombie's wait status); a process group whose leader has exited (and is
+ * not a session's) is refused. Restore: each restorer creates its saved
+ * children with their pids (clone3 set_tid) and sessions; helpers stand in
+ * for session leaders that had exited (they start the session, create its
+ * members and exit, so the members end up init's children, as saved);
+ * then process groups, leaders first; then zombies and helpers end as
+ * saved. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "launcher/ckrun/kinds.h"
+#include "launcher/common/ck_err.h"
+
+static int ck__zombie_status(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	size_t n;
+	FILE *f;
+	int field = 3;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');
+	/* field 52: exit_code, as waitpid reports it */
+	for (p = p ? p + 2 : buf; *p && field < 52; p++)
+		if (*p == ' ')
+			field++;
+	return field == 52 ? atoi(p) : 0;
+}
+
+/* The job's tree: every attached process and every zombie. Process groups
+ * must have their leader in the job, or be a session's whose leader has
+ * gone (restore re-creates such a session with a helper). */
+int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz)
+{
+	m->tasks = calloc(c->nprocs + nz + 1, sizeof(*m->tasks));
+	if (!m->tasks)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nprocs + nz; i++) {
+		struct ck_task *t = &m->tasks[m->ntasks];
+		pid_t host = i < c->nprocs ? c->procs[i].pid : zombies[i - c->nprocs], hppid = 0;
+		int32_t jpid = 0;
+
+		if (ck_proc_ids(host, &jpid, &t->pgid, &t->sid, &hppid) < 0)
+			continue; /* a zombie reaped meanwhile */
+		/* init's session and group (ns.c) are where a restore starts
+		 * every process anyway: recorded as 0, as ckrun's were before */
+		if (t->sid == 1)
+			t->sid = 0;
+		if (t->pgid == 1)
+			t->pgid = 0;
+		t->pid = jpid;
+		if (i < c->nprocs) {
+			t->ppid = c->procs[i].pd->ppid;
+		} else {
+			struct ck_jproc *pp = ck_procs_find(c, hppid);
+			t->flags = CK_TASK_ZOMBIE;
+			t->status = ck__zombie_status(host);
+			t->ppid = pp ? pp->jpid : 1;
+		}
+		m->ntasks++;
+	}
+	for (size_t i = 0; i < m->ntasks; i++) {
+		const struct ck_task *t = &m->tasks[i];
+		int leader = 0;
+		if (!t->pgid || t->pgid == t->sid)
+			continue;
+		for (size_t j = 0; j < m->ntasks; j++)
+			leader |= m->tasks[j].pid == t->pgid;
+		if (!leader) {
+			ck_err_set("process %d is in process group %d whose leader has exited: not supported yet", t->pid,
+				   t->pgid);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
+int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout)
+{
+	size_t nt = m->ntasks ? m->ntasks : 1, n = 0;
+	struct ck_tree_node *v = calloc(2 * nt + 1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < nt; i++) {
+		struct ck_tree_node *x = &v[n++];
+		if (m->ntasks) {
+			const struct ck_task *t = &m->tasks[i];
+			x->pid = t->pid;
+			x->ppid = t->ppid;
+			x->pgid = t->pgid;
+			x->sid = t->sid;
+			x->zombie = !!(t->flags & CK_TASK_ZOMBIE);
+			x->status = t->status;
+		} else {
+			x->pid = m->procs[0].pid;
+			x->ppid = 1;
+		}
+		x->proc = -1;
+		for (size_t k = 0; k < m->nprocs; k++)
+			if (m->procs[k].pid == x->pid)
+				x->proc = (int)k;
+		if (!x->zombie && x->proc < 0) {
+			free(v);
+			ck_err_set("process %d of the tree has no saved image", x->pid);
+			return -EBADMSG;
+		}
+	}
+	for (size_t i = 0; i < nt; i++) {
+		struct ck_tree_node *x = &v[i];
+		int parent = -1, leader = -1;
+		for (size_t k = 0; k < nt; k++) {
+			if (v[k].pid == x->ppid && !v[k].zombie)
+				parent = (int)k;
+			if (v[k].pid == x->sid)
+				leader = (int)k;
+		}
+		x->creator = parent;
+		if (parent >= 0) {
+			if (x->sid != v[parent].sid && x->sid != x->pid) {
+				free(v);
+				ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
+					   x->ppid);
+				return -ENOTSUP;
+			}
+			continue;
+		}
+		/* init's child */
+		if (!x->sid || x->sid == x->pid)
+			continue;
+		if (leader >= 0) {
+			free(v);
+			ck_err_set("process %d: its session leader %d is alive but not its parent: not supported", x->pid,
+				   x->sid);
+			return -ENOTSUP;
+		}
+		{
+			int h = -1;
+			for (size_t k = nt; k < n; k++)
+				if (v[k].pid == x->sid)
+					h = (int)k;
+			if (h < 0) {
+				h = (int)n++;
+				v[h].pid = v[h].sid = v[h].pgid = x->sid;
+				v[h].ppid = 1;
+				v[h].creator = -1;
+				v[h].helper = 1;
+				v[h].proc = -1;
+			}
+			x->creator = h;
+		}
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static struct ck_tree_node *ck__node_of(struct ck_tree_node *v, size_t n, int32_t pid)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].pid == pid)
+			return &v[i];
+	return NULL;
+}
+
+struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (c->procs[i].jpid == jpid)
+			return &c->procs[i];
+	return NULL;
+}
+
+/* Build the tree: every node's restorer attaches; each is told which
+ * children to create (and to start its session first). */
+int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n)
+{
+	uint64_t start = ck_now_ns();
+	size_t pending = n;
+
+	while (pending) {
+		struct ck_jproc *from;
+		struct ck_msg msg;
+		pid_t sender;
+		int r = ck_procs_wait(c, NULL, 0, 1000, &msg, &from, &sender);
+
+		if (r < 0)
+			return r;
+		if (ck_now_ns() - start > 60000000000ull) {
+			ck_err_set("the restored processes did not all start within 60 s");
+			return -ETIMEDOUT;
+		}
+		if (r == 0)
+			continue;
+		if (msg.type == CK_MSG_GONE) {
+			ck_err_set("a restorer exited while the tree was built");
+			return -EIO;
+		}
+		if (!from)
+			continue;
+		if (msg.type == CK_MSG_RST_ERROR) {
+			ck_err_set("%s", msg.text);
+			return -EIO;
+		}
+		if (msg.type == CK_MSG_RST_HELLO) {
+			struct ck_tree_node *x = ck__node_of(v, n, from->jpid);
+			struct ck_msg t;
+			uint32_t k = 0;
+			if (!x || x->attached) {
+				ck_err_set("an unexpected process %d started in the job's namespace", from->jpid);
+				return -EPROTO;
+			}
+			x->attached = 1;
+			memset(&t, 0, sizeof(t));
+			t.type = CK_MSG_RST_TREE;
+			for (size_t i = 0; i < n; i++) {
+				struct ck_rst_child ch = {v[i].pid, 0};
+				if (v[i].creator != (int)(x - v))
+					continue;
+				if (k == CK_RST_MAX_CHILDREN) {
+					ck_err_set("process %d has more than %d children", x->pid, CK_RST_MAX_CHILDREN);
+					return -E2BIG;
+				}
+				memcpy(t.text + k * sizeof(ch), &ch, sizeof(ch));
+				k++;
+			}
+			t.arg[0] = k;
+			t.arg[1] = (x->sid && x->sid == x->pid) ? CK_RST_SETSID : 0;
+			t.len = k * (uint32_t)sizeof(struct ck_rst_child);
+			if ((r = ck_chan_send(from->fd, &t, NULL, 0)) < 0)
+				return r;
+			continue;
+		}
+		if (msg.type == CK_MSG_RST_TREE_DONE) {
+			struct ck_tree_node *x = ck__node_of(v, n, from->jpid);
+			if (x && !x->treedone) {
+				x->treedone = 1;
+				pending--;
+			}
+		}
+	}
+	return 0;
+}
+
+static int ck__ask(struct ck_jproc *p, uint32_t type, uint64_t arg, uint32_t reply)
+{
+	struct ck_msg m;
+	int r = ck_procs_send(p, type, arg);
+
+	if (r < 0) {
+		ck_err_set("a restorer stopped answering: %s", strerror(-r));
+		return r;
+	}
+	return reply ? ck_rst_expect(p->fd, reply, &m) : 0;
+}
+
+/* Process groups: leaders first, then members; then zombies and helpers end. */
+int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n)
+{
+	int r;
+
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			struct ck_tree_node *x = &v[i];
+			int lead = x->pgid == x->pid;
+			if (!x->pgid || x->sid == x->pid || lead != (pass == 0))
+				continue;
+			if ((r = ck__ask(ck_tree_jproc(c, x->pid), CK_MSG_RST_PGID, (uint64_t)x->pgid,
+					 CK_MSG_RST_PGID_DONE)) < 0) {
+				ck_err_wrap("process %d, group %d", x->pid, x->pgid);
+				return r;
+			}
+		}
+	for (size_t i = 0; i < n; i++) {
+		struct ck_tree_node *x = &v[i];
+		struct ck_jproc *p = ck_tree_jproc(c, x->pid);
+		struct ck_msg m;
+		if (!x->zombie && !x->helper)
+			continue;
+		if ((r = ck__ask(p, CK_MSG_RST_EXIT, (uint64_t)(uint32_t)x->status, 0)) < 0)
+			return r;
+		/* its channel closes when it has ended */
+		while ((r = ck_chan_recv(p->fd, &m, NULL, 30000)) == 0)
+			;
+		if (r != -EPIPE && r != -ECONNRESET) {
+			ck_err_set("restored zombie or helper %d did not end: %s", x->pid, strerror(-r));
+			return r;
+		}
+		ck_procs_drop(c, p);
+	}
+	return 0;
+}

@@ -1,0 +1,233 @@
+/* Shared memory: MAP_SHARED anonymous memory, files in /dev/shm, and
+ * shared mappings of deleted files and memfds (System V segments:
+ * shm_sysv.c).
+ *
+ * Round: a range mapped by several processes is saved once; the first
+ * process's chunks serve every mapping of the same object and range.
+ * Restore, before any process exists: one memfd per object (or the
+ * deleted file or memfd a descriptor of the job re-creates), as large as
+ * its largest mapping and filled once per saved range, and /dev/shm files
+ * made again where this host lacks them; each restorer then maps the
+ * object's descriptor, which ckrun hands it at CK_RST_SHARED_FD + k. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/kinds.h"
+#include "launcher/common/ck_err.h"
+
+struct ck_round_shared *ck_shm_saved_find(struct ck_round *rc, const struct ck_region *rg)
+{
+	for (size_t i = 0; i < rc->nshared; i++) {
+		struct ck_round_shared *x = &rc->shared[i];
+		if (x->dev == rg->dev && x->ino == rg->ino && x->off == rg->file_off && x->len == rg->end - rg->start)
+			return x;
+	}
+	return NULL;
+}
+
+int ck_shm_saved_add(struct ck_round *rc, const struct ck_region *rg)
+{
+	struct ck_round_shared *ns = realloc(rc->shared, (rc->nshared + 1) * sizeof(*ns));
+
+	if (!ns)
+		return -ENOMEM;
+	rc->shared = ns;
+	ns[rc->nshared++] = (struct ck_round_shared){rg->dev, rg->ino, rg->file_off, rg->end - rg->start,
+						     rg->first_chunk, rg->nchunks};
+	return 0;
+}
+
+/* ---- restore ---- */
+
+/* Into a shared memory object at the region's offset. */
+struct ck__shmsink {
+	int fd;
+	uint64_t base;
+};
+static int ck__shm_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct ck__shmsink *s = arg;
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(s->base + off + done));
+		if (n <= 0) {
+			ck_err_set("cannot write restored shared memory: %s", strerror(errno));
+			return -EIO;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int ck_shm_region(const struct ck_region *r)
+{
+	return (r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED) && !(r->flags & CK_REG_NODATA);
+}
+
+/* Shared memory objects (MAP_SHARED anonymous memory, deleted shm files):
+ * one memfd each, as large as its largest mapping, filled once per saved
+ * range, before any process exists. */
+int ck_shm_make_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck_objs *o)
+{
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			struct ck_obj *ob;
+			if (!ck_shm_region(r))
+				continue;
+			ob = ck_obj_file(o, r->dev, r->ino);
+			if (!ob) {
+				/* a descriptor of it somewhere in the job: its saved
+				 * contents make the file, whole */
+				const struct ck_pd_fd *fdof = NULL;
+				for (size_t j = 0; j < o->npds && !fdof; j++)
+					for (uint32_t q = 0; q < o->pds[j]->nfds && !fdof; q++) {
+						const struct ck_pd_fd *x = &o->pds[j]->fds[q];
+						if ((x->kind == CK_FD_MEMFD || x->kind == CK_FD_DELETED) && x->dev == r->dev &&
+						    x->ino == r->ino)
+							fdof = x;
+					}
+				if (fdof) {
+					int fd = ck_content_file_make(rd, fdof);
+					if (fd < 0)
+						return fd;
+					ob = ck_obj_add(o, fdof->kind, r->dev, r->ino);
+					if (!ob) {
+						close(fd);
+						return -ENOMEM;
+					}
+					ob->fd[0] = ck_rdwr_again(fd);
+					close(fd);
+					continue;
+				}
+				ob = ck_obj_add(o, CK_OBJ_SHM, r->dev, r->ino);
+				if (!ob)
+					return -ENOMEM;
+				ob->fd[0] = memfd_create("ckpt-shared", MFD_CLOEXEC);
+				if (ob->fd[0] < 0) {
+					ck_err_set("cannot re-create shared memory %s: %s", r->path ? r->path : "",
+						   strerror(errno));
+					return -errno;
+				}
+			}
+			if (r->file_off + (r->end - r->start) > ob->size) {
+				ob->size = r->file_off + (r->end - r->start);
+				if (ftruncate(ob->fd[0], (off_t)ob->size) < 0)
+					return -errno;
+			}
+		}
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			int dup = 0, rc;
+			if (!ck_shm_region(r) || !r->nchunks || ck_obj_file(o, r->dev, r->ino)->kind != CK_OBJ_SHM)
+				continue;
+			/* saved once per range: the first process's bytes */
+			for (size_t j = 0; j <= i && !dup; j++)
+				for (size_t q = 0; q < m->procs[j].nregions && !dup; q++) {
+					const struct ck_region *x = &m->procs[j].regions[q];
+					if (x == r)
+						break;
+					dup = ck_shm_region(x) && x->dev == r->dev && x->ino == r->ino &&
+					      x->first_chunk == r->first_chunk && x->nchunks == r->nchunks;
+				}
+			if (!dup) {
+				struct ck__shmsink ss = {ck_obj_file(o, r->dev, r->ino)->fd[0], r->file_off};
+				if ((rc = ck_reader_read(rd, r->first_chunk, r->nchunks, ck__shm_sink, &ss)) < 0)
+					return rc;
+			}
+		}
+	return 0;
+}
+
+/* Shared mappings of files in /dev/shm are memory: their saved bytes go
+ * back into the file (re-created if this host lacks it). */
+int ck_shm_prepare_files(const struct ck_manifest *m)
+{
+	for (size_t i = 0; i < m->nprocs; i++)
+		for (size_t k = 0; k < m->procs[i].nregions; k++) {
+			const struct ck_region *r = &m->procs[i].regions[k];
+			struct stat st;
+			int fd;
+			if (!(r->flags & CK_REG_SHARED) || (r->flags & CK_REG_DELETED) || !(r->flags & CK_REG_FILE) ||
+			    !r->path || strncmp(r->path, "/dev/shm/", 9) || !r->nchunks)
+				continue;
+			fd = open(r->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+			if (fd < 0) {
+				ck_err_set("cannot re-create shared memory file %s: %s", r->path, strerror(errno));
+				return -errno;
+			}
+			if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < r->file_off + (r->end - r->start) &&
+			    ftruncate(fd, (off_t)(r->file_off + (r->end - r->start))) < 0) {
+				ck_err_set("cannot size shared memory file %s: %s", r->path, strerror(errno));
+				close(fd);
+				return -errno;
+			}
+			close(fd);
+		}
+	return 0;
+}
+
+int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, const struct ck_region *r,
+		      struct ck_rst_layout *l, struct ck_rst_region *rg, struct ck_fdplan *pl, struct ck_objs *objs,
+		      uint8_t *shmfill)
+{
+	rg->map_fd = -1;
+	if (r->flags & CK_REG_SYSV) {
+		rg->map_fd = (int32_t)r->ino; /* the segment id: the restorer attaches it */
+	} else if ((r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED)) {
+		for (uint32_t k = 0; k < pd->nfds; k++) {
+			const struct ck_pd_fd *f = &pd->fds[k];
+			if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
+			    (f->flags & O_ACCMODE) == O_RDWR) {
+				rg->map_fd = f->fd;
+				break;
+			}
+		}
+	}
+	if (rg->map_fd < 0 && ck_shm_region(r)) {
+		struct ck_obj *ob = ck_obj_file(objs, r->dev, r->ino);
+		uint32_t k;
+		int32_t target = -1;
+		if (!ob) {
+			ck_err_set("shared memory %s has no object", r->path ? r->path : "");
+			return -EPROTO;
+		}
+		/* one descriptor per object in this process */
+		for (k = 0; k < l->nshared; k++)
+			if (pl->fds[pl->n - l->nshared + k] == -2 - (int)(ob - objs->v))
+				break;
+		if (k == l->nshared) {
+			if (l->nshared == CK_RST_MAX_SHARED) {
+				ck_err_set("process %d maps more than %d shared memory objects", p->pid,
+					   CK_RST_MAX_SHARED);
+				return -E2BIG;
+			}
+			pl->fds[pl->n] = -2 - (int)(ob - objs->v); /* placeholder, resolved by ck_shm_layout_resolve */
+			pl->targets[pl->n] = -(CK_RST_SHARED_FD + (int32_t)k) - 1;
+			pl->n++;
+			l->nshared++;
+		}
+		target = CK_RST_SHARED_FD + (int32_t)k;
+		rg->map_fd = target;
+		rg->fill = 0;
+		*shmfill = 1;
+	}
+	return 0;
+}
+
+int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct ck_objs *objs)
+{
+	for (uint32_t k = pl->n - l->nshared; k < pl->n; k++) {
+		int idx = -2 - pl->fds[k];
+		pl->fds[k] = fcntl(objs->v[idx].fd[0], F_DUPFD_CLOEXEC, 3);
+		if (pl->fds[k] < 0)
+			return -errno;
+	}
+	return 0;
+}

@@ -1,0 +1,349 @@
+/* System V shared memory of the job. The job has an IPC namespace of its
+ * own (ns.c), so its segments are its alone and their ids can be made
+ * again: at a checkpoint every segment is read once (attached read-only);
+ * at a restore each is created with its id (shm_next_id), key, mode, owner
+ * and bytes before any process maps it, and the ones the job had marked for
+ * removal are removed once every process has attached them again.
+ * Semaphores and message queues are refused.
+ *
+ * Entering the job's IPC namespace takes CAP_SYS_ADMIN over it and in
+ * one's own user namespace: root has both; a user has them only inside
+ * the job's user namespace, which a multithreaded process cannot join.
+ * So a helper does it: a child sharing ckrun's memory (CLONE_VM, ckrun's
+ * thread waits, CLONE_VFORK) joins the job's user namespace where the job
+ * has one, then its IPC namespace, makes or attaches the segments and
+ * exits. Attachments belong to the memory, not the task: ckrun's thread
+ * then reads or fills them and detaches them itself. The helper makes
+ * only system calls (no allocation, no stdio, no strerror): the rest of
+ * ckrun runs meanwhile. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/mman.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/image/chunkio.h"
+#include "launcher/common/ck_err.h"
+#include "launcher/ckrun/ckrun.h"
+
+enum { CK__LIST, CK__MAKE, CK__REMOVE };
+enum { CK__OK, CK__E_USERNS, CK__E_IPCNS, CK__E_SEMMSG, CK__E_READ, CK__E_NEXTID, CK__E_MAKE, CK__E_FILL };
+
+struct ck__seg {
+	struct ck_sysv_shm x;
+	void *addr; /* attached in ckrun's memory by the helper */
+};
+
+/* One visit of the helper to the job's namespaces. */
+struct ck__visit {
+	int what;
+	int userfd, ipcfd; /* the job's namespaces (userfd -1: the job has no user namespace) */
+	struct ck__seg *seg;
+	size_t n, cap; /* LIST: segments attached (at most cap), of total found */
+	size_t total;
+	int fail, err; /* CK__E_*, errno */
+	int32_t id, got;
+};
+
+union ck__semun {
+	int val;
+	struct semid_ds *buf;
+	unsigned short *array;
+	struct seminfo *__buf;
+};
+
+static int ck__failed(struct ck__visit *v, int what, int32_t id)
+{
+	v->fail = what;
+	v->err = errno;
+	v->id = id;
+	return 1;
+}
+
+static int ck__list(struct ck__visit *v)
+{
+	struct seminfo si;
+	struct msginfo mi;
+	struct shm_info inf;
+	union ck__semun su = {.__buf = &si};
+	int max;
+
+	if ((semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0) ||
+	    (msgctl(0, MSG_INFO, (struct msqid_ds *)(void *)&mi) >= 0 && mi.msgpool > 0))
+		return ck__failed(v, CK__E_SEMMSG, 0);
+	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&inf);
+	for (int idx = 0; idx <= max; idx++) {
+		struct shmid_ds ds;
+		struct ck__seg *s;
+		int id = shmctl(idx, SHM_STAT, &ds); /* an index in, the id out */
+		if (id < 0)
+			continue;
+		if (v->total++ >= v->cap)
+			continue; /* counted: ckrun comes again with room */
+		s = &v->seg[v->n];
+		memset(s, 0, sizeof(*s));
+		s->x.id = id;
+		s->x.key = ds.shm_perm.__key;
+		s->x.mode = ds.shm_perm.mode & 0777;
+		s->x.flags = (ds.shm_perm.mode & SHM_DEST) ? CK_SYSV_DEST : 0;
+		s->x.uid = ds.shm_perm.uid;
+		s->x.gid = ds.shm_perm.gid;
+		s->x.size = ds.shm_segsz;
+		s->addr = shmat(id, NULL, SHM_RDONLY);
+		if (s->addr == (void *)-1)
+			return ck__failed(v, CK__E_READ, id);
+		v->n++;
+	}
+	return 0;
+}
+
+static int ck__make(struct ck__visit *v)
+{
+	for (; v->n < v->cap; v->n++) {
+		struct ck__seg *s = &v->seg[v->n];
+		struct shmid_ds ds;
+		char num[16];
+		int fd, id, k = 0;
+		uint32_t u = (uint32_t)s->x.id;
+
+		do /* decimal, backwards */
+			num[sizeof(num) - 1 - ++k] = (char)('0' + u % 10);
+		while ((u /= 10) && k < 12);
+		fd = open("/proc/sys/kernel/shm_next_id", O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, num + sizeof(num) - 1 - k, (size_t)k) < 0) {
+			ck__failed(v, CK__E_NEXTID, s->x.id);
+			if (fd >= 0)
+				close(fd);
+			return 1;
+		}
+		close(fd);
+		id = shmget((s->x.flags & CK_SYSV_DEST) ? IPC_PRIVATE : s->x.key, s->x.size, IPC_CREAT | IPC_EXCL | 0600);
+		if (id != s->x.id) {
+			if (id >= 0)
+				errno = EEXIST;
+			v->got = id;
+			return ck__failed(v, CK__E_MAKE, s->x.id);
+		}
+		s->addr = shmat(id, NULL, 0);
+		if (s->addr == (void *)-1)
+			return ck__failed(v, CK__E_FILL, id);
+		memset(&ds, 0, sizeof(ds));
+		if (shmctl(id, IPC_STAT, &ds) == 0) {
+			ds.shm_perm.uid = s->x.uid;
+			ds.shm_perm.gid = s->x.gid;
+			ds.shm_perm.mode = (unsigned short)s->x.mode;
+			shmctl(id, IPC_SET, &ds);
+		}
+	}
+	return 0;
+}
+
+static int ck__helper(void *arg)
+{
+	struct ck__visit *v = arg;
+
+	if (v->userfd >= 0 && setns(v->userfd, CLONE_NEWUSER) < 0)
+		return ck__failed(v, CK__E_USERNS, 0);
+	if (setns(v->ipcfd, CLONE_NEWIPC) < 0)
+		return ck__failed(v, CK__E_IPCNS, 0);
+	if (v->what == CK__LIST)
+		return ck__list(v);
+	if (v->what == CK__MAKE)
+		return ck__make(v);
+	for (size_t i = 0; i < v->cap; i++)
+		if (v->seg[i].x.flags & CK_SYSV_DEST)
+			shmctl(v->seg[i].x.id, IPC_RMID, NULL);
+	return 0;
+}
+
+static void ck__say(const struct ck__visit *v)
+{
+	const char *e = strerror(v->err);
+
+	switch (v->fail) {
+	case CK__E_USERNS: ck_err_set("cannot enter the job's user namespace (for its IPC namespace): %s", e); break;
+	case CK__E_IPCNS: ck_err_set("cannot enter the job's IPC namespace: %s", e); break;
+	case CK__E_SEMMSG: ck_err_set("the job has System V semaphores or message queues: not supported yet"); break;
+	case CK__E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
+	case CK__E_NEXTID: ck_err_set("cannot ask for System V segment id %d (shm_next_id): %s", v->id, e); break;
+	case CK__E_MAKE:
+		ck_err_set("cannot re-create System V segment %d (got %d): %s", v->id, v->got,
+			   v->got >= 0 ? "another id" : e);
+		break;
+	case CK__E_FILL: ck_err_set("cannot fill System V segment %d: %s", v->id, e); break;
+	}
+}
+
+/* Runs the helper for v; 0, or -errno with the reason set. */
+static int ck__run(struct ckrun *c, struct ck__visit *v)
+{
+	const size_t stack_len = 256 << 10;
+	char path[64];
+	struct stat job_ns, our_ns;
+	void *stack = MAP_FAILED;
+	int st, r = 0;
+	pid_t kid;
+
+	v->userfd = v->ipcfd = -1;
+	v->fail = CK__OK;
+	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", c->init_pid);
+	if ((v->ipcfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		r = -errno;
+		ck_err_set("cannot open the job's IPC namespace (%s): %s", path, strerror(errno));
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", c->init_pid);
+	if (c->userns) {
+		if ((v->userfd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(v->userfd, &job_ns) < 0 ||
+		    stat("/proc/self/ns/user", &our_ns) < 0) {
+			r = -errno;
+			ck_err_set("cannot open the job's user namespace (%s): %s", path, strerror(errno));
+			goto out;
+		}
+		if (job_ns.st_ino == our_ns.st_ino && job_ns.st_dev == our_ns.st_dev) {
+			close(v->userfd); /* ours already */
+			v->userfd = -1;
+		}
+	}
+	stack = mmap(NULL, stack_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+	if (stack == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	/* no exit signal: ckrun's SIGCHLD means the job; reaped right here */
+	kid = clone(ck__helper, (char *)stack + stack_len, CLONE_VM | CLONE_VFORK, v);
+	if (kid < 0) {
+		r = -errno;
+		ck_err_set("cannot start the helper for the job's IPC namespace: %s", strerror(errno));
+		goto out;
+	}
+	while (waitpid(kid, &st, __WALL) < 0)
+		if (errno != EINTR) {
+			r = -errno;
+			goto out;
+		}
+	if (v->fail != CK__OK) {
+		ck__say(v);
+		r = v->err ? -v->err : -ENOTSUP;
+		if (v->fail == CK__E_SEMMSG)
+			r = -ENOTSUP;
+	} else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		ck_err_set("the helper for the job's IPC namespace failed (status %d)", st);
+		r = -EIO;
+	}
+out:
+	if (stack != MAP_FAILED)
+		munmap(stack, stack_len);
+	if (v->ipcfd >= 0)
+		close(v->ipcfd);
+	if (v->userfd >= 0)
+		close(v->userfd);
+	return r;
+}
+
+static void ck__detach(struct ck__seg *seg, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (seg[i].addr && seg[i].addr != (void *)-1)
+			shmdt(seg[i].addr);
+}
+
+int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
+{
+	struct ck__visit v;
+	struct ck__seg *seg = NULL;
+	size_t cap = 16;
+	int r;
+
+	memset(&v, 0, sizeof(v));
+	for (;;) {
+		struct ck__seg *more = realloc(seg, cap * sizeof(*seg));
+		if (!more) {
+			r = -ENOMEM;
+			goto out;
+		}
+		seg = more;
+		memset(&v, 0, sizeof(v));
+		v.what = CK__LIST;
+		v.seg = seg;
+		v.cap = cap;
+		r = ck__run(c, &v);
+		if (r < 0 || v.total <= cap)
+			break;
+		ck__detach(seg, v.n); /* more than there was room for */
+		cap = v.total + 16;
+	}
+	if (r < 0)
+		goto out;
+	if (v.n && !(m->shms = calloc(v.n, sizeof(*m->shms)))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < v.n && r == 0; i++) {
+		struct ck_sysv_shm *x = &m->shms[m->nshms++];
+		*x = seg[i].x;
+		r = ck_writer_add(w, x->size, ck_mem_src, seg[i].addr, &x->first_chunk, &x->nchunks);
+	}
+out:
+	if (seg)
+		ck__detach(seg, v.n);
+	free(seg);
+	return r;
+}
+
+int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
+{
+	struct ck__visit v;
+	struct ck__seg *seg;
+	int r;
+
+	if (!m->nshms)
+		return 0;
+	if (!(seg = calloc(m->nshms, sizeof(*seg))))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nshms; i++)
+		seg[i].x = m->shms[i];
+	memset(&v, 0, sizeof(v));
+	v.what = CK__MAKE;
+	v.seg = seg;
+	v.cap = m->nshms;
+	r = ck__run(c, &v);
+	for (size_t i = 0; r == 0 && i < v.n; i++)
+		if (seg[i].x.nchunks)
+			r = ck_reader_read(rd, seg[i].x.first_chunk, seg[i].x.nchunks, ck_mem_sink, seg[i].addr);
+	ck__detach(seg, v.n);
+	free(seg);
+	return r;
+}
+
+int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m)
+{
+	struct ck__visit v;
+	struct ck__seg *seg;
+	int r;
+
+	if (!m->nshms)
+		return 0;
+	if (!(seg = calloc(m->nshms, sizeof(*seg))))
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nshms; i++)
+		seg[i].x = m->shms[i];
+	memset(&v, 0, sizeof(v));
+	v.what = CK__REMOVE;
+	v.seg = seg;
+	v.cap = m->nshms;
+	r = ck__run(c, &v);
+	free(seg);
+	return r;
+}

@@ -1,0 +1,59 @@
+/* libckpt's end of its control channel to ckrun (ckrun/proto.h):
+ * messages out with our credentials, messages in with at most one
+ * descriptor. System calls only: the snapshot child and the restart path
+ * use them. */
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+/* sendmsg with our credentials attached, so ckrun learns our pid as its
+ * namespace numbers it. System calls only: runs in the snapshot child. */
+int ck__send(struct ck_msg *m)
+{
+	return (int)ck_send_with_creds(ck__core.ctl_fd, m, __builtin_offsetof(struct ck_msg, text) + m->len);
+}
+
+/* One message; a descriptor that came with it is returned in *fd (the
+ * caller's to close), or closed here when fd is NULL. */
+int ck__recv_fd(struct ck_msg *m, int *fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {m, sizeof(*m)};
+	struct msghdr mh;
+	struct cmsghdr *c;
+	int got = -1;
+	long r;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	do
+		r = ck_sys3(SYS_recvmsg, ck__core.ctl_fd, (long)&mh, MSG_CMSG_CLOEXEC);
+	while (r == -EINTR);
+	for (c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+			ck_memcpy(&got, CMSG_DATA(c), sizeof(int));
+	if (fd)
+		*fd = got;
+	else if (got >= 0)
+		ck_close(got);
+	if (r == 0)
+		return -EPIPE;
+	if (r < (long)__builtin_offsetof(struct ck_msg, text))
+		return r < 0 ? (int)r : -EBADMSG;
+	return 0;
+}
+
+int ck__recv(struct ck_msg *m)
+{
+	return ck__recv_fd(m, NULL);
+}

@@ -1,0 +1,22 @@
+/* libckpt's process-wide state (core.h): the one definition of its
+ * globals, so that its files share them through core.h alone and none
+ * depends on checkpoint.c, the round, for them. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "libckpt/core.h"
+
+struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT, .devfd = -1};
+struct ck_procdesc ck__pd;
+char ck__restart_stack[CK_RESTART_STACK_SIZE] __attribute__((aligned(64)));
+
+void ck__failf(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (ck__core.fail[0])
+		return; /* keep the first reason */
+	va_start(ap, fmt);
+	vsnprintf(ck__core.fail, sizeof(ck__core.fail), fmt, ap);
+	va_end(ap);
+}
