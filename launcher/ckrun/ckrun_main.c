@@ -314,10 +314,26 @@ static int ck__job_status(struct ckrun *c, int *status)
 	return 0;
 }
 
+/* A process that ends during a round (a DataLoader's worker at the end of
+ * an epoch, a pool's child) fails that round, but not the request: it is
+ * asked again once the loop has seen the end (the process leaves the job's
+ * list), a few times in a row at most. */
+#define CK_ROUND_AGAIN_MAX 3
+
 static int ck__checkpoint(struct ckrun *c, unsigned flags, uint64_t *seq)
 {
+	static int again;
 	int r = ck_round(c, flags, seq);
 
+	if (r == -ESRCH && !(flags & CK_ROUND_STOP) && again < CK_ROUND_AGAIN_MAX) {
+		again++;
+		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " of job %s: %s; taking it again\n", c->last_seq + 1,
+			c->job, ck_err_msg());
+		ck_sig_usr2 = 1;
+		(void)!write(ck_wake_fd[1], "x", 1);
+		return r;
+	}
+	again = 0;
 	if (r < 0)
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " of job %s failed: %s\n", c->last_seq + 1, c->job,
 			ck_err_msg());

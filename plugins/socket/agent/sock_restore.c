@@ -90,6 +90,29 @@ static int ck__new(const struct ck_pd_fd *f)
 	return fd;
 }
 
+/* The directories above a UNIX socket's path, made again where they are
+ * gone (a job's temporary directory removed after the checkpoint, another
+ * host: Python multiprocessing's /tmp/pymp-XXXX). Mode 0700, as mkdtemp
+ * makes them: only the job's user reaches the socket, which is what such
+ * directories are for. An existing component is left as it is. */
+static int ck__make_parents(const char *path)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	size_t n = strnlen(path, sizeof(dir) - 1); /* sun_path need not end in a NUL */
+
+	if (path[0] != '/')
+		return -EINVAL;
+	memcpy(dir, path, n);
+	dir[n] = 0;
+	for (char *p = dir + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return 0;
+}
+
 /* Bind to the saved address; else (another host) the same port on any
  * address, else any port. A stale UNIX socket file of the dead job goes. */
 static int ck__bind(int fd, const struct ck_pd_fd *f)
@@ -115,6 +138,9 @@ static int ck__bind(int fd, const struct ck_pd_fd *f)
 			return 0;
 		if (errno == EADDRINUSE && u->sun_path[0] && lstat(u->sun_path, &st) == 0 && S_ISSOCK(st.st_mode) &&
 		    unlink(u->sun_path) == 0 && bind(fd, (struct sockaddr *)&a, l) == 0)
+			return 0;
+		if (errno == ENOENT && u->sun_path[0] == '/' && ck__make_parents(u->sun_path) == 0 &&
+		    bind(fd, (struct sockaddr *)&a, l) == 0)
 			return 0;
 		ck_err_set("cannot bind UNIX socket %s again: %s", f->path, strerror(errno));
 		return -errno;
