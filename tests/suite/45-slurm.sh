@@ -207,6 +207,9 @@ sl_start() {
 	MpiDefault=none
 	ReturnToService=2
 	MinJobAge=600
+	# the test's cluster looks at its queue every second or two (the
+	# defaults, 60 s and 30 s, let a short job end before a preemption)
+	SchedulerParameters=sched_interval=2,bf_interval=1
 	NodeName=$host NodeAddr=127.0.0.1 CPUs=$ncpu State=UNKNOWN
 	Include $SLURM_FRAGMENT
 	EOF
@@ -249,7 +252,7 @@ sl_exits() { grep -c "\[$1\.batch\] task 0 ([0-9]*) exited with exit code $2\.$"
 sl_case() {
 	local name=$1 d=$SL/$1 id why hi stopped
 	mkdir -p "$d"
-	h_app_cmd sgd 4
+	h_app_cmd sgd 8
 	if [ ! -s "$SL/bare.out" ]; then
 		why=$(h_run_bare sgd "$SL/bare.out" "$SL/bare.err" 300)
 		if [ "${why% *}" != 0 ]; then
