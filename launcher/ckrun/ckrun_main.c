@@ -538,7 +538,9 @@ int main(int argc, char **argv)
 	}
 	/* One writer per job: a second ckrun of the job (or ckpt rm/gc at
 	 * work on it) is refused here, before anything is written. */
-	r = ck_joblock_acquire(c.store, c.job, "ckrun", 0, &c.lock);
+	/* A resume may follow a holder killed elsewhere (a container, another
+	 * node): its silent lease is waited out rather than refused. */
+	r = ck_joblock_acquire(c.store, c.job, "ckrun", c.resume ? CK_JOBLOCK_WAIT_SILENT : 0, &c.lock);
 	if (r < 0) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		ck_store_close(c.store);

@@ -514,7 +514,46 @@ static void *renewer(void *arg)
 	return NULL;
 }
 
-static int lease_acquire(struct ck_joblock *l)
+/* CK_JOBLOCK_WAIT_SILENT: o's lease is live as far as the clock goes;
+ * wait while it stays silent, until it ends (0: take it) or is renewed
+ * (-EBUSY). */
+static int wait_silent(struct ck_joblock *l, struct ck_lock_owner *o)
+{
+	uint64_t now = clock_ns(CLOCK_REALTIME), period = o->lease_ns / 4;
+	int rc, have, said = 0;
+
+	if (o->released || !o->lease_ns || (o->boot[0] && !strcmp(o->boot, l->me.boot) &&
+					     !strcmp(o->pidns, l->me.pidns)))
+		return busy(l->s, l->job, o, 1); /* alive here, or no lease */
+	while (now < o->renewed_ns + o->lease_ns) {
+		struct ck_lock_owner n;
+
+		/* a live holder renews every lease/4: silent longer than that
+		 * (and a margin for a slow store) is probably dead */
+		if (now < o->renewed_ns + period + period / 2 && !said)
+			return busy(l->s, l->job, o, 1);
+		if (!said) {
+			char who[512];
+			ck_lock_owner_describe(o, who, sizeof(who));
+			fprintf(stderr, "ckrun: job %s is held by %s, silent for %.0f s: waiting up to %.0f s for its "
+					"lease to end\n",
+				l->job, who, (double)(now - o->renewed_ns) / 1e9,
+				(double)(o->renewed_ns + o->lease_ns - now) / 1e9);
+			said = 1;
+		}
+		sleep(2);
+		if ((rc = lease_newest(l->s, l->job, &n, &have)) < 0)
+			return rc;
+		if (!have || n.released)
+			return 0; /* given back meanwhile */
+		if (n.gen != o->gen || n.renewed_ns != o->renewed_ns)
+			return busy(l->s, l->job, &n, 1); /* renewed, or taken by another: alive */
+		now = clock_ns(CLOCK_REALTIME);
+	}
+	return 0;
+}
+
+static int lease_acquire(struct ck_joblock *l, unsigned flags)
 {
 	char rec[1024];
 	int tries, have, rc, n;
@@ -525,8 +564,14 @@ static int lease_acquire(struct ck_joblock *l)
 		rc = lease_newest(l->s, l->job, &o, &have);
 		if (rc < 0)
 			return rc;
-		if (have && lease_live(&o, &l->me, clock_ns(CLOCK_REALTIME)))
-			return busy(l->s, l->job, &o, 1);
+		if (have && lease_live(&o, &l->me, clock_ns(CLOCK_REALTIME))) {
+			if (!(flags & CK_JOBLOCK_WAIT_SILENT))
+				return busy(l->s, l->job, &o, 1);
+			if ((rc = wait_silent(l, &o)) < 0)
+				return rc;
+			if ((rc = lease_newest(l->s, l->job, &o, &have)) < 0)
+				return rc;
+		}
 		l->me.gen = have ? o.gen + 1 : 1;
 		l->me.renewed_ns = clock_ns(CLOCK_REALTIME);
 		lease_key(l->job, l->me.gen, l->key, sizeof(l->key));
@@ -620,7 +665,7 @@ int ck_joblock_acquire(struct ck_store *s, const char *job, const char *tool, un
 		ck_err_set("out of memory");
 		return -ENOMEM;
 	}
-	rc = file ? file_acquire(l) : lease_acquire(l);
+	rc = file ? file_acquire(l) : lease_acquire(l, flags);
 	if (rc == 0 && !file && (rc = start_renewer(l)) < 0) {
 		lock_end(l, 0);
 		l = NULL;

@@ -52,6 +52,13 @@ struct ck_lock_owner {
 
 /* flags */
 #define CK_JOBLOCK_LEASE 0x1 /* a lease even where a file lock is possible (tests) */
+/* A lease whose holder has gone silent (not renewed for more than a
+ * renewal period, and not known alive or dead from here: another host, or
+ * a container of its own) is waited for, up to its end, rather than
+ * refused at once: a job restarted after its container was killed takes
+ * over when the dead holder's lease ends. A renewal seen while waiting
+ * means a live holder: refused then. Said on stderr once. */
+#define CK_JOBLOCK_WAIT_SILENT 0x2
 
 struct ck_joblock;
 

@@ -3,6 +3,7 @@
  * holder named, stale leases taken over, a broken lease noticed by its
  * holder, records that cannot inject text. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -162,6 +163,51 @@ static void test_lease(struct ck_store *s)
 	ck_joblock_release(a);
 }
 
+static struct ck_store *renew_store;
+static uint64_t renew_gen;
+
+/* The silent holder speaks again: its generation renewed. */
+static void *renew_later(void *arg)
+{
+	(void)arg;
+	usleep(1000 * 1000);
+	put_lease(renew_store, renew_gen, "elsewhere", now_ns(), 6000000000ull, 0);
+	return NULL;
+}
+
+/* CK_JOBLOCK_WAIT_SILENT (a resume): a holder elsewhere that renewed
+ * lately is refused at once; one silent for more than a renewal period is
+ * waited for until its lease ends, then taken; one that renews while
+ * waited for is refused. */
+static void test_wait_silent(struct ck_store *s)
+{
+	const unsigned L = CK_JOBLOCK_LEASE, W = CK_JOBLOCK_WAIT_SILENT;
+	const uint64_t lease = 6000000000ull; /* 6 s: renewals every 1.5 s */
+	struct ck_joblock *a = NULL;
+	uint64_t t0;
+	pthread_t th;
+
+	put_lease(s, 20, "elsewhere", now_ns(), lease, 0);
+	t0 = now_ns();
+	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L | W, &a), -EBUSY);
+	CHECK(now_ns() - t0 < 1000000000ull);
+	/* silent for 3 s of 6: taken when it ends, not before */
+	put_lease(s, 21, "elsewhere", now_ns() - 3000000000ull, lease, 0);
+	t0 = now_ns();
+	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L | W, &a), 0);
+	CHECK(now_ns() - t0 >= 2500000000ull);
+	CHECK(exists(s, "lj/lease/00000022"));
+	ck_joblock_release(a);
+	/* silent, then renewed while waited for: refused */
+	put_lease(s, 23, "elsewhere", now_ns() - 3000000000ull, lease, 0);
+	renew_store = s;
+	renew_gen = 23;
+	pthread_create(&th, NULL, renew_later, NULL);
+	CHECK_EQ_INT(ck_joblock_acquire(s, "lj", "ckrun", L | W, &a), -EBUSY);
+	pthread_join(th, NULL);
+	CHECK(strstr(ck_err_msg(), "elsewhere") != NULL);
+}
+
 /* A short lease renewed by its thread stays ours past its length. */
 static void test_renewal(struct ck_store *s)
 {
@@ -220,6 +266,7 @@ void ck_unit_run(void)
 		test_file_lock(s);
 		test_lease(s);
 		test_renewal(s);
+		test_wait_silent(s);
 		ck_store_close(s);
 	}
 	test_record();
