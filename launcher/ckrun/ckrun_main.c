@@ -325,7 +325,7 @@ static int ck__checkpoint(struct ckrun *c, unsigned flags, uint64_t *seq)
 	static int again;
 	int r = ck_round(c, flags, seq);
 
-	if (r == -ESRCH && !(flags & CK_ROUND_STOP) && again < CK_ROUND_AGAIN_MAX) {
+	if (r == -ESRCH && !(flags & CK_ROUND_STOP) && c->nprocs > 0 && again < CK_ROUND_AGAIN_MAX) {
 		again++;
 		fprintf(stderr, "ckrun: checkpoint %" PRIu64 " of job %s: %s; taking it again\n", c->last_seq + 1,
 			c->job, ck_err_msg());
