@@ -9,27 +9,6 @@
 #include "tests/unit/tmpdir.h"
 #include "tests/unit/unit.h"
 
-static void *read_file(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static void test_roundtrip(void)
 {
 	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
@@ -89,7 +68,7 @@ static void test_golden(void)
 	size_t glen = 0, len = 0;
 
 	snprintf(path, sizeof(path), "%s/tests/golden/manifest-v1.bin", top && *top ? top : ".");
-	gold = read_file(path, &glen);
+	gold = ck_unit_read_file(path, &glen);
 	CHECK(gold != NULL);
 	if (!gold)
 		goto out;

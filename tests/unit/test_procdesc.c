@@ -7,27 +7,6 @@
 #include "tests/unit/sample_procdesc.h"
 #include "tests/unit/unit.h"
 
-static void *read_all(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	rewind(f);
-	buf = malloc((size_t)n + 1);
-	if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	*len = (size_t)n;
-	return buf;
-}
-
 static void test_golden(void)
 {
 	const char *top = getenv("CKPT_TOP");
@@ -37,7 +16,7 @@ static void test_golden(void)
 	size_t glen = 0, len = 0;
 
 	snprintf(path, sizeof(path), "%s/tests/golden/procdesc-v2.bin", top && *top ? top : ".");
-	gold = read_all(path, &glen);
+	gold = ck_unit_read_file(path, &glen);
 	CHECK(gold != NULL && pd != NULL);
 	if (!gold || !pd)
 		goto out;

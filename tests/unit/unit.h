@@ -36,6 +36,9 @@ extern int ck_unit_failures;
 		}                                                                                   \
 	} while (0)
 
+/* A whole file, malloc'd (NULL if it cannot be read); its size in *len. */
+void *ck_unit_read_file(const char *path, size_t *len);
+
 /* Each test file defines this; main() in unit.c calls it and reports. */
 void ck_unit_run(void);
 
