@@ -15,25 +15,37 @@
 #include "launcher/ckrun/telemetry.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */
+/* What a round holds of one process: a value that lives from the round's
+ * request to its end (ck_jproc_round_clear at the start of the next; -v
+ * prints timings from it after the end). It sits in the
+ * process's record rather than in struct ck_round because processes attach
+ * and leave during a round (procs.c), and the record is what moves. */
+struct ck_jproc_round {
+	int state;    /* CK_JP_* */
+	pid_t snap;   /* its snapshot child (fork mode) */
+	int held;     /* it has memory a fork does not freeze */
+	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck_cut_ask takes it (-1: none) */
+	struct ck_wp_proc *wp;     /* its write-protect snapshot (NULL: forked) */
+	int wp_errno;              /* why it could not arm one (0: not asked, or armed) */
+	struct ck_wp_proc *wp_pre; /* pre-armed (PREARM_FD came; NULL: not) */
+	int prearm;                /* PREARM: 0 not asked, 1 asked, 2 armed, -errno failed */
+	struct ck_proc *mp;        /* its record in the manifest being built */
+	/* for -v -v: when its snapshot was announced (ckrun's clock), and its
+	 * own µs to park, record and fork */
+	uint64_t t_snap;
+	uint32_t us_park, us_record, us_fork;
+};
+
+/* One attached process of the job, for its whole life. */
 struct ck_jproc {
 	pid_t pid;    /* in ckrun's pid namespace */
 	int32_t jpid; /* in the job's */
 	int fd;       /* its control channel */
-	int state;    /* CK_JP_* within a round */
-	pid_t snap;   /* its snapshot child (fork mode) */
 	uint64_t pd_addr;
-	int held;     /* it has memory a fork does not freeze */
-	int wp_fd;    /* its write-protect snapshot's userfaultfd, until ck_cut_ask takes it (-1: none) */
-	struct ck_wp_proc *wp; /* this round: its write-protect snapshot (NULL: forked) */
-	int wp_errno;          /* this round: why it could not arm one (0: not asked, or armed) */
-	struct ck_wp_proc *wp_pre; /* this round: pre-armed (PREARM_FD came; NULL: not) */
-	int prearm;    /* this round's PREARM: 0 not asked, 1 asked, 2 armed, -errno failed */
+	/* its descriptor: a buffer kept (and pre-touched) across rounds, filled
+	 * by each round's cut */
 	struct ck_procdesc *pd;
-	struct ck_proc *mp; /* its record in the manifest being built */
-	/* this round, for -v -v: when its snapshot was announced (ckrun's
-	 * clock), and its own µs to park, record and fork */
-	uint64_t t_snap;
-	uint32_t us_park, us_record, us_fork;
+	struct ck_jproc_round round; /* the round in flight */
 };
 enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 
@@ -138,6 +150,9 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		  struct ck_jproc **from, pid_t *sender);
 int ck_procs_send(struct ck_jproc *p, uint32_t type, uint64_t arg0);
 void ck_procs_drop(struct ckrun *c, struct ck_jproc *p);
+/* A round starts for one process: its round state from the last one, back
+ * to none. */
+void ck_jproc_round_clear(struct ck_jproc *p);
 /* boost.c: during a round every task of the job, and ckrun's coordinating
  * thread above them, run before other work (root; else nothing). */
 void ck_procs_boost(struct ckrun *c, int on);

@@ -67,12 +67,12 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = rd->ckflags;
 		m.arg[1] = rd->seq;
-		if (p->prearm == 2 && p->wp_pre) { /* its own userfaultfd instead */
+		if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
 			m.arg[0] |= CK_CKPT_PREARMED;
-			fd = ck_wp_fd(p->wp_pre);
+			fd = ck_wp_fd(p->round.wp_pre);
 		}
-		p->state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
-		p->snap = 0;
+		p->round.state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+		p->round.snap = 0;
 	}
 	for (;;) {
 		struct ck_jproc *from;
@@ -97,9 +97,9 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 		}
 		if (r == 1 && from && (m.type == CK_MSG_WP_FREEZE || m.type == CK_MSG_WP_THAW)) {
 			/* a pre-armed process at its cut (libckpt/wpprearm.c) */
-			int ok = from->prearm == 2 && from->wp_pre && from->state == CK_JP_ASKED;
+			int ok = from->round.prearm == 2 && from->round.wp_pre && from->round.state == CK_JP_ASKED;
 			if (ok)
-				ck_wp_freeze(from->wp_pre, m.type == CK_MSG_WP_FREEZE);
+				ck_wp_freeze(from->round.wp_pre, m.type == CK_MSG_WP_FREEZE);
 			if (m.type == CK_MSG_WP_FREEZE)
 				ck_procs_send(from, CK_MSG_WP_FROZEN, ok ? 0 : (uint64_t)(int64_t)-ENOENT);
 			continue;
@@ -113,63 +113,63 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 				kill(sender, SIGKILL); /* of a round that ended without it */
 			continue;
 		}
-		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->state != CK_JP_SNAPSHOT) {
+		if (r == 1 && from && m.type == CK_MSG_SNAPSHOT && from->round.state != CK_JP_SNAPSHOT) {
 			if (m.arg[1] != sizeof(struct ck_procdesc)) {
 				ck_err_set("libckpt and ckrun disagree on the process descriptor (%" PRIu64
 					   " vs %zu bytes): mixed versions?", m.arg[1], sizeof(struct ck_procdesc));
 				return -EPROTO;
 			}
-			from->state = CK_JP_SNAPSHOT;
-			from->snap = c->nofork ? from->pid : sender;
-			from->wp_errno = 0;
-			if (from->wp_fd < 0 && m.len == sizeof(int32_t)) {
+			from->round.state = CK_JP_SNAPSHOT;
+			from->round.snap = c->nofork ? from->pid : sender;
+			from->round.wp_errno = 0;
+			if (from->round.wp_fd < 0 && m.len == sizeof(int32_t)) {
 				int32_t e;
 				memcpy(&e, m.text, sizeof(e));
-				from->wp_errno = e;
+				from->round.wp_errno = e;
 			}
-			if (from->wp_fd < 0 && m.len == sizeof(struct ck_wp_info)) {
+			if (from->round.wp_fd < 0 && m.len == sizeof(struct ck_wp_info)) {
 				/* pre-armed: ckrun has the descriptor; its cut now */
 				struct ck_wp_info wi;
-				if (!from->wp_pre || from->prearm != 2 || sender != from->pid) {
+				if (!from->round.wp_pre || from->round.prearm != 2 || sender != from->pid) {
 					ck_err_set("process %d: a write-protect snapshot without its descriptor", from->jpid);
 					return -EPROTO;
 				}
 				memcpy(&wi, m.text, sizeof(wi));
-				from->snap = from->pid;
-				if ((r = ck_wp_activate(from->wp_pre, &wi)) < 0) {
+				from->round.snap = from->pid;
+				if ((r = ck_wp_activate(from->round.wp_pre, &wi)) < 0) {
 					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
 					return -ESTALE; /* the round is repeated with a fork */
 				}
-				from->wp = from->wp_pre;
-			} else if (from->wp_pre && from->wp_fd < 0) {
-				ck_wp_freeze(from->wp_pre, 0); /* it forked after all: lift its writes again */
+				from->round.wp = from->round.wp_pre;
+			} else if (from->round.wp_pre && from->round.wp_fd < 0) {
+				ck_wp_freeze(from->round.wp_pre, 0); /* it forked after all: lift its writes again */
 			}
-			if (from->wp_fd >= 0) {
+			if (from->round.wp_fd >= 0) {
 				struct ck_wp_info wi;
-				int fd = from->wp_fd;
+				int fd = from->round.wp_fd;
 
-				from->wp_fd = -1;
-				from->snap = from->pid;
+				from->round.wp_fd = -1;
+				from->round.snap = from->pid;
 				if (m.len != sizeof(wi)) {
 					close(fd);
 					ck_err_set("process %d: a write-protect snapshot without its ranges", from->jpid);
 					return -EPROTO;
 				}
 				memcpy(&wi, m.text, sizeof(wi));
-				if ((r = ck_wp_add(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp)) < 0) {
+				if ((r = ck_wp_add(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->round.wp)) < 0) {
 					ck_err_wrap("process %d: write-protect snapshot", from->jpid);
 					return -ESTALE; /* the round is repeated with a fork */
 				}
 			}
 			from->pd_addr = m.arg[0];
-			from->held = m.arg[2] != 0;
-			from->t_snap = ck_now_ns();
-			from->us_park = (uint32_t)m.arg[4];
-			from->us_record = (uint32_t)(m.arg[4] >> 32);
-			from->us_fork = (uint32_t)m.arg[5];
+			from->round.held = m.arg[2] != 0;
+			from->round.t_snap = ck_now_ns();
+			from->round.us_park = (uint32_t)m.arg[4];
+			from->round.us_record = (uint32_t)(m.arg[4] >> 32);
+			from->round.us_fork = (uint32_t)m.arg[5];
 		}
 		for (size_t i = 0; i < c->nprocs; i++)
-			waiting += c->procs[i].state != CK_JP_SNAPSHOT;
+			waiting += c->procs[i].round.state != CK_JP_SNAPSHOT;
 		if (ck_now_ns() - start > 60000000000ull) {
 			ck_err_set("%zu process(es) of the job did not take their snapshot within 60 s", waiting);
 			return -ETIMEDOUT;
@@ -180,7 +180,7 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 			 * stopped one (SIGSTOP, a debugger) never answers. */
 			for (size_t i = 0; i < c->nprocs; i++) {
 				int st = ck_proc_state(c->procs[i].pid);
-				if (c->procs[i].state == CK_JP_SNAPSHOT)
+				if (c->procs[i].round.state == CK_JP_SNAPSHOT)
 					continue;
 				if (!st) {
 					ck_procs_drop(c, &c->procs[i]);
@@ -234,14 +234,14 @@ int ck_cut_descriptors(struct ckrun *c)
 			return -ENOMEM;
 		/* the header, then only the used threads, descriptors and epoll
 		 * items: a full descriptor is megabytes, most of it empty */
-		if ((r = ck_mem_read(p->snap, p->pd_addr, p->pd, CK_PD_HDR_SIZE)) < 0 ||
+		if ((r = ck_mem_read(p->round.snap, p->pd_addr, p->pd, CK_PD_HDR_SIZE)) < 0 ||
 		    p->pd->nthreads > CK_PD_MAX_THREADS || p->pd->nfds > CK_PD_MAX_FDS ||
 		    p->pd->nepitems > CK_PD_MAX_EPITEMS ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, threads), p->pd->threads,
+		    (r = ck_mem_read(p->round.snap, p->pd_addr + offsetof(struct ck_procdesc, threads), p->pd->threads,
 				     p->pd->nthreads * sizeof(p->pd->threads[0]))) < 0 ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, fds), p->pd->fds,
+		    (r = ck_mem_read(p->round.snap, p->pd_addr + offsetof(struct ck_procdesc, fds), p->pd->fds,
 				     p->pd->nfds * sizeof(p->pd->fds[0]))) < 0 ||
-		    (r = ck_mem_read(p->snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
+		    (r = ck_mem_read(p->round.snap, p->pd_addr + offsetof(struct ck_procdesc, epitems), p->pd->epitems,
 				     p->pd->nepitems * sizeof(p->pd->epitems[0]))) < 0) {
 			if (ck_proc_gone(p->pid)) { /* read from the process itself (no fork) */
 				ck_err_set("process %d of the job exited during the checkpoint", p->jpid);

@@ -123,9 +123,9 @@ out:
  * write protection, always before. */
 static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg)
 {
-	if (!jp->wp)
+	if (!jp->round.wp)
 		return rg->flags & CK_REG_SHARED ? 0 : 1;
-	if (ck_wp_covers(jp->wp, rg->start, rg->end))
+	if (ck_wp_covers(jp->round.wp, rg->start, rg->end))
 		return 1;
 	if ((rg->flags & CK_REG_VDSO) ||
 	    ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_SHARED) && !(rg->prot & PROT_WRITE)))
@@ -138,12 +138,12 @@ static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg
  * repeated without a fork. */
 int ck_mem_advice(const struct ck_jproc *jp)
 {
-	struct ck_proc *p = jp->mp;
-	int r = ck_maps_advice(jp->snap, p->regions, p->nregions);
+	struct ck_proc *p = jp->round.mp;
+	int r = ck_maps_advice(jp->round.snap, p->regions, p->nregions);
 
 	if (r < 0)
-		return ck_proc_gone(jp->snap) ? 0 : r; /* its end is reported by the checks that follow */
-	for (size_t i = 0; jp->snap != jp->pid && i < p->nregions; i++) {
+		return ck_proc_gone(jp->round.snap) ? 0 : r; /* its end is reported by the checks that follow */
+	for (size_t i = 0; jp->round.snap != jp->pid && i < p->nregions; i++) {
 		const struct ck_region *rg = &p->regions[i];
 		if ((rg->flags & CK_REG_ADV_WIPEONFORK) && !(rg->flags & CK_REG_NODATA)) {
 			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64
@@ -159,8 +159,8 @@ int ck_mem_advice(const struct ck_jproc *jp)
 int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
 {
-	pid_t snap = jp->snap;
-	struct ck_proc *p = jp->mp;
+	pid_t snap = jp->round.snap;
+	struct ck_proc *p = jp->round.mp;
 	struct ck_procdesc *pd = jp->pd;
 	struct ck_map *maps = NULL;
 	size_t n = 0;
@@ -224,9 +224,9 @@ data:
 		/* Only anonymous private memory: fork copies its page table, so a
 		 * page absent there was never touched. (The vDSO's pages are not
 		 * copied by fork, file pages fault in lazily.) */
-		src.live = jp->wp && pass == 1;
-		if (jp->wp && ck_wp_covers(jp->wp, rg->start, rg->end))
-			src.wp = jp->wp;
+		src.live = jp->round.wp && pass == 1;
+		if (jp->round.wp && ck_wp_covers(jp->round.wp, rg->start, rg->end))
+			src.wp = jp->round.wp;
 		else if (!(rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_VDSO)))
 			src.pagemap_fd = pagemap;
 		/* Whether a restore may fill it through huge pages: only where
@@ -282,10 +282,10 @@ int ck_mem_wp_verify(const struct ck_jproc *jp)
 		ck_err_wrap("process %d: after its write-protect snapshot", jp->jpid);
 		return -ESTALE;
 	}
-	for (size_t i = 0; i < jp->mp->nregions && r == 0; i++) {
-		const struct ck_region *rg = &jp->mp->regions[i];
+	for (size_t i = 0; i < jp->round.mp->nregions && r == 0; i++) {
+		const struct ck_region *rg = &jp->round.mp->regions[i];
 
-		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->wp, rg->start, rg->end))
+		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->round.wp, rg->start, rg->end))
 			continue;
 		while (j < n && maps[j].start < rg->start)
 			j++;

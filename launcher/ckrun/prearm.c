@@ -18,22 +18,22 @@
 
 static void ck__prearm_failed(struct ckrun *c, struct ck_jproc *p, int err)
 {
-	p->prearm = err < 0 ? err : -EPROTO;
-	p->wp_pre = NULL; /* the round's wp keeps it until the round ends (then closed) */
+	p->round.prearm = err < 0 ? err : -EPROTO;
+	p->round.wp_pre = NULL; /* the round's wp keeps it until the round ends (then closed) */
 	if (c->verbose > 1)
-		fprintf(stderr, "ckrun: process %d: no pre-armed cut: %s\n", p->jpid, strerror(-p->prearm));
+		fprintf(stderr, "ckrun: process %d: no pre-armed cut: %s\n", p->jpid, strerror(-p->round.prearm));
 }
 
 static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct ck_msg *m)
 {
 	int err = (int)(int64_t)m->arg[1];
 
-	if (err == 0 && !p->wp_pre)
+	if (err == 0 && !p->round.wp_pre)
 		err = -EPROTO;
 	if (err < 0)
 		ck__prearm_failed(c, p, err);
 	else
-		p->prearm = 2;
+		p->round.prearm = 2;
 }
 
 int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
@@ -50,8 +50,8 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 		memset(&m, 0, offsetof(struct ck_msg, text));
 		m.type = CK_MSG_PREARM;
 		m.arg[0] = rd->seq;
-		p->wp_pre = NULL;
-		p->prearm = ck_chan_send(p->fd, &m, rd->devfd >= 0 ? &rd->devfd : NULL, rd->devfd >= 0) == 0;
+		p->round.wp_pre = NULL;
+		p->round.prearm = ck_chan_send(p->fd, &m, rd->devfd >= 0 ? &rd->devfd : NULL, rd->devfd >= 0) == 0;
 	}
 	for (;;) {
 		struct ck_jproc *from;
@@ -62,7 +62,7 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 		for (size_t i = 0; i < c->nprocs; i++) {
 			struct ck_jproc *p = &c->procs[i];
 			int st;
-			if (p->prearm != 1)
+			if (p->round.prearm != 1)
 				continue;
 			st = ck_proc_state(p->pid);
 			if (st == 'T' || st == 't' || !st) /* stopped or gone: the cut says so */
@@ -77,21 +77,21 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 			ck_err_set("waiting for the job's processes: %s", strerror(-r));
 			break;
 		}
-		if (r == 0 || !from || m.arg[0] != rd->seq || from->prearm != 1) {
+		if (r == 0 || !from || m.arg[0] != rd->seq || from->round.prearm != 1) {
 			r = 0; /* time up, or not for us: m and from hold nothing then */
 			continue;
 		}
 		r = 0;
-		if (m.type == CK_MSG_PREARM_FD && from->wp_fd >= 0 && !from->wp_pre) {
+		if (m.type == CK_MSG_PREARM_FD && from->round.wp_fd >= 0 && !from->round.wp_pre) {
 			struct ck_wp_info wi = {0, 0, 0};
-			int fd = from->wp_fd, e = m.len == sizeof(wi) ? 0 : -EPROTO;
-			from->wp_fd = -1;
+			int fd = from->round.wp_fd, e = m.len == sizeof(wi) ? 0 : -EPROTO;
+			from->round.wp_fd = -1;
 			if (e == 0)
 				memcpy(&wi, m.text, sizeof(wi));
 			else
 				close(fd);
 			if (e == 0 &&
-			    (e = ck_wp_prearm(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->wp_pre)) < 0 &&
+			    (e = ck_wp_prearm(&rd->wp, c->wp_aside_max, from->pid, from->jpid, fd, &wi, &from->round.wp_pre)) < 0 &&
 			    c->verbose > 1)
 				fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 			if (e < 0)
@@ -101,7 +101,7 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 		}
 	}
 	for (size_t i = 0; i < c->nprocs; i++) /* late: they arm at the cut */
-		if (c->procs[i].prearm == 1)
+		if (c->procs[i].round.prearm == 1)
 			ck__prearm_failed(c, &c->procs[i], -ETIMEDOUT);
 	rd->prearming = 0;
 	return r;

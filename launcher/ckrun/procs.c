@@ -39,11 +39,19 @@ void ck_procs_drop(struct ckrun *c, struct ck_jproc *p)
 
 	if (p->fd >= 0)
 		close(p->fd);
-	if (p->wp_fd >= 0)
-		close(p->wp_fd);
+	if (p->round.wp_fd >= 0)
+		close(p->round.wp_fd);
 	free(p->pd);
 	memmove(p, p + 1, (c->nprocs - i - 1) * sizeof(*p));
 	c->nprocs--;
+}
+
+void ck_jproc_round_clear(struct ck_jproc *p)
+{
+	if (p->round.wp_fd >= 0)
+		close(p->round.wp_fd);
+	memset(&p->round, 0, sizeof(p->round));
+	p->round.wp_fd = -1;
 }
 
 void ck_procs_clear(struct ckrun *c)
@@ -69,8 +77,8 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		close(p->fd);
 		/* exec'd: a pre-armed descriptor is the old memory's (ckrun
 		 * closes it at the round's end); the new one arms at the cut */
-		p->wp_pre = NULL;
-		p->prearm = 0;
+		p->round.wp_pre = NULL;
+		p->round.prearm = 0;
 	} else {
 		if (c->nprocs == c->procs_cap) {
 			size_t cap = c->procs_cap ? c->procs_cap * 2 : 16;
@@ -85,7 +93,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		p = &c->procs[c->nprocs++];
 		memset(p, 0, sizeof(*p));
 		p->pid = pid;
-		p->wp_fd = -1;
+		p->round.wp_fd = -1; /* (the rest of its round state: zeros, none yet) */
 		/* Its descriptor's buffer, with the pages a round fills touched
 		 * now: faulting them in is no business of the frozen time. */
 		p->pd = malloc(sizeof(*p->pd));
@@ -96,7 +104,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	}
 	p->jpid = jpid;
 	p->fd = fd;
-	p->state = CK_JP_IDLE;
+	p->round.state = CK_JP_IDLE;
 	if (c->round && c->round->asking) {
 		struct ck_msg m;
 		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
@@ -104,7 +112,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		m.arg[0] = c->round->ckflags;
 		m.arg[1] = c->round->seq;
 		if (ck_chan_send(fd, &m, c->round->devfd >= 0 ? &c->round->devfd : NULL, c->round->devfd >= 0) == 0)
-			p->state = CK_JP_ASKED;
+			p->round.state = CK_JP_ASKED;
 	}
 	return 0;
 }
@@ -236,10 +244,10 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 			 * descriptor): ck_cut_ask (ck_prearm_all) takes it. Any
 			 * other descriptor is closed, a late snapshot's userfaultfd
 			 * included, which lifts its protection. */
-			if (newfd >= 0 && p && p->wp_fd < 0 &&
+			if (newfd >= 0 && p && p->round.wp_fd < 0 &&
 			    ((m->type == CK_MSG_SNAPSHOT && c->round && c->round->asking && m->arg[3] == c->round->seq) ||
 			     (m->type == CK_MSG_PREARM_FD && c->round && c->round->prearming && m->arg[0] == c->round->seq))) {
-				p->wp_fd = newfd;
+				p->round.wp_fd = newfd;
 				newfd = -1;
 			}
 			if (newfd >= 0)
@@ -346,7 +354,7 @@ int ck_procs_scan(struct ckrun *c, pid_t **pids, size_t *n, pid_t **zombies, siz
 				if (e == s)
 					break;
 				for (size_t i = 0; i < c->nprocs; i++) /* (with --no-fork or write protection: the process itself) */
-					snap |= c->procs[i].snap == (pid_t)kid && c->procs[i].snap != c->procs[i].pid;
+					snap |= c->procs[i].round.snap == (pid_t)kid && c->procs[i].round.snap != c->procs[i].pid;
 				if (kid > 0 && !snap)
 					r = ck__push(&todo, &ntodo, (pid_t)kid);
 			}

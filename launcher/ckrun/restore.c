@@ -209,14 +209,14 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 			ck_err_set("%s", msg.text);
 			return -EIO;
 		}
-		if (from && msg.type == CK_MSG_RESTARTED && from->state != CK_JP_SNAPSHOT) {
-			from->state = CK_JP_SNAPSHOT; /* marks "restarted" here */
+		if (from && msg.type == CK_MSG_RESTARTED && from->round.state != CK_JP_SNAPSHOT) {
+			from->round.state = CK_JP_SNAPSHOT; /* marks "restarted" here */
 			restarted++;
 		}
 	}
 	ck_sysv_remove_marked(c, m); /* attached again by now */
 	for (size_t i = 0; i < c->nprocs; i++) {
-		c->procs[i].state = CK_JP_IDLE;
+		c->procs[i].round.state = CK_JP_IDLE;
 		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);
 	}
 	c->job_pid = ck_tree_jproc(c, m->procs[0].pid)->pid;

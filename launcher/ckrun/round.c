@@ -50,18 +50,20 @@ static void ck__end_round(struct ckrun *c, struct ck_round *rd, int result, int 
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		/* The snapshot goes before DONE: the process reaps it. */
-		if (!c->nofork && p->snap > 0 && p->snap != p->pid)
-			kill(p->snap, SIGKILL);
-		p->snap = 0;
-		if (!stop && p->state != CK_JP_IDLE)
+		if (!c->nofork && p->round.snap > 0 && p->round.snap != p->pid)
+			kill(p->round.snap, SIGKILL);
+		p->round.snap = 0;
+		if (!stop && p->round.state != CK_JP_IDLE)
 			ck_procs_send(p, CK_MSG_DONE, (uint64_t)(int64_t)result);
-		p->state = CK_JP_IDLE;
-		p->wp = NULL;
-		p->wp_pre = NULL;
-		p->prearm = 0;
-		if (p->wp_fd >= 0)
-			close(p->wp_fd);
-		p->wp_fd = -1;
+		/* What -v prints after the end (timings, why no write-protect
+		 * snapshot) stays until the next round starts. */
+		p->round.state = CK_JP_IDLE;
+		p->round.wp = NULL;
+		p->round.wp_pre = NULL;
+		p->round.prearm = 0;
+		if (p->round.wp_fd >= 0)
+			close(p->round.wp_fd);
+		p->round.wp_fd = -1;
 	}
 }
 
@@ -367,14 +369,14 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 	ck_round_phase(&rd->ph, "System V");
 	/* The main process first: restore starts the tree from it. */
 	for (size_t i = 0; i < c->nprocs; i++) {
-		rd->held |= c->procs[i].held;
-		rd->any_wp |= c->procs[i].wp != NULL;
+		rd->held |= c->procs[i].round.held;
+		rd->any_wp |= c->procs[i].round.wp != NULL;
 	}
 	m->nprocs = c->nprocs;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *jp = &c->procs[i];
 		struct ck_proc *p = &m->procs[i];
-		jp->mp = p;
+		jp->round.mp = p;
 		p->pid = jp->pd->pid;
 		p->ppid = jp->pd->ppid;
 		p->exe = strdup(jp->pd->exe);
@@ -411,7 +413,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		struct ck_jproc *jp = &c->procs[i];
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 0);
 		if (r == 0)
-			r = ck_fds_save_data(rd->w, jp->snap, jp->pd, rd->flags);
+			r = ck_fds_save_data(rd->w, jp->round.snap, jp->pd, rd->flags);
 	}
 	if (r < 0)
 		return r;
@@ -422,10 +424,10 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 1);
-		if (r == 0 && jp->snap == jp->pid)
+		if (r == 0 && jp->round.snap == jp->pid)
 			r = ck_mem_advice(jp);
 		if (r == 0)
-			r = ck_desc_pack(jp->pd, &jp->mp->desc, &jp->mp->desc_len);
+			r = ck_desc_pack(jp->pd, &jp->round.mp->desc, &jp->round.mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
 			if (jp->pd->fds[k].kind == CK_FD_PLUGIN) {
 				char what[64];
@@ -434,7 +436,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 			}
 	}
 	for (size_t i = 0; i < c->nprocs && r == 0; i++)
-		if (c->procs[i].wp)
+		if (c->procs[i].round.wp)
 			r = ck_mem_wp_verify(&c->procs[i]);
 	if (r == 0)
 		r = ck_wp_check(rd->wp);
@@ -481,7 +483,7 @@ static void ck__round_done(struct ckrun *c, struct ck_round *rd)
 	size_t npre = 0;
 
 	for (size_t i = 0; i < c->nprocs; i++)
-		npre += c->procs[i].wp && c->procs[i].wp == c->procs[i].wp_pre;
+		npre += c->procs[i].round.wp && c->procs[i].round.wp == c->procs[i].round.wp_pre;
 	ck__end_round(c, rd, 0, rd->flags & CK_ROUND_STOP);
 	c->round_snapshot = rd->any_wp ? "write-protect" : !c->nofork ? "fork" : "none";
 	if (c->verbose)
@@ -520,6 +522,8 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	rd.req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	if ((r = ck__round_check(c)) < 0)
 		return r;
+	for (size_t i = 0; i < c->nprocs; i++)
+		ck_jproc_round_clear(&c->procs[i]);
 	c->round = &rd;
 	if ((r = ck__round_begin(c, &rd)) < 0 || (r = ck__round_cut(c, &rd)) < 0 ||
 	    (r = ck__round_record(c, &rd)) < 0 || (r = ck__round_save(c, &rd)) < 0 ||

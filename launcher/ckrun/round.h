@@ -1,9 +1,10 @@
 /* A checkpoint round's own state: what lives only from the request to the
  * commit (or the failure), as one value that round.c hands to its phases
  * and the kinds' files (kinds.h); struct ckrun points at it while the round
- * is in flight (procs.c asks newcomers with it). What a round needs of
- * every process (its snapshot, its descriptor, its write-protect reader)
- * is still kept in struct ck_jproc: processes come and go during a round. */
+ * is in flight (procs.c asks newcomers with it). What a round holds of
+ * each process (its snapshot, its write-protect reader, its manifest
+ * record) is the value struct ck_jproc_round (ckrun.h), kept in the
+ * process's record because processes come and go during a round. */
 #ifndef CK_CKRUN_ROUND_H
 #define CK_CKRUN_ROUND_H
 

@@ -37,21 +37,21 @@ static void ck__print_phases(const struct ckrun *c, uint64_t seq, uint64_t t_ask
 	if (!at)
 		return;
 	for (size_t i = 0; i < c->nprocs; i++) {
-		at[i] = c->procs[i].t_snap - t_ask;
-		if (!slow || c->procs[i].t_snap > slow->t_snap)
+		at[i] = c->procs[i].round.t_snap - t_ask;
+		if (!slow || c->procs[i].round.t_snap > slow->round.t_snap)
 			slow = &c->procs[i];
 	}
 	qsort(at, c->nprocs, sizeof(*at), ck__cmp_u64);
 	if (slow) {
-		uint64_t own = (uint64_t)slow->us_park + slow->us_record + slow->us_fork;
-		uint64_t total = (slow->t_snap - t_ask) / 1000;
+		uint64_t own = (uint64_t)slow->round.us_park + slow->round.us_record + slow->round.us_fork;
+		uint64_t total = (slow->round.t_snap - t_ask) / 1000;
 		fprintf(stderr,
 			"ckrun: checkpoint %" PRIu64 " phases: snapshots announced after %.1f (first), %.1f (median), "
 			"%.1f ms (last: process %d: %.1f ms to be scheduled and told, %.1f to park, %.1f to record, "
 			"%.1f to fork or write-protect)\n",
 			seq, (double)at[0] / 1e6, (double)at[c->nprocs / 2] / 1e6, (double)at[c->nprocs - 1] / 1e6,
-			slow->jpid, total > own ? (double)(total - own) / 1e3 : 0.0, slow->us_park / 1e3,
-			slow->us_record / 1e3, slow->us_fork / 1e3);
+			slow->jpid, total > own ? (double)(total - own) / 1e3 : 0.0, slow->round.us_park / 1e3,
+			slow->round.us_record / 1e3, slow->round.us_fork / 1e3);
 	}
 	o = snprintf(line, sizeof(line), "ckrun: checkpoint %" PRIu64 " phases after all parked:", seq);
 	for (size_t i = 0; i < ph->n && o > 0 && (size_t)o < sizeof(line); i++)
@@ -84,7 +84,7 @@ void ck_round_print_commit(const struct ckrun *c, const struct ck_round *rd, siz
 	} else if (!c->nofork) {
 		int e = 0;
 		for (size_t i = 0; i < c->nprocs && !e; i++)
-			e = c->procs[i].wp_errno;
+			e = c->procs[i].round.wp_errno;
 		snprintf(snap, sizeof(snap), ", forked snapshot%s%s%s", e ? " (write protection: " : "",
 			 e ? strerror(e) : "", e ? ")" : "");
 	}
