@@ -248,42 +248,6 @@ void ckpt_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void ckpt_progress_start(struct ckpt_progress *p, const char *what, uint64_t total)
-{
-	p->on = isatty(2);
-	p->what = what;
-	p->total = total;
-	p->last_ns = 0;
-}
-
-void ckpt_progress(struct ckpt_progress *p, uint64_t done)
-{
-	uint64_t t;
-
-	if (!p->on)
-		return;
-	t = now_ns();
-	if (t - p->last_ns < 100000000ull && done < p->total)
-		return; /* at most ten updates a second */
-	p->last_ns = t;
-	fprintf(stderr, "\r%s: %3u%%", p->what, p->total ? (unsigned)(done * 100 / p->total) : 100u);
-	fflush(stderr);
-}
-
-void ckpt_progress_end(struct ckpt_progress *p)
-{
-	if (p->on)
-		fprintf(stderr, "\r\033[K");
-}
-
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);

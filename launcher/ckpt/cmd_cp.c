@@ -18,6 +18,7 @@
 
 #include "launcher/image/chunk.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/progress.h"
 #include "launcher/store/joblock.h"
 
 #define CP_PARALLEL 4 /* packs copied at once */
@@ -27,7 +28,7 @@ struct cp_ctx {
 	struct ck_store *src, *dst;
 	const char *job;
 	struct ck_manifest *m;
-	struct ckpt_progress prog;
+	struct ck_progress prog;
 	pthread_mutex_t lock;
 	/* under lock: */
 	uint64_t done;
@@ -239,7 +240,7 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 		c->skipped++;
 	}
 	c->done += ssize;
-	ckpt_progress(&c->prog, c->done);
+	ck_progress_set(&c->prog, c->done);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -396,10 +397,10 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	c->psize = psize;
 	c->dsize = dsize;
 	snprintf(what, sizeof(what), "copy %s@%llu", c->job, (unsigned long long)seq);
-	ckpt_progress_start(&c->prog, what, total);
+	ck_progress_start(&c->prog, what, total);
 	c->done = 0;
 	rc = copy_packs(c);
-	ckpt_progress_end(&c->prog);
+	ck_progress_end(&c->prog);
 	if (rc < 0)
 		goto out;
 	rc = ck_store_put(c->dst, key, mbuf, mlen, CK_PUT_NOREPLACE);
