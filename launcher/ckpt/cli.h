@@ -60,6 +60,7 @@ int ckpt_cmd_gc(int argc, char **argv);
 int ckpt_cmd_cp(int argc, char **argv);
 int ckpt_cmd_unlock(int argc, char **argv);
 int ckpt_cmd_export_core(int argc, char **argv);
+int ckpt_cmd_report(int argc, char **argv);
 
 /* inspect --backtrace: the stacks of every thread of m (backtrace.c). */
 int ckpt_backtrace(struct ck_store *s, const struct ck_manifest *m);
