@@ -55,7 +55,10 @@ void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf,
 {
 	char d[32], t[32], r[32], e[32] = "";
 	double secs = now_ns > p->t0_ns ? (double)(now_ns - p->t0_ns) / 1e9 : 0;
-	double rate = secs > 0.001 ? (double)p->done / secs : 0;
+	int done = p->total && p->done >= p->total;
+	/* The first bytes come before any steady rate: a rate and ETA from
+	 * them would be noise ("ETA 1m53s" for a 2 s restore). */
+	double rate = secs >= CK_PROGRESS_SETTLE_S || (done && secs > 0.000001) ? (double)p->done / secs : 0;
 
 	ck__bytes(p->done, d, sizeof(d));
 	if (rate > 0) {
@@ -69,7 +72,7 @@ void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf,
 		return;
 	}
 	ck__bytes(p->total, t, sizeof(t));
-	if (p->done >= p->total)
+	if (done)
 		snprintf(e, sizeof(e), "done");
 	else if (rate > 0) {
 		memcpy(e, "ETA ", 4);

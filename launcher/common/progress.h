@@ -33,5 +33,6 @@ void ck_progress_end(struct ck_progress *p);
 void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf, unsigned len);
 
 #define CK_PROGRESS_PERIOD_NS 250000000ull /* four lines a second at most */
+#define CK_PROGRESS_SETTLE_S 0.2            /* no rate nor ETA before this */
 
 #endif
