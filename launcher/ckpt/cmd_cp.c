@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 
 #include "launcher/image/chunk.h"
+#include "launcher/image/restore_log.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/common/progress.h"
 #include "launcher/store/joblock.h"
@@ -423,6 +424,21 @@ out:
 	return rc;
 }
 
+/* The job's restore records go along (ckpt report at the destination
+ * shows its history); one already there is the same record. */
+static int copy_restores(struct cp_ctx *c)
+{
+	struct ck_restore_rec *v = NULL;
+	size_t n = 0, bad = 0;
+	int rc = ck_restore_log_list(c->src, c->job, &v, &n, &bad);
+
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if ((rc = ck_restore_log_put(c->dst, c->job, &v[i])) == -EEXIST)
+			rc = 0;
+	free(v);
+	return rc;
+}
+
 int ckpt_cmd_cp(int argc, char **argv)
 {
 	struct ck_joblock *lock = NULL;
@@ -462,6 +478,8 @@ int ckpt_cmd_cp(int argc, char **argv)
 	for (i = 0; rc == 0 && i < n; i++)
 		rc = copy_one(&c, seqs[i]);
 out:
+	if (rc == 0)
+		rc = copy_restores(&c);
 	if (rc == 0) {
 		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
 		printf("%s: %u pack%s copied (%s), %u already present\n", job, c.copied, c.copied == 1 ? "" : "s", b,

@@ -17,6 +17,7 @@
 #     every size and time bar is the bar's colour from the plot's baseline
 #     up to the height the data gives and no further, and each restore
 #     line is there;
+#   - `ckpt cp` copies the restore records: the copy's picture has both;
 #   - bad input: an unknown extension and a missing -o are 64, a job the
 #     store lacks 2, a store that does not exist 69, an output that cannot
 #     be written 73; one line each, and no file left.
@@ -231,6 +232,14 @@ PYEOF
 		h_pass "report/render: $why"
 	else
 		h_fail report/render "$why" "$d/r.svg"
+	fi
+
+	# ---- ckpt cp took the restore records along
+	if ckpt report --store "$d/st2" "$job" -o "$d/r2.svg" >"$d/r2.out" 2>&1 &&
+		[ "$(grep -o '<g class="restore" data-seq="[0-9]*"' "$d/r2.svg" | grep -o '[0-9]*' | tr '\n' ' ')" = "3 5 " ]; then
+		h_pass "report/cp-history: the copy's picture shows the restores of 3 and 5"
+	else
+		h_fail report/cp-history "the copy's picture lacks the restores" "$d/r2.out" "$d/r2.svg"
 	fi
 
 	# ---- bad input: one line, the documented status, no file
