@@ -44,7 +44,7 @@ enum rp_kind {
 	RP_RECT,  /* x, y, w, h filled */
 	RP_LINE,  /* from (x, y) to (x + w, y + h), horizontal or vertical, 1 px (w or h 0) */
 	RP_TRI,   /* a triangle pointing down in the box x, y, w, h */
-	RP_TEXT,  /* text at x (align), top y, 7*scale pixels high */
+	RP_TEXT,  /* text at x (align), top y, 7*scale pixels high above the baseline */
 	RP_BEGIN, /* a group: cls, seq, text = tooltip (SVG only) */
 	RP_END,
 };
@@ -67,9 +67,11 @@ struct rp_pic {
 	size_t n, cap;
 };
 
-/* Glyph of a printable ASCII character (other bytes: '?'): 7 rows of 5
- * bits, the leftmost column in bit 4. Cells are RP_FONT_W wide. */
+/* Glyph of a printable ASCII character (other bytes: '?'): RP_FONT_ROWS
+ * rows of 5 bits, the leftmost column in bit 4; rows 0-6 stand on the
+ * baseline, 7-8 are descenders. Cells are RP_FONT_W wide. */
 #define RP_FONT_W 6
+#define RP_FONT_ROWS 9
 const uint8_t *rp_font_glyph(unsigned char c);
 
 int rp_layout(const struct rp_data *d, struct rp_pic *pic);

@@ -43,7 +43,7 @@ static void rp_draw_text(struct rp_canvas *c, const struct rp_item *it)
 	for (int k = 0; k < n; k++) {
 		const uint8_t *g = rp_font_glyph((unsigned char)it->text[k]);
 
-		for (int row = 0; row < 7; row++)
+		for (int row = 0; row < RP_FONT_ROWS; row++)
 			for (int col = 0; col < 5; col++)
 				if (g[row] & (0x10 >> col))
 					rp_fill(c, x + (k * RP_FONT_W + col) * s, it->y + row * s, s, s, it->color);

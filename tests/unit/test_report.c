@@ -199,9 +199,10 @@ static void font(void)
 		const uint8_t *g = rp_font_glyph((unsigned char)c);
 		int ink = 0;
 
-		for (int r = 0; r < 7; r++)
+		for (int r = 0; r < RP_FONT_ROWS; r++)
 			ink |= g[r];
 		CHECK(ink != 0 && !(ink & ~0x1f));
+		CHECK(!g[7] == !strchr("gjpqy", c)); /* descenders: these only */
 	}
 	CHECK(rp_font_glyph(0x80) == rp_font_glyph('?'));
 	CHECK(rp_font_glyph('\n') == rp_font_glyph('?'));
