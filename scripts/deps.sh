@@ -17,10 +17,12 @@
 #   procps                                pgrep, pkill (the suites)
 #   strace                                a traced job is refused (35-unsupported)
 #   gdb                                   reads the cores ckpt export-core writes (28-inspect)
+#   python3-pil                           decodes the PNG of ckpt report (28-inspect)
+#   bsdutils                              script: a terminal for the progress lines (28-inspect)
 set -euo pipefail
 need=(build-essential pkg-config libzstd-dev libcurl4-openssl-dev libssl-dev
       libelf-dev libunwind-dev libcap-dev zstd python3 iproute2 util-linux
-      procps strace uidmap libcap2-bin passwd gdb)
+      procps strace uidmap libcap2-bin passwd gdb python3-pil bsdutils)
 # Extra package sets, named by the caller: CKPT_DEPS_EXTRA="ceph awscli".
 for extra in ${CKPT_DEPS_EXTRA:-}; do
     case "$extra" in

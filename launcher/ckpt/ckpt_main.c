@@ -22,12 +22,13 @@ static const char ckpt_usage_text[] =
 	"  rm [--store URI] [--force] JOB[@SEQ]      delete one checkpoint, or all of JOB\n"
 	"  gc [--store URI] [--keep N] [--force] JOB keep the newest N good ones, delete unreferenced packs\n"
 	"  cp SRC_STORE DST_STORE JOB[@SEQ]          copy committed checkpoints between stores\n"
+	"  report [--store URI] JOB -o FILE.svg|FILE.png  a picture of the job's checkpoints and restores\n"
 	"  unlock [--store URI] [--force] JOB        remove a stale lock of JOB (--force: a live S3 lease)\n"
 	"rm and gc refuse a job that a running ckrun holds unless --force.\n"
 	"The store is --store URI, else $CKPT_STORE, else ./ckpt-store; URIs are\n"
 	"file:///DIR, a path, or s3://BUCKET/PREFIX (--s3-endpoint URL, --s3-ca FILE).\n"
 	"Exit status: 0 ok, 2 checkpoint corrupt or missing, 64 usage, 69 store problem or job held by\n"
-	"another writer.\n";
+	"another writer, 73 the output file (report -o) cannot be written.\n";
 
 int ckpt_usage_error(const char *fmt, ...)
 {
@@ -248,42 +249,6 @@ void ckpt_json_str(FILE *f, const char *s)
 	fputc('"', f);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void ckpt_progress_start(struct ckpt_progress *p, const char *what, uint64_t total)
-{
-	p->on = isatty(2);
-	p->what = what;
-	p->total = total;
-	p->last_ns = 0;
-}
-
-void ckpt_progress(struct ckpt_progress *p, uint64_t done)
-{
-	uint64_t t;
-
-	if (!p->on)
-		return;
-	t = now_ns();
-	if (t - p->last_ns < 100000000ull && done < p->total)
-		return; /* at most ten updates a second */
-	p->last_ns = t;
-	fprintf(stderr, "\r%s: %3u%%", p->what, p->total ? (unsigned)(done * 100 / p->total) : 100u);
-	fflush(stderr);
-}
-
-void ckpt_progress_end(struct ckpt_progress *p)
-{
-	if (p->on)
-		fprintf(stderr, "\r\033[K");
-}
-
 static const struct {
 	const char *name;
 	int (*fn)(int, char **);
@@ -291,7 +256,7 @@ static const struct {
 	{"checkpoint", ckpt_cmd_checkpoint}, {"ls", ckpt_cmd_ls}, {"verify", ckpt_cmd_verify},
 	{"inspect", ckpt_cmd_inspect},       {"rm", ckpt_cmd_rm}, {"gc", ckpt_cmd_gc},
 	{"cp", ckpt_cmd_cp},                 {"unlock", ckpt_cmd_unlock},
-	{"export-core", ckpt_cmd_export_core},
+	{"export-core", ckpt_cmd_export_core}, {"report", ckpt_cmd_report},
 };
 
 int main(int argc, char **argv)

@@ -50,16 +50,6 @@ void ckpt_fmt_time(uint64_t ns, char *buf, size_t len);
 void ckpt_fmt_duration(uint64_t ns, char *buf, size_t len);
 void ckpt_json_str(FILE *f, const char *s);
 
-/* Progress line on stderr, only when it is a terminal. */
-struct ckpt_progress {
-	int on;
-	const char *what;
-	uint64_t total, last_ns;
-};
-void ckpt_progress_start(struct ckpt_progress *p, const char *what, uint64_t total);
-void ckpt_progress(struct ckpt_progress *p, uint64_t done);
-void ckpt_progress_end(struct ckpt_progress *p);
-
 
 int ckpt_cmd_checkpoint(int argc, char **argv);
 int ckpt_cmd_ls(int argc, char **argv);
@@ -70,6 +60,7 @@ int ckpt_cmd_gc(int argc, char **argv);
 int ckpt_cmd_cp(int argc, char **argv);
 int ckpt_cmd_unlock(int argc, char **argv);
 int ckpt_cmd_export_core(int argc, char **argv);
+int ckpt_cmd_report(int argc, char **argv);
 
 /* inspect --backtrace: the stacks of every thread of m (backtrace.c). */
 int ckpt_backtrace(struct ck_store *s, const struct ck_manifest *m);

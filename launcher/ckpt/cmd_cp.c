@@ -17,7 +17,9 @@
 #include <sys/mman.h>
 
 #include "launcher/image/chunk.h"
+#include "launcher/image/restore_log.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/progress.h"
 #include "launcher/store/joblock.h"
 
 #define CP_PARALLEL 4 /* packs copied at once */
@@ -27,7 +29,7 @@ struct cp_ctx {
 	struct ck_store *src, *dst;
 	const char *job;
 	struct ck_manifest *m;
-	struct ckpt_progress prog;
+	struct ck_progress prog;
 	pthread_mutex_t lock;
 	/* under lock: */
 	uint64_t done;
@@ -239,7 +241,7 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 		c->skipped++;
 	}
 	c->done += ssize;
-	ckpt_progress(&c->prog, c->done);
+	ck_progress_set(&c->prog, c->done);
 	pthread_mutex_unlock(&c->lock);
 	return rc;
 }
@@ -396,10 +398,10 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	c->psize = psize;
 	c->dsize = dsize;
 	snprintf(what, sizeof(what), "copy %s@%llu", c->job, (unsigned long long)seq);
-	ckpt_progress_start(&c->prog, what, total);
+	ck_progress_start(&c->prog, what, total);
 	c->done = 0;
 	rc = copy_packs(c);
-	ckpt_progress_end(&c->prog);
+	ck_progress_end(&c->prog);
 	if (rc < 0)
 		goto out;
 	rc = ck_store_put(c->dst, key, mbuf, mlen, CK_PUT_NOREPLACE);
@@ -419,6 +421,21 @@ out:
 	free(mbuf);
 	ck_manifest_free(c->m);
 	c->m = NULL;
+	return rc;
+}
+
+/* The job's restore records go along (ckpt report at the destination
+ * shows its history); one already there is the same record. */
+static int copy_restores(struct cp_ctx *c)
+{
+	struct ck_restore_rec *v = NULL;
+	size_t n = 0, bad = 0;
+	int rc = ck_restore_log_list(c->src, c->job, &v, &n, &bad);
+
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		if ((rc = ck_restore_log_put(c->dst, c->job, &v[i])) == -EEXIST)
+			rc = 0;
+	free(v);
 	return rc;
 }
 
@@ -461,6 +478,8 @@ int ckpt_cmd_cp(int argc, char **argv)
 	for (i = 0; rc == 0 && i < n; i++)
 		rc = copy_one(&c, seqs[i]);
 out:
+	if (rc == 0)
+		rc = copy_restores(&c);
 	if (rc == 0) {
 		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
 		printf("%s: %u pack%s copied (%s), %u already present\n", job, c.copied, c.copied == 1 ? "" : "s", b,

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "launcher/image/chunkio.h"
+#include "launcher/image/restore_log.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/store/joblock.h"
 
@@ -167,6 +168,9 @@ int ckpt_cmd_rm(int argc, char **argv)
 		}
 		ck_retain_report_free(&rep);
 	}
+	/* The whole job gone: its history of restores (ckpt report) too. */
+	if (done && !seq && (rc = ck_restore_log_drop(s, job)) < 0)
+		done = 0;
 out:
 	if (rc < 0 && nremoved)
 		report(job, removed, nremoved, npacks, bytes, 0);

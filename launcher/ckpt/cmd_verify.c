@@ -6,6 +6,7 @@
 
 #include "launcher/image/chunkio.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/progress.h"
 
 static int discard(void *arg, uint64_t off, const void *buf, size_t len)
 {
@@ -20,10 +21,10 @@ int ckpt_cmd_verify(int argc, char **argv)
 	struct ck_manifest *m = NULL;
 	struct ck_reader *r = NULL;
 	struct ck_store *s = NULL;
-	struct ckpt_progress p;
+	struct ck_progress p;
 	struct ckpt_opts o;
 	char job[256], what[300], lb[32];
-	uint64_t seq, i, bytes = 0;
+	uint64_t seq, i, bytes = 0, total = 0;
 	int a, rc;
 
 	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_JSON, &o);
@@ -43,14 +44,16 @@ int ckpt_cmd_verify(int argc, char **argv)
 	if (rc < 0)
 		goto out;
 	snprintf(what, sizeof(what), "verify %s@%llu", job, (unsigned long long)m->seq);
-	ckpt_progress_start(&p, what, m->nchunks);
+	for (i = 0; i < m->nchunks; i++)
+		total += m->chunks[i].len;
+	ck_progress_start(&p, what, total);
+	ck_reader_set_progress(r, &p);
 	for (i = 0; i < m->nchunks && rc == 0; i += 64) {
 		uint32_t n = m->nchunks - i < 64 ? (uint32_t)(m->nchunks - i) : 64;
 
 		rc = ck_reader_read(r, i, n, discard, &bytes);
-		ckpt_progress(&p, i + n);
 	}
-	ckpt_progress_end(&p);
+	ck_progress_end(&p);
 out:
 	if (o.json) {
 		printf("{\"job\":");

@@ -24,6 +24,7 @@
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/ctlsrv.h"
+#include "launcher/image/restore_log.h"
 #include "launcher/store/joblock.h"
 #include "ckrun/proto.h"
 
@@ -567,6 +568,20 @@ int main(int argc, char **argv)
 	return r;
 }
 
+/* The restore goes into the job's history in the store (ckpt report); the
+ * job runs on whether or not that can be written. */
+static void ck__record_restore(struct ckrun *c, uint64_t seq, uint64_t duration_ns)
+{
+	struct ck_restore_rec rec = {.seq = seq, .duration_ns = duration_ns};
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	rec.time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (ck_restore_log_put(c->store, c->job, &rec) < 0)
+		fprintf(stderr, "ckrun: warning: the restore of %s@%" PRIu64 " is not recorded in the store: %s\n",
+			c->job, seq, ck_err_msg());
+}
+
 static int ck__run(struct ckrun *c)
 {
 	struct ck_manifest *m = NULL;
@@ -594,6 +609,7 @@ static int ck__run(struct ckrun *c)
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
 		ck_tel_restore(c->tel, m->seq, (double)(ck_now_ns() - t0) / 1e9);
+		ck__record_restore(c, m->seq, ck_now_ns() - t0);
 		if (c->verbose) {
 			char req[64] = "";
 			if (ck_s3_request_count && ck_s3_request_count() > req0)

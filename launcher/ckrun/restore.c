@@ -19,6 +19,7 @@
  * any error kills the restorers first. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/kinds.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/progress.h"
 #include "launcher/image/chunkio.h"
 
 int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m)
@@ -115,6 +117,7 @@ struct ck__rst {
 	struct ck_tree_node *nodes; /* the tree to make */
 	size_t nnodes;
 	pid_t *top; /* init's children: the main process first */
+	struct ck_progress prog; /* the image's bytes read, on a terminal */
 };
 
 /* descriptors: every process's, unpacked and checked. */
@@ -138,9 +141,16 @@ static int ck__rst_descriptors(struct ck__rst *x)
 static int ck__rst_objects(struct ckrun *c, struct ck__rst *x)
 {
 	int r = ck_reader_open(c->store, c->job, x->m, &x->rd);
+	uint64_t total = 0;
+	char what[96];
 
 	if (r < 0)
 		return r;
+	for (size_t i = 0; i < x->m->nchunks; i++)
+		total += x->m->chunks[i].len;
+	snprintf(what, sizeof(what), "restore %s@%" PRIu64, c->job, x->m->seq);
+	ck_progress_start(&x->prog, what, total);
+	ck_reader_set_progress(x->rd, &x->prog);
 	if ((r = ck_shm_prepare_files(x->m)) < 0 || (r = ck_shm_make_objects(x->rd, x->m, &x->objs)) < 0 ||
 	    (r = ck_fds_prepare_all(x->rd, &x->objs)) < 0)
 		return r;
@@ -240,10 +250,15 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes)) < 0 || (r = ck_tree_finish(c, x.nodes, x.nnodes)) < 0 ||
-	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 || (r = ck__rst_go(c, &x)) < 0)
+	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0)
+		goto out;
+	/* The line goes before the job runs again: the terminal is its too. */
+	ck_progress_end(&x.prog);
+	if ((r = ck__rst_go(c, &x)) < 0)
 		goto out;
 	r = 0;
 out:
+	ck_progress_end(&x.prog);
 	if (r < 0) {
 		ck_kill_job(c);
 		ck_procs_clear(c);

@@ -16,6 +16,7 @@
 
 #include "launcher/image/chunk.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/progress.h"
 
 #define CK__SPAN_MAX (4u << 20) /* one ranged read */
 #define CK__OUT_MAX (8u << 20) /* the decoded chunks of one group */
@@ -63,6 +64,7 @@ struct ck_reader {
 	pthread_cond_t work_cv, done_cv;
 	uint64_t order;
 	int quit;
+	struct ck_progress *prog; /* optional: bytes handed on */
 };
 
 static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt, ...)
@@ -458,9 +460,11 @@ static int read_chunks(struct ck_reader *r, uint64_t first, uint32_t n, ck_write
 			rc = sl->rc;
 			break;
 		}
+		uint64_t before = out_off;
 		rc = consume(r, sl, fn, arg, &out_off, sparse);
 		if (rc < 0)
 			break;
+		ck_progress_add(r->prog, out_off - before);
 		pthread_mutex_lock(&r->lock);
 		sl->state = CK__FREE;
 		pthread_mutex_unlock(&r->lock);
@@ -486,6 +490,11 @@ int ck_reader_read(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn 
 int ck_reader_read_sparse(struct ck_reader *r, uint64_t first, uint32_t n, ck_write_fn fn, void *arg)
 {
 	return read_chunks(r, first, n, fn, arg, 1);
+}
+
+void ck_reader_set_progress(struct ck_reader *r, struct ck_progress *p)
+{
+	r->prog = p;
 }
 
 const struct ck_manifest *ck_reader_manifest(const struct ck_reader *r)

@@ -64,5 +64,10 @@ void ck_reader_close(struct ck_reader *r);
  * up to 8 MiB decoded). */
 void ck_reader_set_parallel(struct ck_reader *r, unsigned n);
 const struct ck_manifest *ck_reader_manifest(const struct ck_reader *r);
+/* Counts every verified byte handed on (zero chunks included) into p, which
+ * draws the progress line on a terminal (launcher/common/progress.h); NULL
+ * stops counting. */
+struct ck_progress;
+void ck_reader_set_progress(struct ck_reader *r, struct ck_progress *p);
 
 #endif

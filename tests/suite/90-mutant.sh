@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman report}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -79,6 +79,7 @@ main() {
 			else
 				h_skip mutant/podman "needs root (podman, Ceph)"
 			fi ;;
+		report) sample report '^report/(resume-pty|resume-pipe|proof)$' -- 29-report.sh ;;
 		*) h_fail mutant "unknown sample '$s'" ;;
 		esac
 	done

@@ -11,3 +11,9 @@ $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/unit.o $(BUIL
 $(BUILD)/tests/unit/test_agent_registry: $(BUILD)/tests/unit/test_agent_registry.o $(BUILD)/tests/unit/unit.o \
 		$(BUILD)/launcher/ckrun/agent_plugin.o $(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
+# ckpt report's writers (ckpt objects, not in the launcher library).
+REPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckpt/report_*.c))
+$(BUILD)/tests/unit/test_report: $(BUILD)/tests/unit/test_report.o $(BUILD)/tests/unit/unit.o $(REPORT_OBJS) \
+		$(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
