@@ -1,5 +1,11 @@
 /* ckpt cp SRC_STORE DST_STORE JOB[@SEQ]: copies committed checkpoints.
  *
+ * Only what the destination lacks crosses: a checkpoint refers to the
+ * packs of earlier ones for the chunks that did not change, so once one
+ * checkpoint is at the destination, the next sends its new packs alone.
+ * Each store may have its own credentials and endpoint (--from-profile,
+ * --to-profile): moving a job between sites.
+ *
  * For each checkpoint, oldest first: every pack it references is fetched
  * (from the destination when an object of the same size is already there,
  * else from the source), every chunk in it is checked against the
@@ -32,7 +38,9 @@ struct cp_ctx {
 	/* under lock: */
 	uint64_t done;
 	unsigned copied, skipped;
-	uint64_t copied_bytes;
+	uint64_t copied_bytes;  /* sent to the destination: packs */
+	uint64_t checked_bytes; /* read back at the destination to check them */
+	uint64_t sent_bytes;    /* packs and manifests */
 	size_t next; /* the next run of runs[] to take */
 	int rc;      /* the first failure; the others stop taking packs */
 	char err[1024];
@@ -237,6 +245,7 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 		c->copied_bytes += len;
 	} else if (rc == 0) {
 		c->skipped++;
+		c->checked_bytes += len;
 	}
 	c->done += ssize;
 	ckpt_progress(&c->prog, c->done);
@@ -314,8 +323,9 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	uint64_t *psize = NULL, *dsize = NULL;
 	uint8_t *zscratch = NULL;
 	struct cp_sizes ssz = {0}, dsz = {0};
-	uint64_t total = 0;
-	char key[300], what[300];
+	uint64_t total = 0, sent0 = c->copied_bytes, checked0 = c->checked_bytes;
+	unsigned copied0 = c->copied, skipped0 = c->skipped;
+	char key[300], what[300], b1[32], b2[32];
 	int rc;
 
 	ck_manifest_key(c->job, seq, key, sizeof(key));
@@ -403,8 +413,17 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	if (rc < 0)
 		goto out;
 	rc = ck_store_put(c->dst, key, mbuf, mlen, CK_PUT_NOREPLACE);
-	if (rc == 0)
-		printf("%s@%llu: copied to %s\n", c->job, (unsigned long long)seq, c->dst->uri);
+	if (rc == 0) {
+		/* what crossed against what the checkpoint stores: the delta */
+		c->sent_bytes += c->copied_bytes - sent0 + mlen;
+		ckpt_fmt_bytes(c->copied_bytes - sent0 + mlen, b1, sizeof(b1));
+		ckpt_fmt_bytes(total + mlen, b2, sizeof(b2));
+		printf("%s@%llu: copied to %s: sent %s of the %s it stores (%u pack%s; %u already there, "
+		       "%llu bytes read back to check them)\n",
+		       c->job, (unsigned long long)seq, c->dst->uri, b1, b2, c->copied - copied0,
+		       c->copied - copied0 == 1 ? "" : "s", c->skipped - skipped0,
+		       (unsigned long long)(c->checked_bytes - checked0));
+	}
 out:
 	free(idx);
 	free(runs);
@@ -427,23 +446,34 @@ int ckpt_cmd_cp(int argc, char **argv)
 	struct ck_joblock *lock = NULL;
 	struct cp_ctx c = {0};
 	struct ckpt_opts o;
+	struct ck_store_opts so, dso;
 	uint64_t seq, *seqs = NULL;
 	size_t n = 0, i;
 	char job[256], b[32];
 	int a, rc;
 
-	a = ckpt_getopts(argc, argv, CKPT_O_STORE, &o);
+	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_SITES, &o);
 	if (a < 0)
 		return CK_EXIT_USAGE;
 	if (argc - a != 3)
 		return ckpt_usage_error("cp: expected SRC_STORE DST_STORE JOB[@SEQ]");
 	if (ckpt_parse_ref(argv[a + 2], job, sizeof(job), &seq) < 0)
 		return ckpt_usage_error("cp: %s", ck_err_msg());
+	if (o.from_profile && strncmp(argv[a], "s3://", 5))
+		return ckpt_usage_error("cp: --from-profile names an S3 site, and %s is not s3://", argv[a]);
+	if (o.to_profile && strncmp(argv[a + 1], "s3://", 5))
+		return ckpt_usage_error("cp: --to-profile names an S3 site, and %s is not s3://", argv[a + 1]);
 	c.job = job;
 	pthread_mutex_init(&c.lock, NULL);
-	rc = ckpt_open_store(argv[a], &o.sopts, 1, &c.src);
+	/* each side its own site: --from-profile/--to-profile, else --s3-profile */
+	so = dso = o.sopts;
+	if (o.from_profile)
+		so.s3_profile = o.from_profile;
+	if (o.to_profile)
+		dso.s3_profile = o.to_profile;
+	rc = ckpt_open_store(argv[a], &so, 1, &c.src);
 	if (rc == 0)
-		rc = ckpt_open_store(argv[a + 1], &o.sopts, 0, &c.dst);
+		rc = ckpt_open_store(argv[a + 1], &dso, 0, &c.dst);
 	/* The copy writes the job at the destination: one writer at a time. */
 	if (rc == 0)
 		rc = ck_joblock_acquire(c.dst, job, "ckpt cp", 0, &lock);
@@ -463,8 +493,9 @@ int ckpt_cmd_cp(int argc, char **argv)
 out:
 	if (rc == 0) {
 		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
-		printf("%s: %u pack%s copied (%s), %u already present\n", job, c.copied, c.copied == 1 ? "" : "s", b,
-		       c.skipped);
+		/* exact bytes for scripts: what a move between sites cost */
+		printf("%s: %u pack%s copied (%s), %u already present; %llu bytes sent\n", job, c.copied,
+		       c.copied == 1 ? "" : "s", b, c.skipped, (unsigned long long)c.sent_bytes);
 	}
 	free(seqs);
 	pthread_mutex_destroy(&c.lock);

@@ -162,6 +162,33 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("verify --store st2 demo@2"), 0);
 	CHECK_EQ_INT(run("cp st st2 demo@2"), 0);
 	CHECK(strstr(out, "already") != NULL);
+	CHECK(strstr(out, "; 0 bytes sent\n") != NULL);
+	/* The delta: with checkpoint 1 there, checkpoint 2 (one byte changed)
+	 * sends the pack of its one new chunk and its manifest alone. */
+	CHECK_EQ_INT(run("cp st st5 demo@1"), 0);
+	CHECK_EQ_INT(run("cp st st5 demo@2"), 0);
+	{
+		unsigned long long sent = 0, there = 0, back = 0;
+		const char *l = strstr(out, "demo@2: copied to ");
+		const char *t = strstr(out, "already present; ");
+
+		CHECK(l && strstr(l, "(1 pack; ") &&
+		      sscanf(strstr(l, "(1 pack; ") + 9, "%llu already there, %llu bytes", &there, &back) == 2);
+		CHECK(there >= 1 && back > 0);
+		CHECK(t && sscanf(t, "already present; %llu bytes sent", &sent) == 1);
+		/* a chunk of 256 KiB compresses; the whole image is 3 MiB */
+		CHECK(sent > 0 && sent < 600 * 1024);
+		CHECK(back > 2 * sent);
+		if (ck_unit_failures)
+			fprintf(stderr, "%s", out);
+	}
+	CHECK_EQ_INT(run("verify --store st5 demo@2"), 0);
+	/* a profile names an S3 site: given for a directory store it is an error */
+	CHECK_EQ_INT(run("cp --from-profile a st st6 demo"), 64);
+	CHECK(one_line(err) && strstr(err, "--from-profile"));
+	CHECK_EQ_INT(run("cp --to-profile b st st6 demo"), 64);
+	CHECK(one_line(err) && strstr(err, "--to-profile"));
+	CHECK_EQ_INT(run("ls --from-profile a --store st"), 64);
 	/* A same-size but damaged pack at the destination is replaced. */
 	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
 	pack_path("st3", 1, 1, path, sizeof(path));
