@@ -325,7 +325,7 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	struct cp_sizes ssz = {0}, dsz = {0};
 	uint64_t total = 0, sent0 = c->copied_bytes, checked0 = c->checked_bytes;
 	unsigned copied0 = c->copied, skipped0 = c->skipped;
-	char key[300], what[300], b1[32], b2[32];
+	char key[300], what[300], b1[32], b2[32], b3[32];
 	int rc;
 
 	ck_manifest_key(c->job, seq, key, sizeof(key));
@@ -415,14 +415,17 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	rc = ck_store_put(c->dst, key, mbuf, mlen, CK_PUT_NOREPLACE);
 	if (rc == 0) {
 		/* what crossed against what the checkpoint stores: the delta */
-		c->sent_bytes += c->copied_bytes - sent0 + mlen;
-		ckpt_fmt_bytes(c->copied_bytes - sent0 + mlen, b1, sizeof(b1));
+		uint64_t sent = c->copied_bytes - sent0 + mlen;
+
+		c->sent_bytes += sent;
+		ckpt_fmt_bytes(sent, b1, sizeof(b1));
 		ckpt_fmt_bytes(total + mlen, b2, sizeof(b2));
-		printf("%s@%llu: copied to %s: sent %s of the %s it stores (%u pack%s; %u already there, "
-		       "%llu bytes read back to check them)\n",
-		       c->job, (unsigned long long)seq, c->dst->uri, b1, b2, c->copied - copied0,
-		       c->copied - copied0 == 1 ? "" : "s", c->skipped - skipped0,
-		       (unsigned long long)(c->checked_bytes - checked0));
+		ckpt_fmt_bytes(c->checked_bytes - checked0, b3, sizeof(b3));
+		printf("%s@%llu: copied to %s: %llu of its %llu bytes sent (%s of %s; %u pack%s, %u already there, "
+		       "%s read back to check them)\n",
+		       c->job, (unsigned long long)seq, c->dst->uri, (unsigned long long)sent,
+		       (unsigned long long)(total + mlen), b1, b2, c->copied - copied0,
+		       c->copied - copied0 == 1 ? "" : "s", c->skipped - skipped0, b3);
 	}
 out:
 	free(idx);
