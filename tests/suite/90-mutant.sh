@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman sites}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -78,6 +78,12 @@ main() {
 				sample podman '^podman/(stop-resume-root|kill-mid-checkpoint)$' CKPT_TEST_PODMAN="root kill" -- 47-podman.sh
 			else
 				h_skip mutant/podman "needs root (podman, Ceph)"
+			fi ;;
+		sites)
+			if [ "$(id -u)" = 0 ]; then
+				sample sites '^sites/resume-at-b$' -- 41-sites.sh
+			else
+				h_skip mutant/sites "needs root (network namespaces, Ceph)"
 			fi ;;
 		*) h_fail mutant "unknown sample '$s'" ;;
 		esac
