@@ -6,10 +6,11 @@
  * Each store may have its own credentials and endpoint (--from-profile,
  * --to-profile): moving a job between sites.
  *
- * For each checkpoint, oldest first: every pack it references is fetched
- * (from the destination when an object of the same size is already there,
- * else from the source), every chunk in it is checked against the
- * manifest, and only then is the pack written; the manifest goes last, with
+ * For each checkpoint, oldest first: a pack that a checkpoint committed at
+ * the destination already names (same size) is left as it is; every other
+ * pack it references is fetched (from the destination when an object of
+ * the same size is already there, else from the source), every chunk in it
+ * is checked against the manifest, and only then is the pack written; the manifest goes last, with
  * its original bytes, so the destination never shows a checkpoint whose data
  * is not all there. A few packs are copied at once (CP_PARALLEL threads,
  * each fetching, checking and writing its own pack), so that checking one
@@ -48,6 +49,9 @@ struct cp_ctx {
 	size_t *idx, *runs, nruns;
 	uint64_t *psize; /* size of each pack in the source (UINT64_MAX: missing) */
 	uint64_t *dsize; /* and in the destination */
+	/* 1: a checkpoint committed at the destination names the pack, so it
+	 * was checked on its way there: not read back */
+	unsigned char *named;
 };
 
 static const struct ck_manifest *ck__sort_m;
@@ -128,6 +132,40 @@ static uint64_t cp_size_of(const struct cp_sizes *z, const char *key)
 
 	f = z->n ? bsearch(&k, z->v, z->n, sizeof(*z->v), cp_size_cmp) : NULL;
 	return f ? f->size : UINT64_MAX;
+}
+
+/* The packs that the checkpoints committed at the destination name (those
+ * that load: with --sign-key, those signed with it). Each came there
+ * through a copy that checked every chunk before its put, or from a writer
+ * that committed it; a restore checks every chunk again, and ckpt verify
+ * reads them all. */
+static int cp_named_list(struct ck_store *dst, const char *job, struct cp_sizes *z)
+{
+	uint64_t *seqs = NULL;
+	size_t n = 0, i, j;
+	char key[600];
+	int rc;
+
+	rc = ck_manifest_list(dst, job, &seqs, &n);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; rc == 0 && i < n; i++) {
+		struct ck_manifest *m = NULL;
+
+		if (ck_manifest_load(dst, job, seqs[i], &m) < 0)
+			continue; /* not trusted: its packs are read back */
+		for (j = 0; rc == 0 && j < m->npacks; j++) {
+			snprintf(key, sizeof(key), "%s/%s", job, m->packs[j]);
+			rc = cp_sizes_add(z, key, 0);
+		}
+		ck_manifest_free(m);
+	}
+	free(seqs);
+	if (rc == 0 && z->n)
+		qsort(z->v, z->n, sizeof(*z->v), cp_size_cmp);
+	if (rc == -ENOMEM)
+		ck_err_set("out of memory");
+	return rc;
 }
 
 /* Checks chunks idx[0..n) (all in one pack) against the pack's bytes. */
@@ -216,8 +254,16 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 			   c->src->uri);
 		return -ENOENT;
 	}
+	if (c->dsize[p] == ssize && c->named[p]) {
+		pthread_mutex_lock(&c->lock);
+		c->skipped++;
+		c->done += ssize;
+		ckpt_progress(&c->prog, c->done);
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
 	if (c->dsize[p] == ssize)
-		from = c->dst; /* already there: check it in place */
+		from = c->dst; /* there, but no checkpoint there names it: check it in place */
 	len = (size_t)ssize;
 	rc = cp_fetch(from, key, ssize, b);
 	if (rc == 0)
@@ -322,7 +368,8 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	size_t mlen = 0, oldlen = 0, i, j, *idx = NULL, nz = 0, *runs = NULL, nruns = 0;
 	uint64_t *psize = NULL, *dsize = NULL;
 	uint8_t *zscratch = NULL;
-	struct cp_sizes ssz = {0}, dsz = {0};
+	struct cp_sizes ssz = {0}, dsz = {0}, named = {0};
+	unsigned char *isnamed = NULL;
 	uint64_t total = 0, sent0 = c->copied_bytes, checked0 = c->checked_bytes;
 	unsigned copied0 = c->copied, skipped0 = c->skipped;
 	char key[300], what[300], b1[32], b2[32], b3[32];
@@ -379,17 +426,20 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	runs = malloc((nz + 1) * sizeof(*runs));
 	psize = malloc((c->m->npacks + 1) * sizeof(*psize));
 	dsize = malloc((c->m->npacks + 1) * sizeof(*dsize));
-	if (!runs || !psize || !dsize) {
+	isnamed = calloc(c->m->npacks + 1, 1);
+	if (!runs || !psize || !dsize || !isnamed) {
 		rc = -ENOMEM;
 		ck_err_set("out of memory");
 		goto out;
 	}
-	if ((rc = cp_sizes_list(c->src, c->job, &ssz)) < 0 || (rc = cp_sizes_list(c->dst, c->job, &dsz)) < 0)
+	if ((rc = cp_sizes_list(c->src, c->job, &ssz)) < 0 || (rc = cp_sizes_list(c->dst, c->job, &dsz)) < 0 ||
+	    (rc = cp_named_list(c->dst, c->job, &named)) < 0)
 		goto out;
 	for (i = 0; i < c->m->npacks; i++) {
 		snprintf(what, sizeof(what), "%s/%s", c->job, c->m->packs[i]);
 		psize[i] = cp_size_of(&ssz, what); /* missing: named by the copy */
 		dsize[i] = cp_size_of(&dsz, what);
+		isnamed[i] = cp_size_of(&named, what) != UINT64_MAX;
 		total += psize[i] != UINT64_MAX ? psize[i] : 0;
 	}
 	for (i = 0; i < nz; i = j) {
@@ -405,6 +455,7 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	c->nruns = nruns;
 	c->psize = psize;
 	c->dsize = dsize;
+	c->named = isnamed;
 	snprintf(what, sizeof(what), "copy %s@%llu", c->job, (unsigned long long)seq);
 	ckpt_progress_start(&c->prog, what, total);
 	c->done = 0;
@@ -432,11 +483,14 @@ out:
 	free(runs);
 	free(psize);
 	free(dsize);
+	free(isnamed);
 	free(zscratch);
 	cp_sizes_free(&ssz);
 	cp_sizes_free(&dsz);
+	cp_sizes_free(&named);
 	c->idx = c->runs = NULL;
 	c->psize = c->dsize = NULL;
+	c->named = NULL;
 	free(old);
 	free(mbuf);
 	ck_manifest_free(c->m);

@@ -17,8 +17,9 @@
 #   checkpoint 3); `ckpt cp` again, which must send only what B lacks
 #   (checkpoint 3's new packs and its manifest: less than half of what
 #   checkpoint 3 stores, and no more than what its round wrote plus 256 KiB
-#   for the manifest); a third `ckpt cp` sends 0 bytes; checkpoint 3
-#   verifies at B with the key.
+#   for the manifest) and reads nothing back of what B's checkpoints name;
+#   a third `ckpt cp` sends 0 bytes; checkpoint 3 verifies at B with the
+#   key.
 # refuse-other-key: a resume at B with another key is refused in one line
 #   (exit 2) without running anything.
 # resume-at-b: the resume at B, in B's namespace with B's credentials and
@@ -50,6 +51,7 @@ cleanup() {
     ip netns del "$NSA" 2>/dev/null
     ip netns del "$NSB" 2>/dev/null
     "$top/scripts/ceph-stop.sh" "$CEPH" >"$W/ceph-stop.log" 2>&1
+    rm -f "$W"/*.credentials "$W"/*.key
 }
 
 # run NAME CMD...: PASS if it exits 0 (with the lines of its log that say
@@ -194,6 +196,9 @@ move() {
     [ -n "$s3" ] && [ "$s3" = "$(total_sent "$W/cp2.out")" ] ||
         { echo "the final copy did not copy checkpoint 3 alone"; return 1; }
     grep -q "^$JOB@2: already in $SB" "$W/cp2.out" || { echo "checkpoint 2 was not left as it was at B"; return 1; }
+    # what B holds, named by its checkpoints 1 and 2, is not even read
+    grep -q "^$JOB@3: .* already there, 0 B read back" "$W/cp2.out" ||
+        { echo "the final copy read back packs B's checkpoints name"; return 1; }
     # what ckrun's round 3 wrote (new packs): the delta as the writer saw it
     w3=$(AWS_SHARED_CREDENTIALS_FILE=$W/a.credentials "$CKPT" ls --json --s3-profile sitea --sign-key "$W/sign.key" \
              --store "$SA" "$JOB" | grep -o '"seq":3,[^}]*' | sed -n 's/.*"stored_bytes":\([0-9]*\).*/\1/p')

@@ -178,6 +178,8 @@ void ck_unit_run(void)
 		CHECK(t && sscanf(t, "already present; %llu bytes sent", &sent) == 1);
 		/* a chunk of 256 KiB compresses; the whole image is 3 MiB */
 		CHECK(sent == one && sent > 0 && sent < 600 * 1024);
+		/* checkpoint 1, committed there, names the pack: not read back */
+		CHECK(strstr(l, "already there, 0 B read back") != NULL);
 		CHECK(all > 4 * sent);
 		if (ck_unit_failures)
 			fprintf(stderr, "%s", out);
@@ -189,7 +191,8 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("cp --to-profile b st st6 demo"), 64);
 	CHECK(one_line(err) && strstr(err, "--to-profile"));
 	CHECK_EQ_INT(run("ls --from-profile a --store st"), 64);
-	/* A same-size but damaged pack at the destination is replaced. */
+	/* A same-size but damaged pack at the destination that no checkpoint
+	 * there names (a killed copy's) is checked, and replaced. */
 	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
 	pack_path("st3", 1, 1, path, sizeof(path));
 	{
