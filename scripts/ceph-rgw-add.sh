@@ -28,7 +28,10 @@ case $NAME in
     *[!a-z0-9-]* | "" | -*) log "site name '$NAME': lower-case letters, digits and '-' only"; exit 64 ;;
 esac
 [ -f "$CONF" ] && [ -f "$D/run/client.rgw.a.pid" ] || { log "no cluster of scripts/ceph-start.sh at $D"; exit 69; }
-ip -o addr show | grep -qw "inet $ADDR" ||
+# (the whole listing first: grep -q ending the pipe early would fail it
+# under pipefail)
+addrs=$(ip -o -4 addr show)
+grep -qF "inet $ADDR/" <<<"$addrs" ||
     { log "$ADDR is not an address of this host (make it first, e.g. the host end of a veth pair)"; exit 69; }
 export CEPH_CONF="$CONF"
 radosgw-admin() { timeout 120 radosgw-admin "$@"; }
