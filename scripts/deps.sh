@@ -12,7 +12,7 @@
 #   build-essential pkg-config lib*-dev   the build
 #   zstd                                  stores compressed by the tests
 #   python3                               the *.py apps, 37-sockets, 38-attach
-#   iproute2                              ip netns (37-sockets)
+#   iproute2                              ip netns (37-sockets, 41-sites)
 #   util-linux                            setsid, mount (demo, every suite)
 #   procps                                pgrep, pkill (the suites)
 #   strace                                a traced job is refused (35-unsupported)

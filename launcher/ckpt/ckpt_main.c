@@ -21,12 +21,15 @@ static const char ckpt_usage_text[] =
 	"  export-core [--store URI] [--pid P] -o FILE JOB[@SEQ]  an ELF core file of a process for gdb\n"
 	"  rm [--store URI] [--force] JOB[@SEQ]      delete one checkpoint, or all of JOB\n"
 	"  gc [--store URI] [--keep N] [--force] JOB keep the newest N good ones, delete unreferenced packs\n"
-	"  cp SRC_STORE DST_STORE JOB[@SEQ]          copy committed checkpoints between stores\n"
+	"  cp [--from-profile P] [--to-profile P] SRC_STORE DST_STORE JOB[@SEQ]\n"
+	"                                            copy committed checkpoints between stores (only\n"
+	"                                            the packs the destination lacks)\n"
 	"  report [--store URI] JOB -o FILE.svg|FILE.png  a picture of the job's checkpoints and restores\n"
 	"  unlock [--store URI] [--force] JOB        remove a stale lock of JOB (--force: a live S3 lease)\n"
 	"rm and gc refuse a job that a running ckrun holds unless --force.\n"
 	"The store is --store URI, else $CKPT_STORE, else ./ckpt-store; URIs are\n"
-	"file:///DIR, a path, or s3://BUCKET/PREFIX (--s3-endpoint URL, --s3-ca FILE).\n"
+	"file:///DIR, a path, or s3://BUCKET/PREFIX (--s3-endpoint URL, --s3-ca FILE, --s3-profile P:\n"
+	"credentials, endpoint_url, ca_bundle, region of section P of the shared credentials file).\n"
 	"Exit status: 0 ok, 2 checkpoint corrupt or missing, 64 usage, 69 store problem or job held by\n"
 	"another writer, 73 the output file (report -o) cannot be written.\n";
 
@@ -73,7 +76,8 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 		{"stop", no_argument, NULL, 'S'},          {"keep", required_argument, NULL, 'k'},
 		{"force", no_argument, NULL, 'f'},         {"backtrace", no_argument, NULL, 'b'},
 		{"pid", required_argument, NULL, 'p'},     {"output", required_argument, NULL, 'o'},
-		{"sign-key", required_argument, NULL, 'K'},
+		{"sign-key", required_argument, NULL, 'K'}, {"s3-profile", required_argument, NULL, 'P'},
+		{"from-profile", required_argument, NULL, 'F'}, {"to-profile", required_argument, NULL, 'T'},
 		{NULL, 0, NULL, 0},
 	};
 	int c;
@@ -84,7 +88,8 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 	optind = 0; /* full re-initialisation of getopt */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "o:", all, NULL)) != -1) {
-		unsigned need = c == 's' || c == 'E' || c == 'C' || c == 'K' ? CKPT_O_STORE
+		unsigned need = c == 's' || c == 'E' || c == 'C' || c == 'K' || c == 'P' ? CKPT_O_STORE
+				: c == 'F' || c == 'T'			 ? CKPT_O_SITES
 				: c == 'j'			 ? CKPT_O_JSON
 				: c == 'S'			 ? CKPT_O_STOP
 				: c == 'k'			 ? CKPT_O_KEEP
@@ -102,6 +107,9 @@ int ckpt_getopts(int argc, char **argv, unsigned allowed, struct ckpt_opts *o)
 		case 's': o->store = optarg; break;
 		case 'E': o->sopts.s3_endpoint = optarg; break;
 		case 'C': o->sopts.s3_ca = optarg; break;
+		case 'P': o->sopts.s3_profile = optarg; break;
+		case 'F': o->from_profile = optarg; break;
+		case 'T': o->to_profile = optarg; break;
 		case 'j': o->json = 1; break;
 		case 'S': o->stop = 1; break;
 		case 'f': o->force = 1; break;

@@ -10,7 +10,7 @@
 #include "launcher/store/store.h"
 
 /* options a subcommand accepts */
-#define CKPT_O_STORE 0x01 /* --store URI, --s3-endpoint, --s3-ca */
+#define CKPT_O_STORE 0x01 /* --store URI, --s3-endpoint, --s3-ca, --s3-profile */
 #define CKPT_O_JSON 0x02  /* --json */
 #define CKPT_O_STOP 0x04  /* --stop */
 #define CKPT_O_KEEP 0x08  /* --keep N */
@@ -18,6 +18,7 @@
 #define CKPT_O_BACKTRACE 0x20 /* --backtrace */
 #define CKPT_O_PID 0x40       /* --pid P */
 #define CKPT_O_OUTPUT 0x80    /* -o FILE */
+#define CKPT_O_SITES 0x100    /* --from-profile P, --to-profile P (cp) */
 
 struct ckpt_opts {
 	const char *store; /* --store, else $CKPT_STORE, else ./ckpt-store */
@@ -27,6 +28,7 @@ struct ckpt_opts {
 	int backtrace;
 	long pid;           /* -1: not given */
 	const char *output; /* -o */
+	const char *from_profile, *to_profile; /* cp: each store's own profile */
 };
 
 /* Parses the options of a subcommand (argv[0] is its name); returns the

@@ -1,9 +1,16 @@
 /* ckpt cp SRC_STORE DST_STORE JOB[@SEQ]: copies committed checkpoints.
  *
- * For each checkpoint, oldest first: every pack it references is fetched
- * (from the destination when an object of the same size is already there,
- * else from the source), every chunk in it is checked against the
- * manifest, and only then is the pack written; the manifest goes last, with
+ * Only what the destination lacks crosses: a checkpoint refers to the
+ * packs of earlier ones for the chunks that did not change, so once one
+ * checkpoint is at the destination, the next sends its new packs alone.
+ * Each store may have its own credentials and endpoint (--from-profile,
+ * --to-profile): moving a job between sites.
+ *
+ * For each checkpoint, oldest first: a pack that a checkpoint committed at
+ * the destination already names (same size) is left as it is; every other
+ * pack it references is fetched (from the destination when an object of
+ * the same size is already there, else from the source), every chunk in it
+ * is checked against the manifest, and only then is the pack written; the manifest goes last, with
  * its original bytes, so the destination never shows a checkpoint whose data
  * is not all there. A few packs are copied at once (CP_PARALLEL threads,
  * each fetching, checking and writing its own pack), so that checking one
@@ -34,7 +41,9 @@ struct cp_ctx {
 	/* under lock: */
 	uint64_t done;
 	unsigned copied, skipped;
-	uint64_t copied_bytes;
+	uint64_t copied_bytes;  /* sent to the destination: packs */
+	uint64_t checked_bytes; /* read back at the destination to check them */
+	uint64_t sent_bytes;    /* packs and manifests */
 	size_t next; /* the next run of runs[] to take */
 	int rc;      /* the first failure; the others stop taking packs */
 	char err[1024];
@@ -42,6 +51,9 @@ struct cp_ctx {
 	size_t *idx, *runs, nruns;
 	uint64_t *psize; /* size of each pack in the source (UINT64_MAX: missing) */
 	uint64_t *dsize; /* and in the destination */
+	/* 1: a checkpoint committed at the destination names the pack, so it
+	 * was checked on its way there: not read back */
+	unsigned char *named;
 };
 
 static const struct ck_manifest *ck__sort_m;
@@ -122,6 +134,40 @@ static uint64_t cp_size_of(const struct cp_sizes *z, const char *key)
 
 	f = z->n ? bsearch(&k, z->v, z->n, sizeof(*z->v), cp_size_cmp) : NULL;
 	return f ? f->size : UINT64_MAX;
+}
+
+/* The packs that the checkpoints committed at the destination name (those
+ * that load: with --sign-key, those signed with it). Each came there
+ * through a copy that checked every chunk before its put, or from a writer
+ * that committed it; a restore checks every chunk again, and ckpt verify
+ * reads them all. */
+static int cp_named_list(struct ck_store *dst, const char *job, struct cp_sizes *z)
+{
+	uint64_t *seqs = NULL;
+	size_t n = 0, i, j;
+	char key[600];
+	int rc;
+
+	rc = ck_manifest_list(dst, job, &seqs, &n);
+	if (rc == -ENOENT)
+		rc = 0;
+	for (i = 0; rc == 0 && i < n; i++) {
+		struct ck_manifest *m = NULL;
+
+		if (ck_manifest_load(dst, job, seqs[i], &m) < 0)
+			continue; /* not trusted: its packs are read back */
+		for (j = 0; rc == 0 && j < m->npacks; j++) {
+			snprintf(key, sizeof(key), "%s/%s", job, m->packs[j]);
+			rc = cp_sizes_add(z, key, 0);
+		}
+		ck_manifest_free(m);
+	}
+	free(seqs);
+	if (rc == 0 && z->n)
+		qsort(z->v, z->n, sizeof(*z->v), cp_size_cmp);
+	if (rc == -ENOMEM)
+		ck_err_set("out of memory");
+	return rc;
 }
 
 /* Checks chunks idx[0..n) (all in one pack) against the pack's bytes. */
@@ -210,8 +256,16 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 			   c->src->uri);
 		return -ENOENT;
 	}
+	if (c->dsize[p] == ssize && c->named[p]) {
+		pthread_mutex_lock(&c->lock);
+		c->skipped++;
+		c->done += ssize;
+		ckpt_progress(&c->prog, c->done);
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
 	if (c->dsize[p] == ssize)
-		from = c->dst; /* already there: check it in place */
+		from = c->dst; /* there, but no checkpoint there names it: check it in place */
 	len = (size_t)ssize;
 	rc = cp_fetch(from, key, ssize, b);
 	if (rc == 0)
@@ -239,6 +293,7 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 		c->copied_bytes += len;
 	} else if (rc == 0) {
 		c->skipped++;
+		c->checked_bytes += len;
 	}
 	c->done += ssize;
 	ck_progress_set(&c->prog, c->done);
@@ -315,9 +370,11 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	size_t mlen = 0, oldlen = 0, i, j, *idx = NULL, nz = 0, *runs = NULL, nruns = 0;
 	uint64_t *psize = NULL, *dsize = NULL;
 	uint8_t *zscratch = NULL;
-	struct cp_sizes ssz = {0}, dsz = {0};
-	uint64_t total = 0;
-	char key[300], what[300];
+	struct cp_sizes ssz = {0}, dsz = {0}, named = {0};
+	unsigned char *isnamed = NULL;
+	uint64_t total = 0, sent0 = c->copied_bytes, checked0 = c->checked_bytes;
+	unsigned copied0 = c->copied, skipped0 = c->skipped;
+	char key[300], what[300], b1[32], b2[32], b3[32];
 	int rc;
 
 	ck_manifest_key(c->job, seq, key, sizeof(key));
@@ -371,17 +428,20 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	runs = malloc((nz + 1) * sizeof(*runs));
 	psize = malloc((c->m->npacks + 1) * sizeof(*psize));
 	dsize = malloc((c->m->npacks + 1) * sizeof(*dsize));
-	if (!runs || !psize || !dsize) {
+	isnamed = calloc(c->m->npacks + 1, 1);
+	if (!runs || !psize || !dsize || !isnamed) {
 		rc = -ENOMEM;
 		ck_err_set("out of memory");
 		goto out;
 	}
-	if ((rc = cp_sizes_list(c->src, c->job, &ssz)) < 0 || (rc = cp_sizes_list(c->dst, c->job, &dsz)) < 0)
+	if ((rc = cp_sizes_list(c->src, c->job, &ssz)) < 0 || (rc = cp_sizes_list(c->dst, c->job, &dsz)) < 0 ||
+	    (rc = cp_named_list(c->dst, c->job, &named)) < 0)
 		goto out;
 	for (i = 0; i < c->m->npacks; i++) {
 		snprintf(what, sizeof(what), "%s/%s", c->job, c->m->packs[i]);
 		psize[i] = cp_size_of(&ssz, what); /* missing: named by the copy */
 		dsize[i] = cp_size_of(&dsz, what);
+		isnamed[i] = cp_size_of(&named, what) != UINT64_MAX;
 		total += psize[i] != UINT64_MAX ? psize[i] : 0;
 	}
 	for (i = 0; i < nz; i = j) {
@@ -397,6 +457,7 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	c->nruns = nruns;
 	c->psize = psize;
 	c->dsize = dsize;
+	c->named = isnamed;
 	snprintf(what, sizeof(what), "copy %s@%llu", c->job, (unsigned long long)seq);
 	ck_progress_start(&c->prog, what, total);
 	c->done = 0;
@@ -405,18 +466,33 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 	if (rc < 0)
 		goto out;
 	rc = ck_store_put(c->dst, key, mbuf, mlen, CK_PUT_NOREPLACE);
-	if (rc == 0)
-		printf("%s@%llu: copied to %s\n", c->job, (unsigned long long)seq, c->dst->uri);
+	if (rc == 0) {
+		/* what crossed against what the checkpoint stores: the delta */
+		uint64_t sent = c->copied_bytes - sent0 + mlen;
+
+		c->sent_bytes += sent;
+		ckpt_fmt_bytes(sent, b1, sizeof(b1));
+		ckpt_fmt_bytes(total + mlen, b2, sizeof(b2));
+		ckpt_fmt_bytes(c->checked_bytes - checked0, b3, sizeof(b3));
+		printf("%s@%llu: copied to %s: %llu of its %llu bytes sent (%s of %s; %u pack%s, %u already there, "
+		       "%s read back to check them)\n",
+		       c->job, (unsigned long long)seq, c->dst->uri, (unsigned long long)sent,
+		       (unsigned long long)(total + mlen), b1, b2, c->copied - copied0,
+		       c->copied - copied0 == 1 ? "" : "s", c->skipped - skipped0, b3);
+	}
 out:
 	free(idx);
 	free(runs);
 	free(psize);
 	free(dsize);
+	free(isnamed);
 	free(zscratch);
 	cp_sizes_free(&ssz);
 	cp_sizes_free(&dsz);
+	cp_sizes_free(&named);
 	c->idx = c->runs = NULL;
 	c->psize = c->dsize = NULL;
+	c->named = NULL;
 	free(old);
 	free(mbuf);
 	ck_manifest_free(c->m);
@@ -444,23 +520,34 @@ int ckpt_cmd_cp(int argc, char **argv)
 	struct ck_joblock *lock = NULL;
 	struct cp_ctx c = {0};
 	struct ckpt_opts o;
+	struct ck_store_opts so, dso;
 	uint64_t seq, *seqs = NULL;
 	size_t n = 0, i;
 	char job[256], b[32];
 	int a, rc;
 
-	a = ckpt_getopts(argc, argv, CKPT_O_STORE, &o);
+	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_SITES, &o);
 	if (a < 0)
 		return CK_EXIT_USAGE;
 	if (argc - a != 3)
 		return ckpt_usage_error("cp: expected SRC_STORE DST_STORE JOB[@SEQ]");
 	if (ckpt_parse_ref(argv[a + 2], job, sizeof(job), &seq) < 0)
 		return ckpt_usage_error("cp: %s", ck_err_msg());
+	if (o.from_profile && strncmp(argv[a], "s3://", 5))
+		return ckpt_usage_error("cp: --from-profile names an S3 site, and %s is not s3://", argv[a]);
+	if (o.to_profile && strncmp(argv[a + 1], "s3://", 5))
+		return ckpt_usage_error("cp: --to-profile names an S3 site, and %s is not s3://", argv[a + 1]);
 	c.job = job;
 	pthread_mutex_init(&c.lock, NULL);
-	rc = ckpt_open_store(argv[a], &o.sopts, 1, &c.src);
+	/* each side its own site: --from-profile/--to-profile, else --s3-profile */
+	so = dso = o.sopts;
+	if (o.from_profile)
+		so.s3_profile = o.from_profile;
+	if (o.to_profile)
+		dso.s3_profile = o.to_profile;
+	rc = ckpt_open_store(argv[a], &so, 1, &c.src);
 	if (rc == 0)
-		rc = ckpt_open_store(argv[a + 1], &o.sopts, 0, &c.dst);
+		rc = ckpt_open_store(argv[a + 1], &dso, 0, &c.dst);
 	/* The copy writes the job at the destination: one writer at a time. */
 	if (rc == 0)
 		rc = ck_joblock_acquire(c.dst, job, "ckpt cp", 0, &lock);
@@ -482,8 +569,9 @@ out:
 		rc = copy_restores(&c);
 	if (rc == 0) {
 		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
-		printf("%s: %u pack%s copied (%s), %u already present\n", job, c.copied, c.copied == 1 ? "" : "s", b,
-		       c.skipped);
+		/* exact bytes for scripts: what a move between sites cost */
+		printf("%s: %u pack%s copied (%s), %u already present; %llu bytes sent\n", job, c.copied,
+		       c.copied == 1 ? "" : "s", b, c.skipped, (unsigned long long)c.sent_bytes);
 	}
 	free(seqs);
 	pthread_mutex_destroy(&c.lock);

@@ -73,6 +73,8 @@ static void ck__usage(FILE *f)
 		   "                     snapshots of large dense memory; sparse heaps become resident\n"
 		   "  --s3-endpoint URL  S3 endpoint (default $CKPT_S3_ENDPOINT or $AWS_ENDPOINT_URL)\n"
 		   "  --s3-ca FILE       CA bundle for the S3 endpoint\n"
+		   "  --s3-profile P     the S3 site of section P of $AWS_SHARED_CREDENTIALS_FILE (else\n"
+		   "                     ~/.aws/credentials): its keys, endpoint_url, ca_bundle, region\n"
 		   "  --metrics [HOST:]PORT  serve Prometheus metrics on http://HOST:PORT/metrics\n"
 		   "                     (a bare PORT listens on 127.0.0.1)\n"
 		   "  --metrics-file F   write the same metrics to F after every round (node_exporter's\n"
@@ -166,6 +168,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"snapshot", required_argument, 0, 'S'}, {"snapshot-memory", required_argument, 0, 'M'},
 		{"huge-pages", no_argument, 0, 'H'},    {"grace", required_argument, 0, 'g'},
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
+		{"s3-profile", required_argument, 0, 1005},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
 		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
 		{"events", required_argument, 0, 1003}, {"sign-key", required_argument, 0, 1004},
@@ -246,6 +249,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		}
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
+		case 1005: c->sopts.s3_profile = optarg; break;
 		case 'v': c->verbose++; break;
 		case 1001: c->tel_opts.metrics_addr = optarg; break;
 		case 1002: c->tel_opts.metrics_file = optarg; break;

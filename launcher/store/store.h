@@ -72,6 +72,10 @@ struct ck_store {
 struct ck_store_opts {
 	const char *s3_endpoint; /* --s3-endpoint */
 	const char *s3_ca;       /* --s3-ca */
+	/* --s3-profile: credentials, and the endpoint_url, ca_bundle and
+	 * region it holds, from this section of the shared credentials file
+	 * alone (before the environment; --s3-endpoint/--s3-ca before it) */
+	const char *s3_profile;
 	int s3_virtual_host;     /* virtual-host addressing instead of path-style */
 };
 

@@ -57,12 +57,14 @@ static uint64_t value(int b, size_t i, uint32_t ver)
 struct block {
 	uint64_t *w;
 	size_t words;
+	size_t hot; /* pages rewritten: the first ones */
 	uint32_t *ver; /* per 4 KiB page */
 };
 
-static int alloc_block(struct block *b, int id, size_t mib)
+static int alloc_block(struct block *b, int id, size_t mib, size_t hot_mib)
 {
 	b->words = (mib << 20) / 8;
+	b->hot = hot_mib && hot_mib < mib ? (hot_mib << 20) / 4096 : b->words / 512;
 	b->w = malloc(b->words * 8);
 	b->ver = calloc(b->words / 512, sizeof(uint32_t));
 	if (!b->w || !b->ver)
@@ -74,7 +76,7 @@ static int alloc_block(struct block *b, int id, size_t mib)
 
 static void touch(struct block *b, int id, uint64_t k)
 {
-	size_t page = (size_t)(mix(k) % (b->words / 512));
+	size_t page = (size_t)(mix(k) % b->hot);
 	uint32_t v = ++b->ver[page];
 
 	for (size_t i = page * 512; i < page * 512 + 512; i++)
@@ -96,6 +98,7 @@ int main(int argc, char **argv)
 	double scale = app_scale(argc, argv);
 	size_t a_mib = arg_mib(argc, argv, 2, "CKPT_APP_GROW_A", 16);
 	size_t b_mib = arg_mib(argc, argv, 3, "CKPT_APP_GROW_B", 96);
+	size_t t_mib = argc > 4 ? arg_mib(argc, argv, 4, "", 0) : 0;
 	long sleeps = (long)(200 * scale);
 	struct block a, b;
 	uint64_t digest = 0;
@@ -104,7 +107,7 @@ int main(int argc, char **argv)
 	if (sleeps < 1)
 		sleeps = 1;
 	printf("memgrow: phase 1 holds %zu MiB, phase 2 adds %zu MiB, %ld sleeps each\n", a_mib, b_mib, sleeps);
-	if (alloc_block(&a, 1, a_mib)) {
+	if (alloc_block(&a, 1, a_mib, t_mib)) {
 		printf("FAIL out of memory\n");
 		return 1;
 	}
@@ -114,7 +117,7 @@ int main(int argc, char **argv)
 	}
 	printf("phase 1 done\n");
 	fflush(stdout); /* lets a harness see the phase change in the output file */
-	if (alloc_block(&b, 2, b_mib)) {
+	if (alloc_block(&b, 2, b_mib, t_mib)) {
 		printf("FAIL out of memory\n");
 		return 1;
 	}

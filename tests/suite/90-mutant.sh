@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman report}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api vdso sockets user podman report sites}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -80,6 +80,12 @@ main() {
 				h_skip mutant/podman "needs root (podman, Ceph)"
 			fi ;;
 		report) sample report '^report/(resume-pty|resume-pipe|proof)$' -- 29-report.sh ;;
+		sites)
+			if [ "$(id -u)" = 0 ]; then
+				sample sites '^sites/resume-at-b$' -- 41-sites.sh
+			else
+				h_skip mutant/sites "needs root (network namespaces, Ceph)"
+			fi ;;
 		*) h_fail mutant "unknown sample '$s'" ;;
 		esac
 	done

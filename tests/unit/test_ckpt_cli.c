@@ -162,7 +162,37 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(run("verify --store st2 demo@2"), 0);
 	CHECK_EQ_INT(run("cp st st2 demo@2"), 0);
 	CHECK(strstr(out, "already") != NULL);
-	/* A same-size but damaged pack at the destination is replaced. */
+	CHECK(strstr(out, "; 0 bytes sent\n") != NULL);
+	/* The delta: with checkpoint 1 there, checkpoint 2 (one byte changed)
+	 * sends the pack of its one new chunk and its manifest alone. */
+	CHECK_EQ_INT(run("cp st st5 demo@1"), 0);
+	CHECK_EQ_INT(run("cp st st5 demo@2"), 0);
+	{
+		unsigned long long sent = 0, one = 0, all = 0, there = 0;
+		const char *l = strstr(out, "demo@2: copied to ");
+		const char *t = strstr(out, "already present; ");
+
+		CHECK(l && sscanf(strchr(l + 18, ':') + 2, "%llu of its %llu bytes sent", &one, &all) == 2);
+		CHECK(l && strstr(l, "; 1 pack, ") &&
+		      sscanf(strstr(l, "; 1 pack, ") + 10, "%llu already there", &there) == 1 && there >= 1);
+		CHECK(t && sscanf(t, "already present; %llu bytes sent", &sent) == 1);
+		/* a chunk of 256 KiB compresses; the whole image is 3 MiB */
+		CHECK(sent == one && sent > 0 && sent < 600 * 1024);
+		/* checkpoint 1, committed there, names the pack: not read back */
+		CHECK(strstr(l, "already there, 0 B read back") != NULL);
+		CHECK(all > 4 * sent);
+		if (ck_unit_failures)
+			fprintf(stderr, "%s", out);
+	}
+	CHECK_EQ_INT(run("verify --store st5 demo@2"), 0);
+	/* a profile names an S3 site: given for a directory store it is an error */
+	CHECK_EQ_INT(run("cp --from-profile a st st6 demo"), 64);
+	CHECK(one_line(err) && strstr(err, "--from-profile"));
+	CHECK_EQ_INT(run("cp --to-profile b st st6 demo"), 64);
+	CHECK(one_line(err) && strstr(err, "--to-profile"));
+	CHECK_EQ_INT(run("ls --from-profile a --store st"), 64);
+	/* A same-size but damaged pack at the destination that no checkpoint
+	 * there names (a killed copy's) is checked, and replaced. */
 	CHECK_EQ_INT(run("cp st st3 demo@1"), 0);
 	pack_path("st3", 1, 1, path, sizeof(path));
 	{

@@ -158,6 +158,80 @@ static void test_credentials(void)
 	unlink(path);
 }
 
+/* --s3-profile: a section naming a whole site, chosen per store (ckpt cp
+ * between two sites opens two stores, each with its own). */
+static void test_site_profile(void)
+{
+	char path[] = "/tmp/ck-s3-site-XXXXXX";
+	struct ck_store_opts a = { 0 }, b = { 0 };
+	struct ck_store *st = NULL;
+	struct ck_s3 *s;
+	FILE *f;
+	int fd;
+
+	clean_env();
+	fd = mkstemp(path);
+	CHECK(fd >= 0);
+	if (fd < 0)
+		return;
+	f = fdopen(fd, "w");
+	fprintf(f, "[siteA]\naws_access_key_id = AKEY\naws_secret_access_key = ASECRET\n"
+		   "endpoint_url = http://10.231.1.1:7481\nregion = site-a\n"
+		   "[profile siteB]\naws_access_key_id = BKEY\naws_secret_access_key = BSECRET\n"
+		   "endpoint_url = https://10.231.2.1:7482\nca_bundle = /etc/b-ca.pem\n"
+		   "[nokeys]\nendpoint_url = http://10.231.3.1:1\n");
+	fclose(f);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	/* the environment's keys and endpoint do not override a named site */
+	setenv("AWS_ACCESS_KEY_ID", "ENVKEY", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "ENVSECRET", 1);
+	setenv("CKPT_S3_ENDPOINT", "http://127.0.0.1:7480", 1);
+	setenv("AWS_REGION", "env-region", 1);
+	a.s3_profile = "siteA";
+	b.s3_profile = "siteB";
+	s = open_ok("s3://site-a/jobs", &a);
+	if (s) {
+		CHECK_EQ_STR(s->cfg.access_key, "AKEY");
+		CHECK_EQ_STR(s->cfg.secret_key, "ASECRET");
+		CHECK_EQ_STR(s->endpoint_desc, "http://10.231.1.1:7481");
+		CHECK_EQ_STR(s->cfg.region, "site-a");
+		CHECK(s->cfg.ca == NULL);
+	}
+	close_s3(s);
+	s = open_ok("s3://site-b/jobs", &b);
+	if (s) {
+		CHECK_EQ_STR(s->cfg.access_key, "BKEY");
+		CHECK_EQ_STR(s->endpoint_desc, "https://10.231.2.1:7482");
+		CHECK_EQ_STR(s->cfg.ca, "/etc/b-ca.pem");
+		CHECK_EQ_STR(s->cfg.region, "env-region");
+	}
+	close_s3(s);
+	/* options come before the profile */
+	b.s3_endpoint = "http://127.0.0.1:9";
+	b.s3_ca = "/etc/other.pem";
+	s = open_ok("s3://site-b/jobs", &b);
+	if (s) {
+		CHECK_EQ_STR(s->endpoint_desc, "http://127.0.0.1:9");
+		CHECK_EQ_STR(s->cfg.ca, "/etc/other.pem");
+		CHECK_EQ_STR(s->cfg.access_key, "BKEY");
+	}
+	close_s3(s);
+	/* a named profile that is not there, or lacks keys: one line, no
+	 * fallback to the environment's keys */
+	a.s3_profile = "siteC";
+	CHECK_EQ_INT(ck_store_s3_open("s3://site-a/jobs", &a, &st), -EACCES);
+	CHECK(strstr(ck_err_msg(), "no profile [siteC]") != NULL);
+	CHECK(strstr(ck_err_msg(), path) != NULL);
+	a.s3_profile = "nokeys";
+	CHECK_EQ_INT(ck_store_s3_open("s3://site-a/jobs", &a, &st), -EACCES);
+	CHECK(strstr(ck_err_msg(), "[nokeys]") != NULL && strstr(ck_err_msg(), "lacks") != NULL);
+	CHECK(strstr(ck_err_msg(), "ENVSECRET") == NULL && strstr(ck_err_msg(), "ASECRET") == NULL);
+	unlink(path);
+	a.s3_profile = "siteA";
+	CHECK_EQ_INT(ck_store_s3_open("s3://site-a/jobs", &a, &st), -EACCES);
+	CHECK(strstr(ck_err_msg(), "no profile [siteA]") != NULL);
+}
+
 static void test_xml(void)
 {
 	const char *x = "<?xml?><ListBucketResult><KeyCount>2</KeyCount><IsTruncated>true</IsTruncated>"
@@ -269,6 +343,7 @@ void ck_unit_run(void)
 	test_target();
 	test_uri_and_endpoint();
 	test_credentials();
+	test_site_profile();
 	test_xml();
 	test_unreachable();
 }

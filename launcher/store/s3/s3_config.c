@@ -50,11 +50,27 @@ static void wipe_free(char *s)
 	free(s);
 }
 
-/* [profile] section of an AWS shared credentials file. Returns 0 when the
- * file was read (keys may still be missing), -ENOENT if there is none. */
-static int read_profile(struct ck_s3_cfg *c, const char *path, const char *profile)
+/* What one section of a shared credentials file names. A section chosen
+ * with --s3-profile describes a whole site: where it is (endpoint_url,
+ * ca_bundle, region) as well as who we are there. */
+struct s3_profile {
+	char *endpoint, *ca, *region;
+};
+
+static void profile_free(struct s3_profile *p)
 {
-	char line[4096], *p, *eq;
+	free(p->endpoint);
+	free(p->ca);
+	free(p->region);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Section [profile] of an AWS shared credentials file into c (keys not
+ * already set) and, when site is given, the site's keys. Returns 0 when
+ * the section was there (keys may still be missing), -ENOENT if not. */
+static int read_profile(struct ck_s3_cfg *c, const char *path, const char *profile, struct s3_profile *site)
+{
+	char line[4096], *p, *eq, **to;
 	FILE *f = fopen(path, "r");
 	int in = 0, found = 0;
 
@@ -82,23 +98,54 @@ static int read_profile(struct ck_s3_cfg *c, const char *path, const char *profi
 		*eq = 0;
 		p = trim(p);
 		eq = trim(eq + 1);
-		if (!strcmp(p, "aws_access_key_id") && !c->access_key)
-			c->access_key = strdup(eq);
-		else if (!strcmp(p, "aws_secret_access_key") && !c->secret_key)
-			c->secret_key = strdup(eq);
-		else if (!strcmp(p, "aws_session_token") && !c->session_token)
-			c->session_token = strdup(eq);
+		to = !strcmp(p, "aws_access_key_id")	     ? &c->access_key
+		     : !strcmp(p, "aws_secret_access_key") ? &c->secret_key
+		     : !strcmp(p, "aws_session_token")	     ? &c->session_token
+		     : site && !strcmp(p, "endpoint_url")  ? &site->endpoint
+		     : site && !strcmp(p, "ca_bundle")	     ? &site->ca
+		     : site && !strcmp(p, "region")	     ? &site->region
+							     : NULL;
+		if (to && !*to && *eq)
+			*to = strdup(eq);
 	}
 	OPENSSL_cleanse(line, sizeof(line));
 	fclose(f);
 	return found ? 0 : -ENOENT;
 }
 
+static void credentials_path(char *path, size_t len)
+{
+	const char *home = env("HOME");
+
+	if (env("AWS_SHARED_CREDENTIALS_FILE"))
+		snprintf(path, len, "%s", env("AWS_SHARED_CREDENTIALS_FILE"));
+	else
+		snprintf(path, len, "%s/.aws/credentials", home ? home : "");
+}
+
+/* A profile named on the command line: its section must be there and hold
+ * both keys; the environment's keys do not count (two stores of one
+ * command, ckpt cp between sites, each have their own). */
+static int load_site(struct ck_s3_cfg *c, const char *uri, const char *profile, struct s3_profile *site)
+{
+	char path[4096];
+
+	credentials_path(path, sizeof(path));
+	if (read_profile(c, path, profile, site) < 0) {
+		ck_err_set("s3: %s: no profile [%s] in %s", uri, profile, path);
+		return -EACCES;
+	}
+	if (c->access_key && c->secret_key)
+		return 0;
+	ck_err_set("s3: %s: profile [%s] in %s lacks aws_access_key_id or aws_secret_access_key", uri, profile,
+		   path);
+	return -EACCES;
+}
+
 static int load_credentials(struct ck_s3_cfg *c, const char *uri)
 {
 	const char *ak = env("AWS_ACCESS_KEY_ID"), *sk = env("AWS_SECRET_ACCESS_KEY");
 	const char *profile = env("AWS_PROFILE") ? env("AWS_PROFILE") : "default";
-	const char *home = env("HOME");
 	char path[4096];
 
 	if (ak || sk) {
@@ -114,11 +161,8 @@ static int load_credentials(struct ck_s3_cfg *c, const char *uri)
 			c->session_token = strdup(env("AWS_SESSION_TOKEN"));
 		return c->access_key && c->secret_key ? 0 : -ENOMEM;
 	}
-	if (env("AWS_SHARED_CREDENTIALS_FILE"))
-		snprintf(path, sizeof(path), "%s", env("AWS_SHARED_CREDENTIALS_FILE"));
-	else
-		snprintf(path, sizeof(path), "%s/.aws/credentials", home ? home : "");
-	read_profile(c, path, profile);
+	credentials_path(path, sizeof(path));
+	read_profile(c, path, profile, NULL);
 	if (c->access_key && c->secret_key && c->access_key[0] && c->secret_key[0])
 		return 0;
 	ck_err_set("s3: no credentials for %s: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -158,14 +202,29 @@ static int parse_endpoint(struct ck_s3_cfg *c, const char *ep)
 int ck_s3_cfg_load(struct ck_s3_cfg *c, const struct ck_store_opts *opts, const char *uri)
 {
 	const char *ep = opts && opts->s3_endpoint ? opts->s3_endpoint : NULL;
+	const char *ca = opts && opts->s3_ca ? opts->s3_ca : NULL;
 	const char *region = env("AWS_REGION") ? env("AWS_REGION") : env("AWS_DEFAULT_REGION");
+	struct s3_profile site = {0};
 	char dflt[256];
 	int ret;
 
 	memset(c, 0, sizeof(*c));
+	/* A named profile comes before the environment, options before it. */
+	if (opts && opts->s3_profile) {
+		ret = load_site(c, uri, opts->s3_profile, &site);
+		if (ret)
+			goto out;
+		if (!ep)
+			ep = site.endpoint;
+		if (!ca)
+			ca = site.ca;
+		if (site.region)
+			region = site.region;
+	}
+	ret = -ENOMEM;
 	c->region = strdup(region ? region : "us-east-1");
 	if (!c->region)
-		return -ENOMEM;
+		goto out;
 	if (!ep)
 		ep = env("CKPT_S3_ENDPOINT") ? env("CKPT_S3_ENDPOINT") : env("AWS_ENDPOINT_URL");
 	if (!ep) {
@@ -174,11 +233,12 @@ int ck_s3_cfg_load(struct ck_s3_cfg *c, const struct ck_store_opts *opts, const 
 	}
 	ret = parse_endpoint(c, ep);
 	if (ret)
-		return ret;
-	if (opts && opts->s3_ca) {
-		c->ca = strdup(opts->s3_ca);
+		goto out;
+	if (ca) {
+		ret = -ENOMEM;
+		c->ca = strdup(ca);
 		if (!c->ca)
-			return -ENOMEM;
+			goto out;
 	}
 	c->virtual_host = opts ? opts->s3_virtual_host : 0;
 	c->connect_timeout_s = env_long("CKPT_S3_CONNECT_TIMEOUT", 10, 1);
@@ -187,7 +247,10 @@ int ck_s3_cfg_load(struct ck_s3_cfg *c, const struct ck_store_opts *opts, const 
 	c->parallel = (int)env_long("CKPT_S3_PARALLEL", 4, 1);
 	if (c->parallel > 32)
 		c->parallel = 32;
-	return load_credentials(c, uri);
+	ret = opts && opts->s3_profile ? 0 : load_credentials(c, uri);
+out:
+	profile_free(&site);
+	return ret;
 }
 
 void ck_s3_cfg_free(struct ck_s3_cfg *c)
