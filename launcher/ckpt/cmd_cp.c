@@ -260,7 +260,7 @@ static int copy_pack(struct cp_ctx *c, struct cp_buf *b, uint32_t p, const size_
 		pthread_mutex_lock(&c->lock);
 		c->skipped++;
 		c->done += ssize;
-		ckpt_progress(&c->prog, c->done);
+		ck_progress_set(&c->prog, c->done);
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
