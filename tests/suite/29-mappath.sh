@@ -13,15 +13,20 @@
 # /proc/self/exe and /proc/self/maps at every step), and that appends to
 # B/journal after everything the killed run had written (the right offset:
 # the file's end), the mapped page holding its last step.
+# paths: mp_fifo and mp_unixsrv with their FIFO and listening socket in a
+# directory under A (TMPDIR), checkpoint, kill -9, `mv A B`, resume with
+# --map-path A=B: a proven restore with the bare run's output, and A not
+# made again (a FIFO or socket re-made at its saved path makes its
+# directories: only a mapped path leaves A alone).
 # env: --env NAME= removes NAME in a restored job; a --resume with nothing
 # stored starts the job with --env's value.
 # badinput: malformed --map-path/--env, and either without --resume: exit
 # 64 with one line naming the flag; the store is not touched.
-#   CKPT_TEST_MAPPATH  parts to run (move env badinput)
+#   CKPT_TEST_MAPPATH  parts to run (move paths env badinput)
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_MAPPATH:-move env badinput}
+PARTS=${CKPT_TEST_MAPPATH:-move paths env badinput}
 APP=$H_APPS_BIN/movedir
 
 # the store's checkpoints (files, sizes, times; not the job's lock, which
@@ -133,6 +138,47 @@ part_move() {
 	fi
 }
 
+# path_app APP: the FIFO or UNIX socket of APP under A, moved to B.
+path_app() {
+	local app=$1 d=$H_WORK/paths/$1 err out rc why res
+	mkdir -p "$d/A"
+	err=$d/ckrun.err out=$d/out
+	: >"$err"
+	h_app_cmd "$app" 1
+	res=$(h_run_bare "$app" "$d/bare" "$d/bare.err" 60)
+	if [ "${res% *}" != 0 ]; then
+		h_fail "mappath/paths-$app" "the bare run failed" "$d/bare"
+		return
+	fi
+	TMPDIR=$d/A h_start new "$out" "$err" --store "$d/store" --job "$app"
+	h_wait_origin "$H_PID" "$err" 10000
+	h_sleep_alive "$H_PID" 600
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$err" 'checkpoint 1 committed' 30000 "$H_PID"; then
+		h_fail "mappath/paths-$app" "the checkpoint did not commit before the job ended" "$err"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	h_group_gone "$H_PID"
+	mv "$d/A" "$d/B"
+	TMPDIR=$d/B h_start resume "$out" "$err" --resume --store "$d/store" --job "$app" --map-path "$d/A=$d/B"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail "mappath/paths-$app" "the resumed job exited $rc" "$err" "$out"
+	elif ! why=$(h_proof "$err"); then
+		h_fail "mappath/paths-$app" "$why" "$err"
+	elif ! cmp -s "$out" "$d/bare"; then
+		h_diff_excerpt "$d/bare" "$out" "$d/diff"
+		h_fail "mappath/paths-$app" "output differs from the bare run" "$d/diff"
+	elif [ -e "$d/A" ]; then
+		h_fail "mappath/paths-$app" "the restore made $d/A again: the path was not mapped" "$err"
+	else
+		h_pass "mappath/paths-$app"
+	fi
+}
+
 part_env() {
 	local d=$H_WORK/env err out rc why k k0 n=20
 	mkdir -p "$d"
@@ -228,6 +274,7 @@ main() {
 	for p in $PARTS; do
 		case $p in
 		move) part_move ;;
+		paths) path_app mp_fifo; path_app mp_unixsrv ;;
 		env) part_env ;;
 		badinput) part_badinput ;;
 		*) h_fail mappath "unknown part '$p'" ;;
