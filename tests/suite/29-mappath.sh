@@ -13,6 +13,10 @@
 # /proc/self/exe and /proc/self/maps at every step), and that appends to
 # B/journal after everything the killed run had written (the right offset:
 # the file's end), the mapped page holding its last step.
+# copy: the same with A copied to B (cp -a, new inodes, A removed) and the
+# job's stdout a file in A, resumed into B's copy at its saved offset (the
+# stdio file is the job's own again when ckrun's descriptor is the file at
+# the mapped path, whatever inode was recorded).
 # paths: mp_fifo and mp_unixsrv with their FIFO and listening socket in a
 # directory under A (TMPDIR), checkpoint, kill -9, `mv A B`, resume with
 # --map-path A=B: a proven restore with the bare run's output, and A not
@@ -22,11 +26,11 @@
 # stored starts the job with --env's value.
 # badinput: malformed --map-path/--env, and either without --resume: exit
 # 64 with one line naming the flag; the store is not touched.
-#   CKPT_TEST_MAPPATH  parts to run (move paths env badinput)
+#   CKPT_TEST_MAPPATH  parts to run (move copy paths env badinput)
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_MAPPATH:-move paths env badinput}
+PARTS=${CKPT_TEST_MAPPATH:-move copy paths env badinput}
 APP=$H_APPS_BIN/movedir
 
 # the store's checkpoints (files, sizes, times; not the job's lock, which
@@ -54,39 +58,11 @@ at() {
 	return "$r"
 }
 
-part_move() {
-	local d=$H_WORK/move err out rc why k m n=80 steps before
-	mkdir -p "$d/A"
-	err=$d/ckrun.err out=$d/out
-	: >"$err"
-	cp "$APP" "$d/A/movedir"
-	H_CMD=("$d/A/movedir" 2 here)
-	export CK_TEST_LR=0.1 # ckrun's environment, and the first run's job's
-	at "$d/A" h_start new "$out" "$err" --store "$d/store" --job movedir
-	if ! h_wait_origin "$H_PID" "$err" 10000 || ! h_wait_line_count "$out" '^step ' 5 10000 "$H_PID"; then
-		h_fail mappath/move "the job did not start" "$err" "$out"
-		return
-	fi
-	kill -USR2 "$H_PID"
-	if ! h_wait_line "$err" 'checkpoint 1 committed' 30000 "$H_PID"; then
-		h_fail mappath/move "the checkpoint did not commit" "$err"
-		return
-	fi
-	# more steps after the cut: the journal holds them, the restore must
-	# append after them
-	steps=$(grep -c '^step ' "$out")
-	h_wait_line_count "$out" '^step ' $((steps + 3)) 10000 "$H_PID"
-	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
-	if ! h_group_gone "$H_PID"; then
-		h_fail mappath/move "the job survived kill -9"
-		return
-	fi
-	mv "$d/A" "$d/B"
-	cp "$d/B/journal" "$d/journal.killed"
+# missing_path D: after the move, a resume without --map-path is refused
+# with one line, changing nothing.
+missing_path() {
+	local d=$1 rc before
 	before=$(store_state "$d/store")
-
-	# without --map-path: one line naming the directory and the flag
-	H_CMD=("$d/B/movedir" 2 here)
 	: >"$d/nomap.err"
 	at "$d" timeout -s KILL 60 "$CKRUN" --resume --store "$d/store" --job movedir -- "${H_CMD[@]}" \
 		</dev/null >"$d/nomap.out" 2>"$d/nomap.err"
@@ -101,6 +77,48 @@ part_move() {
 	else
 		h_pass mappath/missing-path
 	fi
+}
+
+# move_case NAME HOW: HOW mv (the directory renamed, stdout outside it) or
+# copy (copied with cp -a, the original removed: new inodes, as at another
+# site; stdout is a file in it, appended to by the resume through 1<>).
+move_case() {
+	local name=$1 how=$2 d=$H_WORK/$1 err out rc why k m n=80 steps i
+	mkdir -p "$d/A"
+	err=$d/ckrun.err out=$d/out
+	[ "$how" = copy ] && out=$d/A/out
+	: >"$err"
+	cp "$APP" "$d/A/movedir"
+	H_CMD=("$d/A/movedir" 2 here)
+	export CK_TEST_LR=0.1 # ckrun's environment, and the first run's job's
+	at "$d/A" h_start new "$out" "$err" --store "$d/store" --job movedir
+	if ! h_wait_origin "$H_PID" "$err" 10000 || ! h_wait_line_count "$out" '^step ' 5 10000 "$H_PID"; then
+		h_fail mappath/$name "the job did not start" "$err" "$out"
+		return
+	fi
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$err" 'checkpoint 1 committed' 30000 "$H_PID"; then
+		h_fail mappath/$name "the checkpoint did not commit" "$err"
+		return
+	fi
+	# more steps after the cut: the journal holds them, the restore must
+	# append after them
+	steps=$(grep -c '^step ' "$out")
+	h_wait_line_count "$out" '^step ' $((steps + 3)) 10000 "$H_PID"
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	if ! h_group_gone "$H_PID"; then
+		h_fail mappath/$name "the job survived kill -9"
+		return
+	fi
+	if [ "$how" = copy ]; then
+		cp -a "$d/A" "$d/B" && rm -rf "$d/A"
+		out=$d/B/out
+	else
+		mv "$d/A" "$d/B"
+	fi
+	cp "$d/B/journal" "$d/journal.killed"
+	H_CMD=("$d/B/movedir" 2 here)
+	[ "$how" = mv ] && missing_path "$d"
 
 	# with --map-path A=B and --env: restored, in B, appending to B/journal
 	at "$d/B" h_start resume "$out" "$err" --resume --store "$d/store" --job movedir \
@@ -112,12 +130,12 @@ part_move() {
 	k=$(( ${k:-1} - 1 ))
 	expect_steps "$n" "$k" 0.1 0.5 >"$d/expected"
 	if [ "$rc" != 0 ]; then
-		h_fail mappath/move "the resumed job exited $rc" "$err" "$out"
+		h_fail mappath/$name "the resumed job exited $rc" "$err" "$out"
 	elif ! why=$(h_proof "$err"); then
-		h_fail mappath/move "$why" "$err"
+		h_fail mappath/$name "$why" "$err"
 	elif (( k < 1 || k >= n )) || ! cmp -s "$out" "$d/expected"; then
 		h_diff_excerpt "$d/expected" "$out" "$d/diff"
-		h_fail mappath/move "stdout is not 0.1 up to the checkpoint, then 0.5 (--env)" "$d/diff"
+		h_fail mappath/$name "stdout is not 0.1 up to the checkpoint, then 0.5 (--env)" "$d/diff"
 	else
 		# the journal: what the killed run left, then steps k..n-1
 		m=$(stat -c %s "$d/journal.killed")
@@ -127,13 +145,13 @@ part_move() {
 		head -c 4096 "$d/journal.want" | tail -c +"$(( $(stat -c %s "$d/page.want") + 1 ))" >>"$d/page.want"
 		if ! cmp -s <(tail -c +4097 "$d/B/journal") <(tail -c +4097 "$d/journal.want"); then
 			tail -c +4097 "$d/B/journal" | tail -n 5 >"$d/diff"
-			h_fail mappath/move "B/journal is not the killed run's $m bytes followed by steps $k..$((n - 1))" "$d/diff"
+			h_fail mappath/$name "B/journal is not the killed run's $m bytes followed by steps $k..$((n - 1))" "$d/diff"
 		elif ! cmp -s <(head -c 4096 "$d/B/journal") <(head -c 4096 "$d/page.want"); then
-			h_fail mappath/move "the journal's mapped page does not hold the last step"
+			h_fail mappath/$name "the journal's mapped page does not hold the last step"
 		elif [ -e "$d/A" ]; then
-			h_fail mappath/move "the restore made $d/A again"
+			h_fail mappath/$name "the restore made $d/A again"
 		else
-			h_pass mappath/move
+			h_pass "mappath/$name"
 		fi
 	fi
 }
@@ -273,7 +291,8 @@ main() {
 	h_init mappath
 	for p in $PARTS; do
 		case $p in
-		move) part_move ;;
+		move) move_case move mv ;;
+		copy) move_case copy copy ;;
 		paths) path_app mp_fifo; path_app mp_unixsrv ;;
 		env) part_env ;;
 		badinput) part_badinput ;;

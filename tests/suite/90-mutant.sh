@@ -60,7 +60,7 @@ main() {
 			CKPT_TEST_FAULTS="kill treekill corrupt" CKPT_TEST_KILL_TRIALS=3 -- 30-faults.sh ;;
 		stdio) sample stdio '^stdio/' -- 24-stdio.sh ;;
 		api) sample api '^api/after-restore' -- 25-api.sh ;;
-		mappath) sample mappath '^mappath/(missing-path|move|paths-.*|env-unset)$' CKPT_TEST_MAPPATH="move paths env" -- 29-mappath.sh ;;
+		mappath) sample mappath '^mappath/(missing-path|move|copy|paths-.*|env-unset)$' CKPT_TEST_MAPPATH="move copy paths env" -- 29-mappath.sh ;;
 		vdso) sample vdso '^vdso/' -- 36-vdso.sh ;;
 		sockets)
 			if [ "$(id -u)" = 0 ]; then
