@@ -10,6 +10,7 @@
  * putenv work on it afterwards as on any environment a program set (a
  * later setenv copies it into memory of libc's). The memory is never
  * given back: the job may hold pointers getenv() returned into it. */
+#include <errno.h>
 #include <stddef.h>
 #include <sys/mman.h>
 
@@ -51,7 +52,7 @@ int ck__env_apply(const char *kv, size_t len)
 	long r;
 
 	if (!len || kv[len - 1])
-		return -22; /* EINVAL: entries end with a NUL */
+		return -EINVAL; /* entries end with a NUL */
 	for (size_t at = 0; at < len; at += ck_strlen(kv + at) + 1)
 		nnew++;
 	while (old && old[nold])

@@ -19,7 +19,8 @@
 # the mapped path, whatever inode was recorded).
 # paths: mp_fifo and mp_unixsrv with their FIFO and listening socket in a
 # directory under A (TMPDIR), checkpoint, kill -9, `mv A B`, resume with
-# --map-path A=B: a proven restore with the bare run's output, and A not
+# --map-path A=B (and an --env for every process): a proven restore with
+# the bare run's output, and A not
 # made again (a FIFO or socket re-made at its saved path makes its
 # directories: only a mapped path leaves A alone).
 # env: --env NAME= removes NAME in a restored job; a --resume with nothing
@@ -180,7 +181,9 @@ path_app() {
 	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
 	h_group_gone "$H_PID"
 	mv "$d/A" "$d/B"
-	TMPDIR=$d/B h_start resume "$out" "$err" --resume --store "$d/store" --job "$app" --map-path "$d/A=$d/B"
+	# (--env too: each process of the job takes it before any resumes)
+	TMPDIR=$d/B h_start resume "$out" "$err" --resume --store "$d/store" --job "$app" --map-path "$d/A=$d/B" \
+		--env CK_TEST_LR=0.5
 	h_wait "$H_PID" 60000
 	rc=$?
 	if [ "$rc" != 0 ]; then
