@@ -83,21 +83,23 @@ static void ck__send_snapshot(int uffd, int prearmed)
  * type, or -errno when ckrun is gone. */
 static int ck__round_result;
 
+static struct ck_msg ck__last_msg; /* the one ck__wait_msg returned */
+
 static int ck__wait_msg(uint32_t other)
 {
-	static struct ck_msg m;
+	struct ck_msg *m = &ck__last_msg;
 	int r;
 
 	for (;;) {
-		r = ck__recv(&m);
+		r = ck__recv(m);
 		if (r < 0) {
 			ck__round_result = r;
 			return r;
 		}
-		if (m.type == CK_MSG_DONE)
-			ck__round_result = (int)(int64_t)m.arg[0];
-		if (m.type == CK_MSG_DONE || (other && m.type == other))
-			return (int)m.type;
+		if (m->type == CK_MSG_DONE)
+			ck__round_result = (int)(int64_t)m->arg[0];
+		if (m->type == CK_MSG_DONE || (other && m->type == other))
+			return (int)m->type;
 	}
 }
 
@@ -277,8 +279,14 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
 	ck__send_simple(CK_MSG_RESTARTED, NULL);
-	/* Every process of the job runs again at once, when ckrun says so. */
-	ck__wait_msg(0);
+	/* Every process of the job runs again at once, when ckrun says so;
+	 * before that, the environment ckrun's --env gives it (env.c: no
+	 * malloc, the job's threads still parked). */
+	while (ck__wait_msg(CK_MSG_ENV) == CK_MSG_ENV)
+		if (ck__env_apply(ck__last_msg.text, ck__last_msg.len) < 0) {
+			static const char w[] = "libckpt: warning: the environment of --env could not be set\n";
+			ck_write(2, w, sizeof(w) - 1);
+		}
 	ck__release_all();
 	ck__round_finished(0); /* the saved round succeeded, by definition */
 	return;

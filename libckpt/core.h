@@ -103,6 +103,9 @@ int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
 /* checkpoint.c */
 void ck__round(uint32_t flags, uint64_t seq, int devfd) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
+/* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc
+ * (a restore's --env; threads parked): 0 or -errno */
+int ck__env_apply(const char *kv, size_t len) CK_HIDDEN;
 /* plugin.c */
 int ck__plugins_event(enum ck_event ev) CK_HIDDEN;
 int ck__plugins_skip(uint64_t start, uint64_t end, const char *path, const char **why) CK_HIDDEN;

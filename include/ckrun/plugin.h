@@ -65,7 +65,7 @@ int ck_plugin_restarted(void);
 
 /* ---- the ckrun half ---- */
 
-#define CK_AGENT_PLUGIN_ABI 1
+#define CK_AGENT_PLUGIN_ABI 2 /* 2: map_paths */
 #define CK_AGENT_MAX_PLUGINS 8 /* ckrun's registry */
 
 struct ck_writer;   /* launcher/image/chunkio.h */
@@ -87,6 +87,12 @@ struct ck_agent_plugin {
 	/* A new close-on-exec descriptor for one of its descriptors, or -errno. */
 	int (*fd)(void *state, const struct ck_pd_fd *f);
 	void (*release)(void *state);
+	/* Restore, before prepare (ckrun --map-path): rewrite the paths one
+	 * of its descriptors names (a UNIX socket's address) with map, which
+	 * returns 1 and the new path in out, 0 (out = in: no rule applies) or
+	 * -errno. Returns 1 if f changed, 0, or -errno with the message set.
+	 * May be NULL: its descriptors name no path. */
+	int (*map_paths)(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg);
 };
 
 void ck_agent_plugin_register(const struct ck_agent_plugin *p);

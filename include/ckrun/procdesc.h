@@ -99,6 +99,9 @@ struct ck_pd_fd {
  * restart it is the new ckrun's descriptor, unless that is the same file
  * still holding the saved offset, where the job goes on writing. */
 #define CK_PD_FD_STDIO_FILE 0x1
+/* Never in an image: ckrun marks, at a restore, a descriptor whose path
+ * --map-path rewrote (its inode and mtime are another site's). */
+#define CK_PD_FD_MAPPED 0x80000000u
 
 /* One registration of an epoll instance, re-added at restart. */
 struct ck_pd_epitem {

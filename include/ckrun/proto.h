@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#define CK_PROTO_VERSION 1
+#define CK_PROTO_VERSION 2 /* 2: CK_MSG_ENV */
 
 #define CK_CTL_FD 1000
 #define CK_CTL_ENV "CKPT_CTL_FD"
@@ -82,6 +82,11 @@ enum ck_msg_type {
 	/* job -> ckrun: the cut failed after WP_FREEZE (the round forks
 	 * instead): lift my writes again */
 	CK_MSG_WP_THAW,
+	/* ckrun -> restored job, after RESTARTED and before DONE (ckrun
+	 * --resume --env): text holds len bytes of "NAME=VALUE\0" entries,
+	 * each replacing NAME in the process's environment (an empty VALUE
+	 * removes it). Never in an image: it comes with each restore. */
+	CK_MSG_ENV,
 };
 
 struct ck_rst_child {

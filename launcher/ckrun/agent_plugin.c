@@ -92,6 +92,15 @@ int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f)
 	return -ENOENT;
 }
 
+int ck_agent_plugins_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap),
+			       void *arg)
+{
+	for (size_t i = 0; i < ck__nplugins; i++)
+		if (ck__plugins[i]->fd_kind == f->kind && ck__plugins[i]->map_paths)
+			return ck__plugins[i]->map_paths(f, map, arg);
+	return 0;
+}
+
 void ck_agent_plugins_release(struct ck_agent_states *s)
 {
 	if (!s)

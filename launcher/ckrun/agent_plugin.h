@@ -26,5 +26,8 @@ const char *ck_agent_plugins_phase(void);
 /* -ENOENT if no plugin owns this kind of descriptor. */
 int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f);
 void ck_agent_plugins_release(struct ck_agent_states *s);
+/* --map-path: the owning plugin's map_paths for f (0 when none). */
+int ck_agent_plugins_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap),
+			       void *arg);
 
 #endif

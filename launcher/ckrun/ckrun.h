@@ -13,6 +13,7 @@
 #include "launcher/ckrun/wpread.h"
 #include "ckrun/procdesc.h"
 #include "launcher/ckrun/telemetry.h"
+#include "launcher/ckrun/pathmap.h"
 
 /* One process of the job, as ckrun knows it: attached by its channel. */
 /* What a round holds of one process: a value that lives from the round's
@@ -68,6 +69,8 @@ struct ckrun {
 	int writer_nice; /* nice value of the writer threads (default 10) */
 	struct ck_store_opts sopts;
 	struct ck_tel_opts tel_opts; /* --metrics, --metrics-file, --events */
+	struct ck_pathmap pathmap;   /* --map-path: the restore's paths at this site */
+	struct ck_jobenv jobenv;     /* --env: the job's environment, restored or fresh */
 	char **argv;
 	/* paths of our helpers */
 	char libckpt[4096];
@@ -200,6 +203,10 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq);
 
 /* restore.c */
 int ck_restore(struct ckrun *c, struct ck_manifest *m);
+/* jobenv.c: --env into a restored process (its channel), or into the
+ * environment a fresh job is exec'd with */
+int ck_jobenv_send(const struct ck_jobenv *je, int fd);
+int ck_jobenv_exec_env(const struct ck_jobenv *je);
 
 
 /* grace.c: --grace; the stop's round gives up once it is spent */

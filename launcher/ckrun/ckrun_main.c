@@ -59,6 +59,11 @@ static void ck__usage(FILE *f)
 		   "  --job NAME         the job's name in the store (default: program name)\n"
 		   "  --interval D       checkpoint every D (500ms, 30s, 10m, 2h)\n"
 		   "  --resume           restart from the newest checkpoint of JOB if there is one\n"
+		   "  --map-path OLD=NEW with --resume: paths under OLD are under NEW here (files, working\n"
+		   "                     directories, mappings, FIFOs, UNIX sockets; repeatable, the\n"
+		   "                     longest OLD wins, whole components only)\n"
+		   "  --env NAME=VALUE   with --resume: the job's environment has NAME=VALUE, restored or\n"
+		   "                     started afresh (NAME= removes NAME; repeatable)\n"
 		   "  --keep N           keep the newest N checkpoints (default 3)\n"
 		   "  --grace D          a stop (SIGTERM/SIGINT) commits within D of the signal or keeps\n"
 		   "                     the previous checkpoint (30s, 500ms; default $CKPT_GRACE, else none)\n"
@@ -168,10 +173,11 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"snapshot", required_argument, 0, 'S'}, {"snapshot-memory", required_argument, 0, 'M'},
 		{"huge-pages", no_argument, 0, 'H'},    {"grace", required_argument, 0, 'g'},
 		{"s3-endpoint", required_argument, 0, 'E'}, {"s3-ca", required_argument, 0, 'C'},
-		{"s3-profile", required_argument, 0, 1005},
+		{"s3-profile", required_argument, 0, 1007},
 		{"verbose", no_argument, 0, 'v'},       {"help", no_argument, 0, 'h'},
 		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
 		{"events", required_argument, 0, 1003}, {"sign-key", required_argument, 0, 1004},
+		{"map-path", required_argument, 0, 1005}, {"env", required_argument, 0, 1006},
 		{0, 0, 0, 0}};
 	int o;
 
@@ -249,7 +255,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		}
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
-		case 1005: c->sopts.s3_profile = optarg; break;
+		case 1007: c->sopts.s3_profile = optarg; break;
 		case 'v': c->verbose++; break;
 		case 1001: c->tel_opts.metrics_addr = optarg; break;
 		case 1002: c->tel_opts.metrics_file = optarg; break;
@@ -260,9 +266,22 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case 1005:
+		case 1006:
+			if ((o == 1005 ? ck_pathmap_add(&c->pathmap, optarg) : ck_jobenv_add(&c->jobenv, optarg)) < 0) {
+				fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+				return -EINVAL;
+			}
+			break;
 		case 'h': ck__usage(stdout); exit(0);
 		default: ck__usage(stderr); return -EINVAL;
 		}
+	}
+	if ((c->pathmap.n || c->jobenv.n) && !c->resume) {
+		/* they describe this site to a job that comes back: without
+		 * --resume that is a mistake, not a fresh start's settings */
+		fprintf(stderr, "ckrun: %s is for a resume: add --resume\n", c->pathmap.n ? "--map-path" : "--env");
+		return -EINVAL;
 	}
 	if (optind >= argc) {
 		fprintf(stderr, "ckrun: no program given\n");

@@ -75,12 +75,15 @@ static int ck__open_file(const struct ck_pd_fd *f)
 		return -errno;
 	}
 	/* Data the job reads changed under it: say so. (Files it writes change
-	 * by its own hand after the checkpoint; that is expected.) */
+	 * by its own hand after the checkpoint; that is expected.) A path
+	 * --map-path moved names another site's copy, whose mtime a copy need
+	 * not keep: its size alone says whether it is the same data. */
 	if (S_ISREG(f->mode) && (f->flags & O_ACCMODE) == O_RDONLY && fstat(fd, &st) == 0) {
 		int64_t mt = (int64_t)st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec;
-		if ((uint64_t)st.st_size != f->size || mt != f->mtime_ns)
-			fprintf(stderr, "ckrun: warning: %s changed since the checkpoint (size %" PRIu64 " -> %lld)\n",
-				f->path, f->size, (long long)st.st_size);
+		if ((uint64_t)st.st_size != f->size || (mt != f->mtime_ns && !(f->xflags & CK_PD_FD_MAPPED)))
+			fprintf(stderr, "ckrun: warning: %s%s changed since the checkpoint (size %" PRIu64 " -> %lld)\n",
+				f->path, (f->xflags & CK_PD_FD_MAPPED) ? " (through --map-path)" : "", f->size,
+				(long long)st.st_size);
 	}
 	/* Devices and other unseekable files have no offset to restore. */
 	(void)lseek(fd, (off_t)f->offset, SEEK_SET);
@@ -161,21 +164,35 @@ int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f)
 }
 
 /* Whether ckrun's own descriptor f->fd is the file f was, still as long
- * as the offset the job had reached in it. */
+ * as the offset the job had reached in it. Under --map-path the recorded
+ * inode is another site's: there it is the file at the mapped path. */
 static int ck__same_file_holding(const struct ck_pd_fd *f)
 {
-	struct stat st;
+	struct stat st, at;
 
-	return fstat(f->fd, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_dev == f->dev &&
-	       (uint64_t)st.st_ino == f->ino && (uint64_t)st.st_size >= f->offset;
+	if (fstat(f->fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size < f->offset)
+		return 0;
+	if (f->xflags & CK_PD_FD_MAPPED)
+		return stat(f->path, &at) == 0 && at.st_dev == st.st_dev && at.st_ino == st.st_ino;
+	return (uint64_t)st.st_dev == f->dev && (uint64_t)st.st_ino == f->ino;
 }
 
 int ck_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
 {
+	char self[64];
+
 	/* ckrun's stdio at the cut (`ckrun > log`): the new ckrun's, unless
-	 * the same file still holds the saved offset */
-	if ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2 && !ck__same_file_holding(f))
-		return ck_stdio_remake(rd, o, f, fd);
+	 * the same file still holds the saved offset; then the job writes on
+	 * in it, opened through ckrun's descriptor (its path may have moved) */
+	if ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2) {
+		if (!ck__same_file_holding(f))
+			return ck_stdio_remake(rd, o, f, fd);
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", f->fd);
+		*fd = open(self, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
+		if (*fd >= 0)
+			(void)lseek(*fd, (off_t)f->offset, SEEK_SET);
+		return 0;
+	}
 	*fd = ck__open_file(f);
 	return 0;
 }

@@ -205,6 +205,18 @@ int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n);
 int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n);
 struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid);
 
+/* ---- mappath.c: a restore at another site (--map-path) ---- */
+
+struct ck_pathmap;
+/* Every path of the checkpoint under the rules (descriptors marked
+ * CK_PD_FD_MAPPED), and the paths the restore needs checked: -ENXIO with
+ * one line naming the first one missing (and the --map-path that would
+ * find it), else 0 or -errno. */
+int ck_mappath_restore(const struct ck_pathmap *pm, struct ck_manifest *m, struct ck_procdesc **pds);
+/* A filled process: its (mapped) working directory and program into
+ * libckpt's descriptor in its memory, where its restart code reads them. */
+int ck_mappath_write_proc(pid_t pid, const struct ck_proc *p, const struct ck_procdesc *pd);
+
 /* restore.c: the next message from a restorer must be `type` */
 int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m);
 

@@ -111,6 +111,8 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 	ck__scrub_env();
 	if (c->huge_pages && ck__env_huge_pages() < 0)
 		_exit(CK_EXIT_INTERNAL);
+	if (ck_jobenv_exec_env(&c->jobenv) < 0) /* --env on a fresh start too */
+		_exit(CK_EXIT_INTERNAL);
 	execvp(c->argv[0], c->argv);
 	fprintf(stderr, "ckrun: cannot run %s: %s\n", c->argv[0], strerror(errno));
 	_exit(127);

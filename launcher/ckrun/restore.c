@@ -1,7 +1,8 @@
 /* Restore, agent side: the sequence of phases. Each kind of state is
  * made again by its own file (kinds.h):
  *
- *   descriptors  every process's, unpacked and checked (image/procdesc_pack.c)
+ *   descriptors  every process's, unpacked and checked (image/procdesc_pack.c);
+ *                their paths under --map-path, those it needs checked (mappath.c)
  *   tree         what processes, sessions and helpers to make (proctree.c)
  *   objects      before any process exists: shared memory objects and
  *                /dev/shm files (shm.c), the descriptor kinds' and the
@@ -13,7 +14,8 @@
  *   each process its descriptors (fdkinds.c and the kinds' files), the
  *                layout the restorer maps and its memory filled with
  *                verified bytes (memory.c)
- *   go           every process ran its restart code: all resume at once
+ *   go           every process ran its restart code: --env given to each
+ *                (jobenv.c), then all resume at once
  *
  * The job runs again only after every byte has been verified and written;
  * any error kills the restorers first. */
@@ -52,7 +54,7 @@ int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m)
 /* One process: layout, descriptors, memory; it then runs its restart code
  * and waits (RESTARTED) for the others. */
 static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const struct ck_proc *p,
-			   const struct ck_procdesc *pd, struct ck_objs *objs)
+			   const struct ck_procdesc *pd, struct ck_objs *objs, int mapped)
 {
 	struct ck_fdplan plan = {0};
 	struct ck_msg msg;
@@ -95,6 +97,8 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 	if ((r = ck_rst_expect(jp->fd, CK_MSG_RST_MAPPED, &msg)) < 0)
 		goto out;
 	if ((r = ck_mem_fill(rd, jp, p, shmfill, vdso_mode)) < 0)
+		goto out;
+	if (mapped && (r = ck_mappath_write_proc(jp->pid, p, pd)) < 0)
 		goto out;
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_RST_FILLED;
@@ -187,7 +191,7 @@ static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 			ck_err_set("restored process %d is missing", m->procs[i].pid);
 			return -EPROTO;
 		}
-		if ((r = ck__restore_one(x->rd, jp, &m->procs[i], x->pds[i], &x->objs)) < 0)
+		if ((r = ck__restore_one(x->rd, jp, &m->procs[i], x->pds[i], &x->objs, c->pathmap.n > 0)) < 0)
 			return r;
 	}
 	return 0;
@@ -226,6 +230,13 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 	}
 	ck_sysv_remove_marked(c, m); /* attached again by now */
 	for (size_t i = 0; i < c->nprocs; i++) {
+		/* --env: each process's libckpt sets it before its threads go */
+		if ((r = ck_jobenv_send(&c->jobenv, c->procs[i].fd)) < 0) {
+			ck_err_set("cannot give process %d its environment (--env): %s", c->procs[i].jpid, strerror(-r));
+			return r;
+		}
+	}
+	for (size_t i = 0; i < c->nprocs; i++) {
 		c->procs[i].round.state = CK_JP_IDLE;
 		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);
 	}
@@ -247,7 +258,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	x.pds = calloc(m->nprocs, sizeof(*x.pds));
 	if (!x.pds)
 		return -ENOMEM;
-	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
+	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_mappath_restore(&c->pathmap, m, x.pds)) < 0 ||
+	    (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes)) < 0 || (r = ck_tree_finish(c, x.nodes, x.nnodes)) < 0 ||
 	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0)

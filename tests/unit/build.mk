@@ -7,6 +7,11 @@ UNIT_TESTS += $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
 $(BUILD)/tests/unit/%: $(BUILD)/tests/unit/%.o $(BUILD)/tests/unit/unit.o $(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
 
+# ckrun's --map-path and --env rules (a ckrun object).
+$(BUILD)/tests/unit/test_pathmap: $(BUILD)/tests/unit/test_pathmap.o $(BUILD)/tests/unit/unit.o \
+		$(BUILD)/launcher/ckrun/pathmap.o $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
 # ckrun's plugin registry (a ckrun object, not in the launcher library).
 $(BUILD)/tests/unit/test_agent_registry: $(BUILD)/tests/unit/test_agent_registry.o $(BUILD)/tests/unit/unit.o \
 		$(BUILD)/launcher/ckrun/agent_plugin.o $(BUILD)/libcklaunch.a

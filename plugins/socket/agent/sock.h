@@ -71,6 +71,8 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 /* A new descriptor (close-on-exec) for this socket of the job, or -errno. */
 int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f);
 void ck_sock_free(struct ck_sock_set *s);
+/* --map-path: a UNIX socket's addresses (its own and its peer's) */
+int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);

@@ -30,6 +30,7 @@ static const struct ck_agent_plugin ck__socket_agent = {
 	.prepare = ck__prepare,
 	.fd = ck__fd,
 	.release = ck__release,
+	.map_paths = ck_sock_map_paths,
 };
 
 __attribute__((constructor)) static void ck__register(void)

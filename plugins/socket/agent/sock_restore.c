@@ -487,6 +487,50 @@ fail:
 	return r;
 }
 
+/* One UNIX address (at off in f->path, length in the 16 bits of u64[1]
+ * at shift) under --map-path; abstract and unnamed ones have no path. */
+static int ck__map_unix(struct ck_pd_fd *f, size_t off, unsigned shift,
+			int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg)
+{
+	struct sockaddr_un *u = (struct sockaddr_un *)(f->path + off);
+	socklen_t l = (socklen_t)((f->u64[1] >> shift) & 0xffff);
+	char in[sizeof(u->sun_path) + 1], out[sizeof(u->sun_path)];
+	size_t n;
+	int r;
+
+	if (l <= offsetof(struct sockaddr_un, sun_path) || u->sun_path[0] != '/')
+		return 0;
+	n = l - offsetof(struct sockaddr_un, sun_path);
+	memcpy(in, u->sun_path, n);
+	in[n] = 0; /* sun_path need not end in a NUL */
+	r = map(arg, in, out, sizeof(out));
+	if (r <= 0) {
+		if (r == -ENAMETOOLONG)
+			ck_err_wrap("UNIX socket %s (a socket's path holds at most %zu bytes)", in, sizeof(out) - 1);
+		return r;
+	}
+	n = strlen(out);
+	memset(u->sun_path, 0, sizeof(u->sun_path));
+	memcpy(u->sun_path, out, n);
+	l = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+	f->u64[1] = (f->u64[1] & ~(0xffffull << shift)) | (uint64_t)l << shift;
+	return 1;
+}
+
+int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg)
+{
+	int a, b;
+
+	if (FAMILY(f) != AF_UNIX)
+		return 0;
+	/* the local address, and the peer's (a pending connection finds its
+	 * listener by it): both or neither */
+	if ((a = ck__map_unix(f, CK_SOCK_ADDR_OFF, 0, map, arg)) < 0 ||
+	    (b = ck__map_unix(f, CK_SOCK_PEER_OFF, 16, map, arg)) < 0)
+		return a < 0 ? a : b;
+	return a || b;
+}
+
 int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f)
 {
 	struct ck__obj *o = s ? ck__find(s, f->ino) : NULL;
