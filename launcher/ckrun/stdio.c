@@ -44,9 +44,14 @@ void ck_stdio_mark(const struct ckrun *c, struct ck_procdesc *pd)
 		int which = ck__stdio_which(c, f->fd, f->dev, f->ino);
 
 		f->xflags &= ~(uint32_t)CK_PD_FD_STDIO_FILE;
-		if (f->kind == CK_FD_DUP)
-			continue; /* follows the descriptor it duplicates */
 		if (which < 0)
+			continue;
+		/* A duplicate follows the descriptor it duplicates, except
+		 * ckrun's own 0-2 handed down as one open file (a terminal
+		 * opened once by a login shell): each becomes the new ckrun's
+		 * of its own number, or a resume with another stdin would take
+		 * the job's stdout and stderr with it. */
+		if (f->kind == CK_FD_DUP && !(f->fd <= 2 && which == f->fd && !S_ISREG(f->mode)))
 			continue;
 		if (S_ISREG(f->mode)) {
 			/* saved as the file it is; at a restart the new ckrun's

@@ -17,6 +17,11 @@
 #              a row, stdout through a new pipe each time (or appended to
 #              one file), stderr appended to one file: every byte of both,
 #              once and in order, and the job never blocks
+#   shared     the first run's stdin, stdout and stderr are one open file
+#              (as a login shell hands down its terminal; here a FIFO
+#              opened once), the resume's are /dev/null, a file and a
+#              file: the job's stdout and stderr go to the new files, not
+#              with its stdin to /dev/null
 # "the rest" is the bare run's output after the saved offset, which
 # `ckpt inspect` prints for descriptor 1. Every resume must also prove it
 # restored (h_proof: no fresh start of the job, ckrun's restore line, the
@@ -121,6 +126,62 @@ chain() {
 	fi
 }
 
+# shared: chatter's 0, 1 and 2 one open file (a FIFO read by cat) in the
+# first run, killed after a checkpoint; resumed with three separate ones.
+shared() {
+	local c=shared d=$H_WORK/shared rc why n catpid
+	mkdir -p "$d"
+	: >"$d/err"
+	H_CMD=("$H_BUILD/tests/stdio/chatter" 3000)
+	"${H_CMD[@]}" >"$d/bare.out" 2>"$d/bare.err"
+	mkfifo "$d/fifo"
+	cat "$d/fifo" >"$d/first" &
+	catpid=$!
+	h_run_mark "$d/err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$d/s" --job sh -- "${H_CMD[@]}" <>"$d/fifo" >&0 2>&0 &
+	H_PID=$!
+	H_PGIDS+=("$H_PID")
+	if ! h_wait_line "$d/first" '^ck-origin START' 10000 "$H_PID" ||
+		! h_wait_line_count "$d/first" '^err ' 100 20000 "$H_PID"; then
+		h_fail "stdio/$c" "the first run did not start writing" "$d/first"
+		{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; kill "$catpid"; } >/dev/null 2>&1
+		return
+	fi
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/first" 'checkpoint 1 committed' 30000 "$H_PID"
+	if ! h_alive "$H_PID"; then
+		h_fail "stdio/$c" "the job ended before the kill: nothing to prove" "$d/first"
+		kill "$catpid" 2>/dev/null
+		return
+	fi
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	wait "$catpid"
+	cat "$d/first" >>"$d/err" # the first run's stderr, for h_proof
+	if ! grep -q 'checkpoint 1 committed' "$d/first"; then
+		h_fail "stdio/$c" "checkpoint 1 did not commit" "$d/first"
+		return
+	fi
+	: >"$d/out"
+	n=$(h_size "$d/err")
+	h_start new "$d/out" "$d/err" --store "$d/s" --job sh --resume
+	h_wait "$H_PID" 120000
+	rc=$?
+	tail -c "+$(( n + 1 ))" "$d/err" | grep '^err ' >"$d/job.err"
+	if [ "$rc" != 0 ]; then
+		h_fail "stdio/$c" "the resumed job exited $rc" "$d/err"
+	elif ! [ -s "$d/out" ] || ! tail -n 1 "$d/out" | grep -qx 'out end'; then
+		h_fail "stdio/$c" "the job's stdout did not reach the new ckrun's stdout (it went with stdin)" "$d/out" "$d/err"
+	elif [ "$(tail -n 1 "$d/job.err")" != "err end" ] || [ "$(wc -l <"$d/job.err")" -lt 2 ]; then
+		h_fail "stdio/$c" "the job's stderr did not reach the new ckrun's stderr" "$d/err"
+	elif ! cmp -s <(tail -n "$(wc -l <"$d/out")" "$d/bare.out") "$d/out"; then
+		h_fail "stdio/$c" "stdout after the restore is not the end of the bare run's" "$d/out"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail "stdio/$c" "$why" "$d/err"
+	else
+		h_pass "stdio/$c: stdin, stdout and stderr one open file at the checkpoint; after the restore each the new ckrun's"
+	fi
+}
+
 main() {
 	local d
 	h_seed_init >/dev/null
@@ -165,6 +226,7 @@ main() {
 
 	chain chain-pipe pipe
 	chain chain-file resume
+	shared
 	return "$H_FAILED"
 }
 

@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
 # PyTorch (Debian's python3-torch, CPU) under ckrun: a training loop fed by
 # a DataLoader with 2 worker processes, default settings and with
-# persistent workers. Each case: a checkpoint after the origin and a few
-# epochs, kill -9 of the whole tree, the job's temporary directory removed
-# (the pool's listener lived there; another host would not have it), a
-# resume that must restore (proof) and end with the bare run's bytes,
-# epoch losses and the final parameters' digest alike.
+# persistent workers; DistributedDataParallel over gloo with 2 ranks
+# started by torch.multiprocessing.spawn and by torchrun's code (its agent,
+# TCPStore, the ranks and their loopback TCP are all part of the job). Each case: a checkpoint after
+# the origin and a few epochs, kill -9 of the whole tree, the job's
+# temporary directory removed (the pool's listener lived there; another
+# host would not have it), a resume that must restore (proof) and end with
+# the bare run's bytes, epoch losses and the final parameters' digest alike.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 h_init torch
 EPOCHS=${CKPT_TEST_TORCH_EPOCHS:-40}
+DDP_EPOCHS=${CKPT_TEST_TORCH_DDP_EPOCHS:-60}
 APP=$H_TOP/tests/torch/dataloader.py
 
-one_case() {
-	local name=$1 mode=$2 d=$H_WORK/$1 rc why res
+one_case() { # one_case NAME ARGS...: python3 ARGS under ckrun
+	local name=$1 d=$H_WORK/$1 rc why res
+	shift
 	mkdir -p "$d/tmp"
 	# shellcheck disable=SC2034 # read by the harness
-	H_CMD=("$PYTHON" "$APP" "$EPOCHS" "$mode")
+	H_CMD=("$PYTHON" "$@")
 	res=$(h_run_bare x "$d/bare.out" "$d/bare.err" 600)
 	if [ "${res% *}" != 0 ]; then
 		h_fail "torch/$name" "bare run failed (${res% *})" "$d/bare.err"
@@ -67,8 +71,10 @@ main() {
 		h_fail torch "python3-torch cannot be installed (scripts/deps.sh)" "$H_WORK/deps.log"
 		return
 	fi
-	one_case dataloader default
-	one_case dataloader-persistent persistent
+	one_case dataloader "$APP" "$EPOCHS" default
+	one_case dataloader-persistent "$APP" "$EPOCHS" persistent
+	one_case ddp-spawn "$H_TOP/tests/torch/ddp.py" "$DDP_EPOCHS" spawn 2
+	one_case ddp-torchrun "$H_TOP/tests/torch/ddp.py" "$DDP_EPOCHS" torchrun 2
 }
 
 main
