@@ -275,6 +275,14 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 		/* a change of ids resets it */
 		if (ck__pd.dumpable >= 0)
 			ck_sys2(SYS_prctl, PR_SET_DUMPABLE, ck__pd.dumpable);
+		/* every mapping holds its data now, and the restorer is gone */
+		if ((e = ck__pstate_restore(&what)) < 0) {
+			static char line[160];
+			snprintf(line, sizeof(line), "process restart: cannot give the process its saved %s (errno %d)",
+				 what, -e);
+			ck__send_simple(CK_MSG_RST_ERROR, line);
+			ck_exit_group(128 + (-e & 0x3f));
+		}
 	}
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();

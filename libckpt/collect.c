@@ -282,6 +282,8 @@ int ck__collect_process(void)
 		r = ck__collect_plugin_skips();
 	if (r == 0)
 		r = ck__creds_collect();
+	if (r == 0)
+		r = ck__pstate_collect();
 	if (r < 0)
 		return r;
 	ck__pd.dumpable = (int32_t)ck_sys1(SYS_prctl, PR_GET_DUMPABLE);

@@ -67,6 +67,15 @@ void ck__creds_prepare(const struct ck_procdesc *pd) CK_HIDDEN;
 void ck__creds_restore(const struct ck_pd_thread *t) CK_HIDDEN;
 int ck__creds_wait(const char **what) CK_HIDDEN;
 
+/* pstate.c: personality (per thread: _thread_save as it parks,
+ * _thread_restored after its credentials), oom_score_adj, THP disable and
+ * memory locks (_collect with the threads parked; _restore by the manager
+ * once every thread has its credentials: 0 or -errno, *what names it). */
+void ck__pstate_thread_save(struct ck_pd_thread *t) CK_HIDDEN;
+void ck__pstate_thread_restored(const struct ck_pd_thread *t) CK_HIDDEN;
+int ck__pstate_collect(void) CK_HIDDEN;
+int ck__pstate_restore(const char **what) CK_HIDDEN;
+
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */
 long ck__read_file(const char *path, char *buf, size_t len) CK_HIDDEN;

@@ -92,6 +92,7 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 		t->flags |= CK_PDT_NNP;
 	t->timerslack = (uint64_t)ck_sys1(SYS_prctl, PR_GET_TIMERSLACK);
 	ck__creds_save(t);
+	ck__pstate_thread_save(t);
 	t->rseq_addr = 0;
 	if (__rseq_size > 0) {
 		t->rseq_addr = t->fs_base + (uint64_t)__rseq_offset;
@@ -106,8 +107,10 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 void ck__thread_restored(struct ck_pd_thread *t)
 {
 	ck__creds_restore(t);
-	/* a change of ids clears it; only the main thread's counts */
-	if ((t->flags & CK_PDT_MAIN) && ck__pd.pdeathsig > 0)
+	ck__pstate_thread_restored(t); /* a change of ids clears some of its flags */
+	/* a change of ids clears it; an image made before pstate.c kept the
+	 * manager's value only, given to the main thread */
+	if (!(ck__pd.pflags & CK_PD_P_VALID) && (t->flags & CK_PDT_MAIN) && ck__pd.pdeathsig > 0)
 		ck_sys2(SYS_prctl, PR_SET_PDEATHSIG, ck__pd.pdeathsig);
 	ck_sys2(SYS_prctl, PR_SET_NAME, t->comm);
 	if (t->flags & CK_PDT_NNP)

@@ -46,7 +46,7 @@ struct ck_pd_thread {
 	uint32_t uid[4], gid[4];
 	uint64_t cap_eff, cap_prm, cap_inh;
 	uint32_t securebits; /* PR_GET_SECUREBITS */
-	uint32_t pad_cred;
+	uint32_t personality; /* personality(0xffffffff); valid with CK_PD_P_VALID */
 	struct ck_ctx ctx;   /* where the thread resumes (parked point) */
 };
 #define CK_PDT_MAIN 0x1    /* thread-group leader */
@@ -157,7 +157,8 @@ struct ck_procdesc {
 	uint32_t nskips;
 	uint32_t nsysv; /* System V attachments the snapshot lacks: ckrun reads them from the process */
 	struct ck_pd_skip skips[CK_PD_MAX_SKIPS];
-	int32_t dumpable, pad2; /* PR_GET_DUMPABLE */
+	int32_t dumpable;      /* PR_GET_DUMPABLE */
+	int32_t oom_score_adj; /* /proc/self/oom_score_adj; valid with CK_PD_P_VALID */
 	int32_t child_subreaper, pdeathsig;
 	struct ck_pd_timer timers[CK_PD_MAX_TIMERS];
 	struct ck_pd_siginfo siginfo[CK_PD_MAX_SIGINFO];
@@ -166,7 +167,7 @@ struct ck_procdesc {
 	uint64_t arg_start, arg_end, env_start, env_end;
 	uint64_t auxv[64];
 	uint32_t auxv_size; /* bytes */
-	uint32_t pad0;
+	uint32_t pflags;    /* CK_PD_P_*: 0 in images made before they were saved */
 	uint64_t pipebuf, pipebuf_size; /* unused (0) */
 	struct ck_pd_sigaction sigact[CK_PD_NSIG];
 	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
@@ -183,6 +184,15 @@ struct ck_procdesc {
 	struct ck_pd_fd fds[CK_PD_MAX_FDS];
 	struct ck_pd_epitem epitems[CK_PD_MAX_EPITEMS];
 };
+
+/* pflags: process state kept in what were padding fields (same layout,
+ * same version: an older image reads 0, "not saved", and is restored as
+ * before). Memory locks of single mappings are kept by libckpt itself
+ * (libckpt/pstate.c), in its own memory, which the image holds. */
+#define CK_PD_P_VALID 0x1       /* oom_score_adj, personality and the bits below were saved */
+#define CK_PD_P_THP_DISABLE 0x2 /* PR_GET_THP_DISABLE */
+#define CK_PD_P_MCL_FUTURE 0x4  /* mlockall(MCL_FUTURE) */
+#define CK_PD_P_MCL_ONFAULT 0x8 /* ... | MCL_ONFAULT */
 
 static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");

@@ -399,7 +399,8 @@ int ck_mem_layout(const struct ck_proc *p, const struct ck_procdesc *pd,
 			free(l);
 			return rc;
 		}
-		rg[i].thp = shmfill[i] ? 0 : ck__thp_fill(r);
+		/* a job that disabled THP for itself gets no huge page from us */
+		rg[i].thp = shmfill[i] || (pd->pflags & CK_PD_P_THP_DISABLE) ? 0 : ck__thp_fill(r);
 		if (r->path) {
 			rg[i].path_off = (uint32_t)off;
 			memcpy(s + off, r->path, strlen(r->path) + 1);

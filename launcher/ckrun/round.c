@@ -196,6 +196,20 @@ static int ck__unprivileged_uffd(void)
 	return v == '1';
 }
 
+/* A thread under seccomp: strict mode cannot even answer (any system call
+ * but read, write, exit and sigreturn kills it), and filters cannot be
+ * read back here to be installed again (PTRACE_SECCOMP_GET_FILTER), while
+ * libckpt's own system calls at the cut may be among those a filter
+ * forbids. Returns the mode (1 strict, 2 filter) of the first such thread. */
+static int ck__seccomp_of(pid_t tid, const char *val, void *arg)
+{
+	int mode = atoi(val);
+
+	if (mode > 0)
+		*(pid_t *)arg = tid;
+	return mode;
+}
+
 /* check: whether the job can take part at all. A refusal here touches
  * nothing: no writer, no request. */
 static int ck__round_check(struct ckrun *c)
@@ -215,6 +229,18 @@ static int ck__round_check(struct ckrun *c)
 		if (ck_job_traced(c->procs[i].pid, &tracer)) {
 			ck_err_set("the job is traced (ptrace) by process %d: not supported; the job keeps running",
 				   tracer);
+			return -ENOTSUP;
+		}
+	}
+	for (size_t i = 0; i < c->nprocs; i++) {
+		pid_t tid = 0;
+		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_of, &tid);
+		if (mode > 0) {
+			ck_err_set("process %d of the job (thread %d here) is in seccomp %s mode: not supported (%s); "
+				   "the job keeps running",
+				   c->procs[i].jpid, tid, mode == 1 ? "strict" : "filter",
+				   mode == 1 ? "it cannot take part in a checkpoint"
+					     : "its filters cannot be restored");
 			return -ENOTSUP;
 		}
 	}

@@ -45,6 +45,12 @@ refused fdpass 'descriptors in flight' "$B/tests/unsupported/fdpass"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 512 threads: a checkpoint holds at most 512' "$B/tests/unsupported/manythreads"
+# seccomp: a filter's rules cannot be read back to be installed again; a
+# strict-mode thread cannot even park. Refused before anything is asked.
+refused seccomp-filter 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp filter mode' \
+	"$B/tests/unsupported/seccomp_filter"
+refused seccomp-strict 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp strict mode' \
+	"$B/tests/unsupported/seccomp_strict"
 
 # A debugger attached from outside: the job is traced.
 attach() { # ckrun pid -> strace on the job's main process
