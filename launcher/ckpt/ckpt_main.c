@@ -31,7 +31,7 @@ static const char ckpt_usage_text[] =
 	"file:///DIR, a path, or s3://BUCKET/PREFIX (--s3-endpoint URL, --s3-ca FILE, --s3-profile P:\n"
 	"credentials, endpoint_url, ca_bundle, region of section P of the shared credentials file).\n"
 	"Exit status: 0 ok, 2 checkpoint corrupt or missing, 64 usage, 69 store problem or job held by\n"
-	"another writer, 73 the output file (report -o) cannot be written.\n";
+	"another writer, 73 the output file (report -o, export-core -o) cannot be written.\n";
 
 int ckpt_usage_error(const char *fmt, ...)
 {

@@ -230,6 +230,7 @@ static int shown(const struct ck_region *g)
 struct wsink {
 	int fd;
 	uint64_t base;
+	int werr; /* a write of the core file failed (not a read of the image) */
 };
 
 static int wsink_fn(void *arg, uint64_t off, const void *buf, size_t len)
@@ -244,6 +245,7 @@ static int wsink_fn(void *arg, uint64_t off, const void *buf, size_t len)
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
+			w->werr = 1;
 			return -errno;
 		}
 		b += k;
@@ -253,8 +255,10 @@ static int wsink_fn(void *arg, uint64_t off, const void *buf, size_t len)
 	return 0;
 }
 
+/* *out_err: set when what failed is writing the core file (exit 73), not
+ * reading the image. */
 static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd, struct ckpt_procimg *pi,
-		      const struct nbuf *notes)
+		      const struct nbuf *notes, int *out_err)
 {
 	const struct ck_proc *p = pi->p;
 	size_t nload = 0, k = 1;
@@ -323,7 +327,7 @@ static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd,
 	/* the memory, chunk by chunk (ph is libelf's: e stays open) */
 	for (size_t j = 1; j < k; j++) {
 		const struct ck_region *g = ckpt_img_region(pi->im, ph[j].p_vaddr);
-		struct wsink w = {fd, ph[j].p_offset};
+		struct wsink w = {fd, ph[j].p_offset, 0};
 		uint64_t first;
 		uint32_t nch;
 
@@ -340,6 +344,7 @@ static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd,
 		}
 		rc = ck_reader_read_sparse(rd, first, nch, wsink_fn, &w);
 		if (rc < 0) {
+			*out_err = w.werr;
 			if (rc != -EBADMSG)
 				ck_err_set("writing the core file: %s", strerror(-rc));
 			goto out;
@@ -347,19 +352,22 @@ static int write_core(int fd, const struct ck_manifest *m, struct ck_reader *rd,
 	}
 	if (ftruncate(fd, (off_t)off) < 0 || fsync(fd) < 0) {
 		rc = -errno;
+		*out_err = 1;
 		ck_err_set("writing the core file: %s", strerror(errno));
 	}
 out:
 	elf_end(e);
 	return rc;
 elferr:
+	*out_err = 1;
 	ck_err_set("writing the core file with libelf: %s", elf_errmsg(-1));
 	if (e)
 		elf_end(e);
 	return -EIO;
 }
 
-static int export_proc(const struct ck_manifest *m, struct ck_reader *rd, const struct ck_proc *p, const char *path)
+static int export_proc(const struct ck_manifest *m, struct ck_reader *rd, const struct ck_proc *p, const char *path,
+		       int *out_err)
 {
 	struct ckpt_procimg pi;
 	struct nbuf notes = {0};
@@ -392,17 +400,20 @@ static int export_proc(const struct ck_manifest *m, struct ck_reader *rd, const 
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		rc = -errno;
+		*out_err = 1;
 		ck_err_set("cannot create %s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	rc = write_core(fd, m, rd, &pi, &notes);
+	rc = write_core(fd, m, rd, &pi, &notes, out_err);
 	if (close(fd) < 0 && rc == 0) {
 		rc = -errno;
+		*out_err = 1;
 		ck_err_set("writing %s: %s", tmp, strerror(errno));
 	}
 	fd = -1;
 	if (rc == 0 && rename(tmp, path) < 0) {
 		rc = -errno;
+		*out_err = 1;
 		ck_err_set("cannot rename %s to %s: %s", tmp, path, strerror(errno));
 	}
 	if (rc < 0)
@@ -426,7 +437,7 @@ int ckpt_cmd_export_core(int argc, char **argv)
 	struct ckpt_opts o;
 	char job[256];
 	uint64_t seq;
-	int a, rc;
+	int a, rc, out_err = 0;
 
 	a = ckpt_getopts(argc, argv, CKPT_O_STORE | CKPT_O_PID | CKPT_O_OUTPUT, &o);
 	if (a < 0)
@@ -455,7 +466,12 @@ int ckpt_cmd_export_core(int argc, char **argv)
 	rc = ck_reader_open(s, m->job, m, &rd);
 	if (rc < 0)
 		goto fail;
-	rc = export_proc(m, rd, p, o.output);
+	rc = export_proc(m, rd, p, o.output, &out_err);
+	if (rc < 0 && out_err) {
+		fprintf(stderr, "ckpt: %s\n", ck_err_msg());
+		rc = CK_EXIT_CANTCREAT;
+		goto out;
+	}
 	if (rc < 0)
 		goto fail;
 	printf("%s: core of process %d of %s@%llu\n", o.output, p->pid, m->job, (unsigned long long)m->seq);

@@ -23,7 +23,7 @@ enum {
 	CK_EXIT_USAGE = 64,      /* bad command line (EX_USAGE) */
 	CK_EXIT_CORRUPT = 2,     /* checkpoint data corrupt, truncated or missing */
 	CK_EXIT_STORE = 69,      /* store unreachable / credentials / permission (EX_UNAVAILABLE) */
-	CK_EXIT_CANTCREAT = 73,  /* ckpt: an output file (report -o) cannot be written (EX_CANTCREAT) */
+	CK_EXIT_CANTCREAT = 73,  /* ckpt: an output file (report -o, export-core -o) cannot be written (EX_CANTCREAT) */
 	CK_EXIT_TEMPFAIL = 75,   /* job checkpointed and stopped: resume me later (EX_TEMPFAIL) */
 	CK_EXIT_UNSAVED = 76,    /* job stopped without a new checkpoint: a resume goes back further */
 	CK_EXIT_INTERNAL = 99,   /* ckrun itself failed (like DMTCP's 99) */

@@ -209,6 +209,7 @@ main() {
 	bad no-seq-core 2 export-core --store "$st" -o "$d/nocore" deep@9
 	bad no-output 64 export-core --store "$st" deep@1
 	bad bad-pid 64 export-core --store "$st" --pid x -o "$d/nocore" deep@1
+	bad no-dir 73 export-core --store "$st" -o "$d/nodir/core" deep@1
 	return "$H_FAILED"
 }
 
