@@ -99,10 +99,12 @@ static const struct ck_sysv_shm *sysv_of(const struct ck_manifest *m, const stru
 	return NULL;
 }
 
+/* Bytes the file holds: a shared mapping, or a private one's pages that
+ * were the file's own at the cut (CK_REG_FILEPAGES). */
 static int file_backed_shared(const struct ck_region *g)
 {
-	return (g->flags & CK_REG_SHARED) && (g->flags & CK_REG_FILE) && !(g->flags & CK_REG_DELETED) && g->path &&
-	       g->path[0] == '/' && !g->nchunks;
+	return ((g->flags & CK_REG_SHARED) || (g->flags & CK_REG_FILEPAGES)) && (g->flags & CK_REG_FILE) &&
+	       !(g->flags & CK_REG_DELETED) && g->path && g->path[0] == '/' && !g->nchunks;
 }
 
 int ckpt_img_readable(const struct ck_region *g)
