@@ -179,7 +179,10 @@ int ck_fp_split(struct ck_manifest *m, const struct ck_jproc *jp)
 		struct stat st;
 		int64_t file;
 
-		if (!ck__eligible(jp, rg) || stat(rg->path, &st) < 0 || !S_ISREG(st.st_mode) ||
+		/* The program itself stays saved: ckpt inspect names its frames
+		 * from the image even once the file is replaced (28-inspect). */
+		if (!ck__eligible(jp, rg) || !strcmp(rg->path, jp->pd->exe) || stat(rg->path, &st) < 0 ||
+		    !S_ISREG(st.st_mode) ||
 		    ((uint64_t)major(st.st_dev) << 8 | minor(st.st_dev)) != rg->dev || (uint64_t)st.st_ino != rg->ino)
 			continue;
 		if (n > cap) {
