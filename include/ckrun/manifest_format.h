@@ -98,11 +98,11 @@ struct ck_mf_region {
 static_assert(sizeof(struct ck_mf_region) == 64, "manifest region record layout");
 
 #define CK_MF_STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK_MF_NSECT 7
-#define CK_MF_NSECT_REQUIRED 5 /* TREE and SYSV are optional */
+#define CK_MF_NSECT 8
+#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV and FILE are optional */
 /* Sections, in this order; each tag is its 4-byte magic. */
-#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV"}
-enum ck_mf_section { CK_MF_JOBI, CK_MF_PACK, CK_MF_CHNK, CK_MF_PROC, CK_MF_SKIP, CK_MF_TREE, CK_MF_SYSV };
+#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE"}
+enum ck_mf_section { CK_MF_JOBI, CK_MF_PACK, CK_MF_CHNK, CK_MF_PROC, CK_MF_SKIP, CK_MF_TREE, CK_MF_SYSV, CK_MF_FILE };
 
 struct ck_mf_shm {
 	int32_t id, key;
@@ -118,5 +118,14 @@ struct ck_mf_task {
 	int32_t status;
 };
 static_assert(sizeof(struct ck_mf_task) == 24, "manifest task record layout");
+
+/* FILE section: a file that CK_REG_FILEPAGES regions map, as it was at
+ * the cut; each record is followed by its path (a string). */
+struct ck_mf_file {
+	uint64_t dev, ino; /* st_dev, st_ino */
+	uint64_t size;
+	int64_t mtime_ns, ctime_ns;
+};
+static_assert(sizeof(struct ck_mf_file) == 40, "manifest file record layout");
 
 #endif

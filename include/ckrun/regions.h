@@ -25,5 +25,9 @@
 #define CK_REG_ADV_NOHUGE 0x4000     /* MADV_NOHUGEPAGE ("nh") */
 #define CK_REG_ADV_WIPEONFORK 0x8000 /* MADV_WIPEONFORK ("wf") */
 #define CK_REG_ADV_DONTDUMP 0x10000  /* MADV_DONTDUMP ("dd") */
+/* Private file mapping whose pages were all the file's own at the cut (no
+ * copy-on-write copy): not saved (with CK_REG_NODATA), mapped from the file
+ * at file_off again; the file's identity is in the manifest's FILE table. */
+#define CK_REG_FILEPAGES 0x20000
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "launcher/common/ck_err.h"
@@ -99,10 +100,12 @@ static const struct ck_sysv_shm *sysv_of(const struct ck_manifest *m, const stru
 	return NULL;
 }
 
+/* Bytes the file holds: a shared mapping, or a private one's pages that
+ * were the file's own at the cut (CK_REG_FILEPAGES). */
 static int file_backed_shared(const struct ck_region *g)
 {
-	return (g->flags & CK_REG_SHARED) && (g->flags & CK_REG_FILE) && !(g->flags & CK_REG_DELETED) && g->path &&
-	       g->path[0] == '/' && !g->nchunks;
+	return ((g->flags & CK_REG_SHARED) || (g->flags & CK_REG_FILEPAGES)) && (g->flags & CK_REG_FILE) &&
+	       !(g->flags & CK_REG_DELETED) && g->path && g->path[0] == '/' && !g->nchunks;
 }
 
 int ckpt_img_readable(const struct ck_region *g)
@@ -193,6 +196,30 @@ static int read_file(const struct ck_region *g, uint64_t off, void *buf, size_t 
 	return 0;
 }
 
+/* A private mapping's pages that were the file's: only from that file (as
+ * a restore checks it: size, mtime, and ctime where it is the same inode),
+ * never from one that replaced it. */
+static int filepages_ok(const struct ck_manifest *m, const struct ck_region *g)
+{
+	struct stat st;
+
+	if (!(g->flags & CK_REG_FILEPAGES))
+		return 1;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		const struct ck_mfile *f = &m->files[i];
+		int64_t mt, ct;
+		if (strcmp(f->path, g->path))
+			continue;
+		if (stat(g->path, &st) < 0)
+			return 0;
+		mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		ct = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+		return (uint64_t)st.st_size == f->size && mt == f->mtime_ns &&
+		       ((uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino || ct == f->ctime_ns);
+	}
+	return 0;
+}
+
 int ckpt_img_read(struct ckpt_img *im, uint64_t addr, void *buf, size_t len)
 {
 	uint8_t *b = buf;
@@ -203,7 +230,7 @@ int ckpt_img_read(struct ckpt_img *im, uint64_t addr, void *buf, size_t len)
 		size_t take;
 		int rc;
 
-		if (!g || !ckpt_img_readable(g))
+		if (!g || !ckpt_img_readable(g) || !filepages_ok(im->m, g))
 			return -EFAULT;
 		off = addr - g->start;
 		take = g->end - addr < len ? (size_t)(g->end - addr) : len;

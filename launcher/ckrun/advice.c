@@ -60,8 +60,9 @@ int ck_maps_advice(pid_t pid, struct ck_region *rg, size_t n)
 			/* both lists ascend: a mapping gone since the listing is skipped */
 			while (have && i < n && rg[i].end <= start)
 				i++;
-			if (have && i < n && rg[i].start == start && rg[i].end == end)
-				rg[i].flags |= adv;
+			/* a mapping split into runs (filepages.c) is several regions */
+			for (size_t j = i; have && j < n && rg[j].start >= start && rg[j].end <= end; j++)
+				rg[j].flags |= adv;
 			have = 0;
 		} else if (line[0] && strchr("0123456789abcdef", line[0])) { /* field names are capitalised */
 			have = sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end) == 2;

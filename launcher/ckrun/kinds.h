@@ -169,6 +169,16 @@ int ck_mem_vdso(struct ck_reader *rd, const struct ck_proc *p, void *layout, uin
 int ck_mem_fill(struct ck_reader *rd, const struct ck_jproc *jp, const struct ck_proc *p, const uint8_t *shmfill,
 		uint32_t vdso_mode);
 
+/* ---- filepages.c ---- */
+
+/* Round, pass 0: private read-only file mappings cut into runs of the
+ * file's own pages (CK_REG_FILEPAGES, not saved) and of the job's (saved);
+ * the files' identities into m->files. */
+int ck_fp_split(struct ck_manifest *m, const struct ck_jproc *jp);
+/* Restore, before any process is made: every file whose pages a region
+ * maps is the one saved; else -ENXIO (-EBADMSG: not described) and a line. */
+int ck_fp_check(const struct ck_manifest *m);
+
 /* ---- shm.c ---- */
 
 /* Round: a shared range saved already this round (NULL: not yet). */

@@ -211,6 +211,8 @@ int ck_mappath_restore(const struct ck_pathmap *pm, struct ck_manifest *m, struc
 	for (size_t i = 0; i < m->nprocs && r >= 0; i++)
 		if ((r = ck__restore_proc(pm, &m->procs[i], pds[i])) < 0 && r != -ENXIO)
 			ck_err_wrap("process %d", m->procs[i].pid);
+	for (size_t i = 0; i < m->nfiles && r >= 0 && pm->n; i++) /* files whose pages regions map */
+		r = ck__map_str(pm, &m->files[i].path, 0);
 	if (r >= 0 && pm->n)
 		r = ck__map_str(pm, &m->cwd, 0);
 	if (r == -ENOMEM)

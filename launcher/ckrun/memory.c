@@ -212,6 +212,8 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 	}
 	if (snap != jp->pid && (r = ck_mem_advice(jp)) < 0)
 		goto out;
+	if ((r = ck_fp_split(m, jp)) < 0)
+		goto out;
 data:
 	snprintf(pm, sizeof(pm), "/proc/%d/pagemap", snap);
 	pagemap = open(pm, O_RDONLY | O_CLOEXEC);
@@ -287,10 +289,12 @@ int ck_mem_wp_verify(const struct ck_jproc *jp)
 
 		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != 1 || ck_wp_covers(jp->round.wp, rg->start, rg->end))
 			continue;
-		while (j < n && maps[j].start < rg->start)
+		/* the mapping that held it (a region may be one run of a mapping
+		 * filepages.c cut) must hold it still, at the same file offset */
+		while (j < n && maps[j].end <= rg->start)
 			j++;
-		if (j == n || maps[j].start != rg->start || maps[j].end != rg->end || maps[j].prot != rg->prot ||
-		    maps[j].ino != rg->ino || maps[j].off != rg->file_off) {
+		if (j == n || maps[j].start > rg->start || maps[j].end < rg->end || maps[j].prot != rg->prot ||
+		    maps[j].ino != rg->ino || maps[j].off + (rg->start - maps[j].start) != rg->file_off) {
 			ck_err_set("process %d changed its mapping 0x%" PRIx64 "-0x%" PRIx64 " %s during the write-protect "
 				   "snapshot", jp->jpid, rg->start, rg->end, rg->path ? rg->path : "");
 			r = -ESTALE;

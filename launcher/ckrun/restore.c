@@ -259,6 +259,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	if (!x.pds)
 		return -ENOMEM;
 	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_mappath_restore(&c->pathmap, m, x.pds)) < 0 ||
+	    (r = ck_fp_check(m)) < 0 ||
 	    (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes)) < 0 || (r = ck_tree_finish(c, x.nodes, x.nnodes)) < 0 ||

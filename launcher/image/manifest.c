@@ -166,7 +166,8 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 
 	*out = NULL;
 	*outlen = 0;
-	if (m->argc > UINT32_MAX || m->npacks > UINT32_MAX || m->nprocs > UINT32_MAX || m->nskips > UINT32_MAX) {
+	if (m->argc > UINT32_MAX || m->npacks > UINT32_MAX || m->nprocs > UINT32_MAX || m->nskips > UINT32_MAX ||
+	    m->nfiles > UINT32_MAX) {
 		ck_err_set("manifest %s@%llu: too many entries to encode", m->job ? m->job : "?",
 			   (unsigned long long)m->seq);
 		return -EOVERFLOW;
@@ -236,6 +237,19 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		sect_end(&b, at);
 	}
 
+	if (m->nfiles) {
+		at = sect_begin(&b, CK_MF_FILE);
+		put_u32(&b, (uint32_t)m->nfiles);
+		for (i = 0; i < m->nfiles; i++) {
+			const struct ck_mfile *f = &m->files[i];
+			struct ck_mf_file w = {htole64(f->dev), htole64(f->ino), htole64(f->size),
+					       (int64_t)htole64((uint64_t)f->mtime_ns), (int64_t)htole64((uint64_t)f->ctime_ns)};
+			put_bytes(&b, &w, sizeof(w));
+			put_str(&b, f->path);
+		}
+		sect_end(&b, at);
+	}
+
 	buf_grow(&b, 0);
 	if (b.err) {
 		free(b.p);
@@ -253,7 +267,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.frozen_ns = htole64(m->frozen_ns);
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
-	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0));
+	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (ck_manifest_signing()) {
@@ -580,6 +594,34 @@ static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+static int decode_file(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0 ||
+	    (rc = check_count(r, n, sizeof(struct ck_mf_file) + 4, "mapped files")) < 0)
+		return rc;
+	m->files = calloc((size_t)n + 1, sizeof(*m->files));
+	if (!m->files)
+		return -ENOMEM;
+	m->nfiles = n;
+	for (i = 0; i < n; i++) {
+		struct ck_mf_file w;
+		struct ck_mfile *f = &m->files[i];
+		if ((rc = take(r, &w, sizeof(w))) < 0 || (rc = take_str(r, &f->path)) < 0)
+			return rc;
+		f->dev = le64toh(w.dev);
+		f->ino = le64toh(w.ino);
+		f->size = le64toh(w.size);
+		f->mtime_ns = (int64_t)le64toh((uint64_t)w.mtime_ns);
+		f->ctime_ns = (int64_t)le64toh((uint64_t)w.ctime_ns);
+		if (!f->path || f->path[0] != '/')
+			return bad("mapped file %u: no absolute path", i);
+	}
+	return 0;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -774,6 +816,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case CK_MF_PROC: rc = decode_proc(&sr, m); break;
 		case CK_MF_TREE: rc = decode_tree(&sr, m); break;
 		case CK_MF_SYSV: rc = decode_sysv(&sr, m); break;
+		case CK_MF_FILE: rc = decode_file(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)
@@ -840,6 +883,9 @@ void ck_manifest_free(struct ck_manifest *m)
 	free(m->procs);
 	free(m->tasks);
 	free(m->shms);
+	for (i = 0; m->files && i < m->nfiles; i++)
+		free(m->files[i].path);
+	free(m->files);
 	for (i = 0; m->skips && i < m->nskips; i++) {
 		free(m->skips[i].what);
 		free(m->skips[i].why);

@@ -76,6 +76,14 @@ struct ck_sysv_shm {
 	uint32_t pad;
 };
 
+/* A file the checkpoint relies on for content it did not save
+ * (CK_REG_FILEPAGES regions map it): its identity at the cut. */
+struct ck_mfile {
+	char *path;
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
 /* Something left out of the checkpoint, and why (shown by ckpt inspect). */
 struct ck_skip {
 	int32_t pid;
@@ -107,6 +115,8 @@ struct ck_manifest {
 	size_t ntasks;
 	struct ck_sysv_shm *shms; /* optional section SYSV */
 	size_t nshms;
+	struct ck_mfile *files; /* optional section FILE */
+	size_t nfiles;
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

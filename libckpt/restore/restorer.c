@@ -325,8 +325,10 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 			int64_t size;
 			uint64_t rest[11];
 		} st;
+		/* The file's own pages (CK_REG_FILEPAGES): ckrun checked it is the
+		 * file saved; past its end they fault as they did. */
 		if (fd >= 0 && ck_sys2(SYS_fstat, fd, &st) == 0 &&
-		    (uint64_t)st.size >= rg->file_off + (shared ? 1 : len)) {
+		    ((rg->flags & CK_REG_FILEPAGES) || (uint64_t)st.size >= rg->file_off + (shared ? 1 : len))) {
 			r = ck_mmap(rg->start, len, shared ? (int)rg->prot : PROT_READ | PROT_WRITE,
 				    (shared ? MAP_SHARED : MAP_PRIVATE) | MAP_FIXED_NOREPLACE, (int)fd, rg->file_off);
 		}
@@ -334,6 +336,8 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 			ck_close((int)fd);
 		if (r < 0 && shared)
 			ck__die("restorer: cannot map a shared file region again", r < 0 ? r : -2);
+		if (r < 0 && (rg->flags & CK_REG_FILEPAGES)) /* not saved: no other source */
+			ck__die("restorer: cannot map a file's pages again", fd < 0 ? fd : r);
 		if (r >= 0)
 			return;
 	}
