@@ -83,6 +83,13 @@ int ck__collect_process(void) CK_HIDDEN;
 /* fds.c */
 int ck__collect_fds(void) CK_HIDDEN;
 void ck__fds_after_round(void) CK_HIDDEN;
+/* fdstate.c: flags, owners, signals and locks of descriptions; /proc files.
+ * The restart half returns -errno with *why and *path naming the failure. */
+void ck__fdstate_reset(void) CK_HIDDEN;
+int ck__fdstate_collect(uint32_t idx) CK_HIDDEN;
+int ck__fdstate_is_proc(const char *path) CK_HIDDEN;
+long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
 int ck__wp_arm(int devfd) CK_HIDDEN;
 int ck__wp_refusal(void) CK_HIDDEN;            /* -ENOTSUP: pinned pages, device mappings */

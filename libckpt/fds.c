@@ -127,6 +127,13 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	} else if (!strcmp(target, "anon_inode:[eventpoll]")) {
 		f->kind = CK_FD_EPOLL;
 		return ck__collect_epoll(f->fd, info);
+	} else if (!strcmp(target, "anon_inode:inotify")) {
+		/* fdinfo names the watched inodes, not their paths */
+		ck__failf("descriptor %d is an inotify instance: its watches are not restored", f->fd);
+		return -ENOTSUP;
+	} else if (!strcmp(target, "anon_inode:[fanotify]")) {
+		ck__failf("descriptor %d is a fanotify instance: its marks are not restored", f->fd);
+		return -ENOTSUP;
 	} else {
 		ck__failf("descriptor %d (%s) is not supported yet", f->fd, target);
 		return -ENOTSUP;
@@ -134,7 +141,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	return 0;
 }
 
-static int ck__collect_one(int fd, int dirfd)
+static int ck__classify(int fd, int dirfd)
 {
 	struct ck_pd_fd *f;
 	char link[64];
@@ -205,6 +212,9 @@ static int ck__collect_one(int fd, int dirfd)
 	case S_IFDIR:
 		f->kind = CK_FD_FILE;
 		return 0;
+	case S_IFLNK: /* the link itself, opened O_PATH|O_NOFOLLOW */
+		f->kind = CK_FD_FILE;
+		return 0;
 	case S_IFCHR:
 		f->kind = CK_FD_DEV;
 		return 0;
@@ -233,6 +243,18 @@ static int ck__collect_one(int fd, int dirfd)
 	}
 }
 
+/* One descriptor, then what its description holds beyond the table
+ * (fdstate.c). */
+static int ck__collect_one(int fd, int dirfd)
+{
+	uint32_t n = ck__pd.nfds;
+	int r = ck__classify(fd, dirfd);
+
+	if (r < 0 || ck__pd.nfds == n || ck__pd.fds[n].kind == CK_FD_DUP)
+		return r;
+	return ck__fdstate_collect(n);
+}
+
 int ck__collect_fds(void)
 {
 	static char buf[16384];
@@ -243,6 +265,7 @@ int ck__collect_fds(void)
 	ck__pd.nepitems = 0;
 	ck__pd.pipebuf = 0;
 	ck__pd.pipebuf_size = 0;
+	ck__fdstate_reset();
 	dfd = ck_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (dfd < 0) {
 		ck__failf("cannot list /proc/self/fd");

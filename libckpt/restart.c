@@ -282,9 +282,17 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 		}
 	}
 	ck__restore_process_state(pd);
-	ck__restore_epoll(pd);
-	ck__creds_prepare(pd); /* before any thread can give its own back */
-	ck__recreate_threads(pd);
+	{
+		const char *why = NULL, *path = NULL;
+		long r = ck__fdstate_reopen(pd, &why, &path);
+		if (r < 0)
+			ck__restart_fail2(why, path, r);
+		ck__restore_epoll(pd);
+		ck__creds_prepare(pd); /* before any thread can give its own back */
+		ck__recreate_threads(pd);
+		if ((r = ck__fdstate_restore(pd, &why, &path)) < 0)
+			ck__restart_fail2(why, path, r);
+	}
 	ck__restore_timers(pd);
 	/* Every thread exists, all with signals blocked until they return
 	 * from their parking handler: raise what was pending. */

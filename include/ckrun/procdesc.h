@@ -84,7 +84,7 @@ struct ck_pd_fd {
 	int64_t mtime_ns;
 	uint32_t mode;
 	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */
-	uint64_t pipe_off; /* unused (0) */
+	uint64_t pipe_off; /* CK_PD_FD_SHARED: the description's key (else 0) */
 	uint32_t pipe_len; /* unused (0): ckrun saves unread pipe bytes as data chunks */
 	uint32_t pipe_cap; /* F_GETPIPE_SZ */
 	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
@@ -99,6 +99,10 @@ struct ck_pd_fd {
  * restart it is the new ckrun's descriptor, unless that is the same file
  * still holding the saved offset, where the job goes on writing. */
 #define CK_PD_FD_STDIO_FILE 0x1
+/* One open file description held by more than one process (opened before
+ * a fork): pipe_off is its key, the same in every holder (ckrun sets it at
+ * the round with kcmp); a restore makes it once and hands it to each. */
+#define CK_PD_FD_SHARED 0x2
 /* Never in an image: ckrun marks, at a restore, a descriptor whose path
  * --map-path rewrote (its inode and mtime are another site's). */
 #define CK_PD_FD_MAPPED 0x80000000u

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/ckrun/agent_plugin.h"
@@ -39,8 +40,68 @@ const struct ck_fd_ops *ck_fd_ops_of(uint32_t kind)
 	return ck_agent_plugins_owns(kind) ? &ck__plugin_kind : NULL;
 }
 
+/* A /proc file of a process of the job: the restored process opens it
+ * itself (libckpt/fdstate.c), inside the job's pid namespace. */
+int ck_fd_is_proc_file(const struct ck_pd_fd *f)
+{
+	const char *p = f->path + 6;
+
+	if (f->kind != CK_FD_FILE || strncmp(f->path, "/proc/", 6) || *p < '0' || *p > '9')
+		return 0;
+	p += strspn(p, "0123456789");
+	return *p == '/' || *p == 0;
+}
+
+/* Kinds a restore makes one description of, shared by every process that
+ * held it (a pipe's ends are shared objects already). */
+static int ck__shareable(const struct ck_pd_fd *f)
+{
+	if (f->xflags & CK_PD_FD_STDIO_FILE || ck_fd_is_proc_file(f))
+		return 0;
+	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD;
+}
+
+/* Descriptions held by more than one process: kcmp, every process parked.
+ * Each holder gets the key of the first one (its job pid and descriptor). */
+static void ck__mark_shared(struct ckrun *c)
+{
+	for (size_t i = 1; i < c->nprocs; i++) {
+		struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; k < pd->nfds; k++) {
+			struct ck_pd_fd *f = &pd->fds[k];
+
+			if (!ck__shareable(f))
+				continue;
+			for (size_t j = 0; j < i && !(f->xflags & CK_PD_FD_SHARED); j++) {
+				struct ck_procdesc *po = c->procs[j].pd;
+				for (uint32_t m = 0; m < po->nfds; m++) {
+					struct ck_pd_fd *g = &po->fds[m];
+
+					if (g->kind != f->kind || g->dev != f->dev || g->ino != f->ino || !ck__shareable(g) ||
+					    syscall(SYS_kcmp, c->procs[i].pid, c->procs[j].pid, 0 /* KCMP_FILE */, f->fd, g->fd))
+						continue;
+					if (!(g->xflags & CK_PD_FD_SHARED)) {
+						g->xflags |= CK_PD_FD_SHARED;
+						g->pipe_off = (uint64_t)(uint32_t)c->procs[j].jpid << 32 | (uint32_t)g->fd;
+					}
+					f->xflags |= CK_PD_FD_SHARED;
+					f->pipe_off = g->pipe_off;
+					break;
+				}
+			}
+		}
+	}
+}
+
 int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 {
+	/* A round's descriptors are filled afresh by each cut; keys too. */
+	for (size_t i = 0; i < c->nprocs; i++)
+		for (uint32_t k = 0; k < c->procs[i].pd->nfds; k++) {
+			c->procs[i].pd->fds[k].xflags &= ~CK_PD_FD_SHARED;
+			c->procs[i].pd->fds[k].pipe_off = 0;
+		}
+	ck__mark_shared(c);
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_procdesc *pd = c->procs[i].pd;
 		for (uint32_t k = 0; k < pd->nfds; k++) {
@@ -112,12 +173,24 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i];
 		const struct ck_fd_ops *ops = ck_fd_ops_of(f->kind);
+		struct ck_obj *sh;
 		int fd = -1, r;
 
-		if (!ops || !ops->remake)
+		if (!ops || !ops->remake || ck_fd_is_proc_file(f))
 			continue;
+		/* A description another process holds too: the one made first. */
+		if ((f->xflags & CK_PD_FD_SHARED) && (sh = ck_obj_find(objs, CK_OBJ_DESC, f->pipe_off, 0))) {
+			if ((pl->fds[i] = fcntl(sh->fd[0], F_DUPFD_CLOEXEC, 3)) < 0)
+				return -errno;
+			continue;
+		}
 		if ((r = ops->remake(rd, objs, f, &fd)) < 0)
 			return r;
+		if (fd >= 0 && (f->xflags & CK_PD_FD_SHARED)) {
+			if (!(sh = ck_obj_add(objs, CK_OBJ_DESC, f->pipe_off, 0)))
+				return -ENOMEM;
+			sh->fd[0] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+		}
 		if (fd < 0) {
 			if (!strstr(ck_err_msg(), "descriptor"))
 				ck_err_set("descriptor %d (%s): cannot re-create it: %s", f->fd, f->path, strerror(errno));

@@ -68,7 +68,11 @@ static int ck__open_file(const struct ck_pd_fd *f)
 {
 	int flags = f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY);
 	struct stat st;
-	int fd = open(f->path, flags | O_CLOEXEC);
+	int fd;
+
+	if (S_ISLNK(f->mode)) /* an O_PATH descriptor of the link itself */
+		flags |= O_NOFOLLOW;
+	fd = open(f->path, flags | O_CLOEXEC);
 
 	if (fd < 0) {
 		ck_err_set("descriptor %d: cannot open %s again: %s", f->fd, f->path, strerror(errno));

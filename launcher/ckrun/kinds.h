@@ -85,6 +85,7 @@ struct ck_objs {
 	struct ck_agent_states *plugins; /* the plugins' agent halves (sockets) */
 };
 #define CK_OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
+#define CK_OBJ_DESC 0x101 /* an open file description several processes held: dev = its key */
 struct ck_obj *ck_obj_find(struct ck_objs *o, uint32_t kind, uint64_t dev, uint64_t ino);
 /* The file behind shared memory or a deleted/memfd descriptor, whichever
  * made it first: one file for every mapping and descriptor of it. */
@@ -121,6 +122,9 @@ int ck_fds_save_data(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, un
 /* Restore: every kind's prepare. */
 int ck_fds_prepare_all(struct ck_reader *rd, struct ck_objs *o);
 /* Restore: the descriptors of one process, made in ckrun (pl). */
+/* A /proc file of a process of the job (/proc/PID/...): the restored
+ * process opens it itself, where PID means what it meant. */
+int ck_fd_is_proc_file(const struct ck_pd_fd *f);
 int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fdplan *pl, struct ck_objs *objs);
 
 /* ---- the kinds' operations (see their files) ---- */

@@ -150,7 +150,8 @@ static int ck__need(int32_t pid, const char *what, const char *path, int mapped)
 	char top[CK_PD_PATH];
 	struct stat st;
 
-	if (!path[0] || stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
+	/* lstat: a descriptor of a symlink (O_PATH|O_NOFOLLOW) needs the link */
+	if (!path[0] || lstat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR))
 		return 0;
 	if (mapped) {
 		ck_err_set("process %d: %s %s is not here, where --map-path put it (%s)", pid, what, path,
@@ -188,6 +189,8 @@ static int ck__restore_proc(const struct ck_pathmap *pm, struct ck_proc *p, stru
 			return r;
 		if (f->kind != CK_FD_FILE || ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2))
 			continue; /* ckrun's stdio: the new ckrun's own descriptor stands for it */
+		if (ck_fd_is_proc_file(f))
+			continue; /* the job's own /proc: the restored process opens it */
 		snprintf(what, sizeof(what), "descriptor %d:", f->fd);
 		if ((r = ck__need(p->pid, what, f->path, f->xflags & CK_PD_FD_MAPPED)) < 0)
 			return r;

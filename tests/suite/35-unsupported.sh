@@ -43,6 +43,8 @@ refused() {
 refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'descriptors in flight' "$B/tests/unsupported/fdpass"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
+refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its watches are not restored' "$B/tests/unsupported/fdwatch" inotify
+refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 512 threads: a checkpoint holds at most 512' "$B/tests/unsupported/manythreads"
 # seccomp: a filter's rules cannot be read back to be installed again; a

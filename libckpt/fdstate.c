@@ -1,0 +1,329 @@
+/* State of open file descriptions that the descriptor table of the process
+ * descriptor does not hold: the status flags open() cannot set again
+ * (O_ASYNC), the owner and signal of O_ASYNC (F_SETOWN_EX, F_SETSIG), and
+ * the record and flock locks held through each description. Recorded at
+ * the round with the job parked, into this file's own memory (which the
+ * checkpoint saves with the rest of the process), and put back by the
+ * restored process itself: a POSIX lock belongs to the process that takes
+ * it, so nobody else can take it for us. /proc files of the job are opened
+ * here too, inside the job's pid namespace, where their pids mean what
+ * they meant. A lease cannot be taken back as it was (its breaker may be
+ * waiting): the round is refused. Only system calls at restart. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/syscall.h>
+
+#include "libckpt/ck_sys.h"
+#include "libckpt/core.h"
+
+#define CK__MAX_LOCKS 256
+/* Flags F_SETFL changes; open() is given the others. */
+#define CK__SETFL (O_APPEND | O_ASYNC | O_DIRECT | O_NOATIME | O_NONBLOCK)
+
+enum { CK__LK_POSIX = 1, CK__LK_OFD, CK__LK_FLOCK };
+
+struct ck__fdx {
+	int32_t owner_type, owner_pid, sig;
+};
+struct ck__lock {
+	int32_t fd;
+	uint8_t kind, write;
+	int64_t start, len; /* len 0: to the end of the file */
+};
+static struct ck__fdx ck__fdx[CK_PD_MAX_FDS];
+static struct ck__lock ck__locks[CK__MAX_LOCKS];
+static uint32_t ck__nlocks;
+
+void ck__fdstate_reset(void)
+{
+	ck__nlocks = 0;
+}
+
+/* A /proc file of a process (/proc/PID/..., /proc/self/... reads as a pid):
+ * opened by the restored process itself. */
+int ck__fdstate_is_proc(const char *path)
+{
+	const char *p = path + 6;
+
+	if (ck_strncmp(path, "/proc/", 6) != 0 || *p < '0' || *p > '9')
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return *p == '/' || *p == 0;
+}
+
+static const char *ck__skip(const char *p)
+{
+	while (*p == ' ' || *p == '\t')
+		p++;
+	return p;
+}
+
+static const char *ck__word(const char *p)
+{
+	while (*p && *p != ' ' && *p != '\t' && *p != '\n')
+		p++;
+	return ck__skip(p);
+}
+
+static int64_t ck__num(const char **pp)
+{
+	const char *p = *pp;
+	int64_t v = 0;
+
+	while (*p >= '0' && *p <= '9')
+		v = v * 10 + (*p++ - '0');
+	*pp = p;
+	return v;
+}
+
+/* One "lock:" line of fdinfo: "lock:\tN: KIND ADVISORY TYPE PID MAJ:MIN:INO START END|EOF" */
+static int ck__parse_lock(const struct ck_pd_fd *f, const char *l)
+{
+	struct ck__lock *k;
+	const char *p = strchr(l, ':');
+	int64_t end;
+
+	p = ck__word(ck__skip(p + 1)); /* the lock's number */
+	if (p[0] == '-' && p[1] == '>')
+		return 0; /* a request waiting for it: a parked thread asks again */
+	if (!ck_strncmp(p, "LEASE", 5) || !ck_strncmp(p, "DELEG", 5)) {
+		ck__failf("descriptor %d (%s) holds a lease (F_SETLEASE): leases are not restored", f->fd, f->path);
+		return -ENOTSUP;
+	}
+	if (ck__nlocks >= CK__MAX_LOCKS) {
+		ck__failf("descriptor %d (%s): more than %d locks: a checkpoint holds at most %d per process", f->fd,
+			  f->path, CK__MAX_LOCKS, CK__MAX_LOCKS);
+		return -E2BIG;
+	}
+	k = &ck__locks[ck__nlocks];
+	ck_memset(k, 0, sizeof(*k));
+	k->fd = f->fd;
+	if (!ck_strncmp(p, "POSIX", 5))
+		k->kind = CK__LK_POSIX;
+	else if (!ck_strncmp(p, "OFDLCK", 6))
+		k->kind = CK__LK_OFD;
+	else if (!ck_strncmp(p, "FLOCK", 5))
+		k->kind = CK__LK_FLOCK;
+	else {
+		ck__failf("descriptor %d (%s) holds a lock of a kind not restored (%.16s)", f->fd, f->path, p);
+		return -ENOTSUP;
+	}
+	p = ck__word(ck__word(p)); /* kind, ADVISORY/MANDATORY */
+	k->write = !ck_strncmp(p, "WRITE", 5);
+	p = ck__word(ck__word(ck__word(p))); /* type, pid, dev:ino */
+	k->start = ck__num(&p);
+	p = ck__skip(p);
+	if (!ck_strncmp(p, "EOF", 3)) {
+		k->len = 0;
+	} else {
+		end = ck__num(&p);
+		k->len = end - k->start + 1;
+	}
+	ck__nlocks++;
+	return 0;
+}
+
+/* Round: what ck_pd_fd fds[idx] (not a duplicate) lacks. */
+int ck__fdstate_collect(uint32_t idx)
+{
+	static char info[8192];
+	struct ck_pd_fd *f = &ck__pd.fds[idx];
+	struct ck__fdx *x = &ck__fdx[idx];
+	struct f_owner_ex own;
+	char path[64];
+	long fd, n;
+
+	ck_memset(x, 0, sizeof(*x));
+	if (f->kind == CK_FD_SOCKET || f->kind == CK_FD_PLUGIN || (f->flags & O_PATH))
+		return 0;
+	ck_memset(&own, 0, sizeof(own));
+	if (ck_sys3(SYS_fcntl, f->fd, F_GETOWN_EX, &own) == 0) {
+		x->owner_type = own.type;
+		x->owner_pid = own.pid;
+	}
+	x->sig = (int32_t)ck_sys2(SYS_fcntl, f->fd, F_GETSIG);
+	if (x->sig < 0)
+		x->sig = 0;
+	if (f->kind != CK_FD_FILE && f->kind != CK_FD_DELETED && f->kind != CK_FD_MEMFD)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", f->fd);
+	fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	n = ck_read((int)fd, info, sizeof(info) - 1);
+	ck_close((int)fd);
+	info[n > 0 ? n : 0] = 0;
+	for (char *l = strstr(info, "lock:"); l; l = strstr(l + 1, "lock:")) {
+		char *e = strchr(l, '\n');
+		int r;
+
+		if (e)
+			*e = 0;
+		r = ck__parse_lock(f, l);
+		if (e)
+			*e = '\n';
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* ---- restart: system calls only ---- */
+
+static char ck__why[160];
+
+static size_t ck__put(size_t at, const char *s)
+{
+	while (*s && at + 1 < sizeof(ck__why))
+		ck__why[at++] = *s++;
+	ck__why[at] = 0;
+	return at;
+}
+
+static size_t ck__putnum(size_t at, int64_t v)
+{
+	char num[24];
+	int k = 0;
+
+	do
+		num[k++] = (char)('0' + v % 10);
+	while ((v /= 10) && k < 20);
+	while (k && at + 1 < sizeof(ck__why))
+		ck__why[at++] = num[--k];
+	ck__why[at] = 0;
+	return at;
+}
+
+static long ck__fd_fail(const char *what, const struct ck_pd_fd *f, long r, const char **why, const char **path)
+{
+	size_t n = ck__put(0, "descriptor ");
+
+	n = ck__putnum(n, f->fd);
+	n = ck__put(n, ": ");
+	ck__put(n, what);
+	*why = ck__why;
+	*path = f->path;
+	return r;
+}
+
+static long ck__lock_fail(const struct ck__lock *k, const struct ck_pd_fd *f, long r, const char **why, const char **path)
+{
+	static const char *const kinds[] = {"", "POSIX", "OFD", "flock"};
+	size_t n = ck__put(0, "descriptor ");
+
+	n = ck__putnum(n, f->fd);
+	n = ck__put(n, ": cannot take again its ");
+	n = ck__put(n, kinds[k->kind]);
+	n = ck__put(n, k->write ? " write lock" : " read lock");
+	if (k->kind != CK__LK_FLOCK) {
+		n = ck__put(n, " on bytes ");
+		n = ck__putnum(n, k->start);
+		n = ck__put(n, k->len ? "-" : "-EOF");
+		if (k->len)
+			n = ck__putnum(n, k->start + k->len - 1);
+	}
+	ck__put(n, " (another process holds it) of");
+	*why = ck__why;
+	*path = f->path;
+	return r;
+}
+
+static const struct ck_pd_fd *ck__fd_of(const struct ck_procdesc *pd, int fd)
+{
+	for (uint32_t i = 0; i < pd->nfds; i++)
+		if (pd->fds[i].fd == fd)
+			return &pd->fds[i];
+	return NULL;
+}
+
+/* Before the threads exist: /proc files opened again, and their
+ * duplicates. */
+long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const char **path)
+{
+	for (uint32_t i = 0; i < pd->nfds; i++) {
+		const struct ck_pd_fd *f = &pd->fds[i];
+		int cloexec = (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0;
+		long fd;
+
+		if (f->kind != CK_FD_FILE || !ck__fdstate_is_proc(f->path))
+			continue;
+		fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
+		if (fd < 0)
+			return ck__fd_fail("cannot open again", f, fd, why, path);
+		if (fd != f->fd) {
+			long r = ck_sys3(SYS_dup3, fd, f->fd, cloexec);
+			ck_close((int)fd);
+			if (r < 0)
+				return ck__fd_fail("cannot open again", f, r, why, path);
+		} else if (!cloexec) {
+			ck_sys3(SYS_fcntl, fd, F_SETFD, 0);
+		}
+		if (f->offset)
+			ck_sys3(SYS_lseek, f->fd, f->offset, SEEK_SET);
+	}
+	for (uint32_t i = 0; i < pd->nfds; i++) {
+		const struct ck_pd_fd *f = &pd->fds[i], *o;
+
+		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || o->kind != CK_FD_FILE ||
+		    !ck__fdstate_is_proc(o->path))
+			continue;
+		long r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		if (r < 0)
+			return ck__fd_fail("cannot duplicate again", f, r, why, path);
+	}
+	return 0;
+}
+
+/* Every thread exists (an owner may be one): flags, owners, signals, locks. */
+long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path)
+{
+	for (uint32_t i = 0; i < pd->nfds && i < CK_PD_MAX_FDS; i++) {
+		const struct ck_pd_fd *f = &pd->fds[i];
+		const struct ck__fdx *x = &ck__fdx[i];
+		long fl, r;
+
+		/* 0-2 may be the new ckrun's stdio; sockets are their plugin's */
+		if (f->fd <= 2 || f->kind == CK_FD_DUP || f->kind == CK_FD_SOCKET || f->kind == CK_FD_PLUGIN ||
+		    (f->flags & O_PATH))
+			continue;
+		fl = ck_sys2(SYS_fcntl, f->fd, F_GETFL);
+		if (fl >= 0 && (fl & CK__SETFL) != (f->flags & CK__SETFL)) {
+			r = ck_sys3(SYS_fcntl, f->fd, F_SETFL, (fl & ~CK__SETFL) | (f->flags & CK__SETFL));
+			if (r < 0)
+				return ck__fd_fail("cannot set its status flags again", f, r, why, path);
+		}
+		if (x->owner_pid) {
+			struct f_owner_ex own = {x->owner_type, x->owner_pid};
+			if ((r = ck_sys3(SYS_fcntl, f->fd, F_SETOWN_EX, &own)) < 0)
+				return ck__fd_fail("cannot give it its owner again (F_SETOWN_EX)", f, r, why, path);
+		}
+		if (x->sig && (r = ck_sys3(SYS_fcntl, f->fd, F_SETSIG, x->sig)) < 0)
+			return ck__fd_fail("cannot give it its signal again (F_SETSIG)", f, r, why, path);
+	}
+	for (uint32_t i = 0; i < ck__nlocks; i++) {
+		const struct ck__lock *k = &ck__locks[i];
+		const struct ck_pd_fd *f = ck__fd_of(pd, k->fd);
+		struct flock l;
+		long r;
+
+		if (!f)
+			continue;
+		if (k->kind == CK__LK_FLOCK) {
+			r = ck_sys2(SYS_flock, k->fd, (k->write ? LOCK_EX : LOCK_SH) | LOCK_NB);
+		} else {
+			ck_memset(&l, 0, sizeof(l));
+			l.l_type = k->write ? F_WRLCK : F_RDLCK;
+			l.l_whence = SEEK_SET;
+			l.l_start = k->start;
+			l.l_len = k->len;
+			r = ck_sys3(SYS_fcntl, k->fd, k->kind == CK__LK_OFD ? F_OFD_SETLK : F_SETLK, &l);
+		}
+		if (r < 0)
+			return ck__lock_fail(k, f, r, why, path);
+	}
+	return 0;
+}
