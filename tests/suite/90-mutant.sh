@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api mappath vdso sockets user podman report sites}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api mappath filepages vdso sockets user podman report sites}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -61,6 +61,7 @@ main() {
 		stdio) sample stdio '^stdio/' -- 24-stdio.sh ;;
 		api) sample api '^api/after-restore' -- 25-api.sh ;;
 		mappath) sample mappath '^mappath/(missing-path|move|copy|paths-.*|env-unset)$' CKPT_TEST_MAPPATH="move copy paths env" -- 42-mappath.sh ;;
+		filepages) sample filepages '^filepages/(copy|rewrite|size|gone)$' -- 43-filepages.sh ;;
 		vdso) sample vdso '^vdso/' -- 36-vdso.sh ;;
 		sockets)
 			if [ "$(id -u)" = 0 ]; then
