@@ -21,12 +21,12 @@
 #      name works with ckpt checkpoint; SIGUSR2 right at start never
 #      ends a running job.
 # Replay: CKPT_TEST_SEED=N bash tests/suite/30-faults.sh; a single part with
-# CKPT_TEST_FAULTS="kill treekill corrupt diskfull badinput lifecycle signed" (any subset).
+# CKPT_TEST_FAULTS="kill treekill corrupt diskfull badinput lifecycle signed lockheld" (any subset).
 # CKPT_TEST_KILL_TRIALS sets the number of kill trials (default 30).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput lifecycle signed}
+PARTS=${CKPT_TEST_FAULTS:-kill treekill corrupt diskfull badinput lifecycle signed lockheld}
 TRIALS=${CKPT_TEST_KILL_TRIALS:-30}
 PER_RUN=5
 JOB=faultjob
@@ -788,6 +788,68 @@ part_signed() {
 	fi
 }
 
+# A lock the job held is taken by another process while the job is down:
+# the resume fails in one line naming the lock and the file (exit 99), the
+# store untouched; once the other holder is gone, the same resume restores.
+part_lockheld() {
+	local d=$H_WORK/lockheld rc why f holder
+	mkdir -p "$d/tmp"
+	h_app_cmd fd_locks 3
+	TMPDIR=$d/tmp h_run_bare fd_locks "$d/bare" "$d/bare.err" 120 >/dev/null
+	rm -rf "${d:?}/tmp" && mkdir -p "$d/tmp"
+	: >"$d/err"
+	TMPDIR=$d/tmp h_start new "$d/out" "$d/err" --store "$d/s" --job lk
+	if ! h_wait_origin "$H_PID" "$d/err" 10000; then
+		h_fail faults/lockheld "the job did not start" "$d/err"
+		{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+		return
+	fi
+	h_sleep_alive "$H_PID" 500
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/err" 'checkpoint 1 committed' 30000 "$H_PID"
+	if ! h_alive "$H_PID" || ! grep -q 'checkpoint 1 committed' "$d/err"; then
+		h_fail faults/lockheld "no checkpoint while the job ran" "$d/err"
+		{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+		return
+	fi
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	f=$(find "$d/tmp" -name locked | head -n 1)
+	if [ -z "$f" ]; then
+		h_fail faults/lockheld "the job's locked file is not there" "$d/err"
+		return
+	fi
+	# another process holds an exclusive flock of the file meanwhile (-o:
+	# flock itself holds it, not the sleep it runs)
+	flock -x -o "$f" sleep 300 &
+	holder=$!
+	h_sleep_alive "$holder" 300
+	cp -a "$d/s" "$d/s.before"
+	timeout -s KILL 60 "$CKRUN" --store "$d/s" --job lk --resume -- "${H_CMD[@]}" >"$d/out.held" 2>"$d/err.held"
+	rc=$?
+	if [ "$rc" != 99 ] || [ "$(grep -c '' "$d/err.held")" != 1 ] || ! grep -q "lock" "$d/err.held" ||
+		! grep -qF "$f" "$d/err.held" || [ -s "$d/out.held" ] ||
+		! diff -r -x lock "$d/s.before" "$d/s" >/dev/null; then
+		h_fail faults/lockheld-refused "a lock held by another: exit $rc (want 99), not one line naming the lock \
+and $f, output, or the store's checkpoints changed" "$d/err.held"
+	else
+		h_pass "faults/lockheld-refused: $(cat "$d/err.held")"
+	fi
+	pkill -P "$holder" sleep 2>/dev/null
+	kill "$holder" 2>/dev/null
+	wait "$holder" 2>/dev/null
+	TMPDIR=$d/tmp h_start resume "$d/out" "$d/err" --store "$d/s" --job lk --resume
+	h_wait "$H_PID" 120000
+	rc=$?
+	if [ "$rc" != 0 ] || ! cmp -s "$d/bare" "$d/out"; then
+		h_fail faults/lockheld "the resume once the lock was free: status $rc, or the output differs from a bare run's" \
+			"$d/err" "$d/out"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail faults/lockheld "$why" "$d/err"
+	else
+		h_pass "faults/lockheld: restored once the other holder was gone, its locks held again"
+	fi
+}
+
 main() {
 	local p
 	h_seed_init
@@ -802,7 +864,7 @@ main() {
 	h_init faults
 	for p in $PARTS; do
 		case $p in
-		kill | treekill | corrupt | diskfull | badinput | lifecycle | signed) "part_$p" ;;
+		kill | treekill | corrupt | diskfull | badinput | lifecycle | signed | lockheld) "part_$p" ;;
 		*) h_fail faults "unknown part '$p'" ;;
 		esac
 	done
