@@ -143,9 +143,11 @@ static void ck__sysv_fork_advice(int advice)
  * local: it changes after ck_ctx_save. */
 static void ck__devfd_close(void)
 {
-	if (ck__core.devfd >= 0)
-		ck_close(ck__core.devfd);
-	ck__core.devfd = -1;
+	int fd = ck__core.devfd;
+
+	ck__core.devfd = -1; /* before the close: a child forked now must not close a number reused */
+	if (fd >= 0)
+		ck_close(fd);
 }
 
 void ck__round(uint32_t flags, uint64_t seq, int devfd)
@@ -155,6 +157,7 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 
 	ck__round_seq = seq;
 	ck__core.devfd = devfd;
+	ck__core.fork_fd[0] = -1; /* ck__core.devfd now */
 	ck__t_ask = ck__now_us();
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
@@ -256,6 +259,7 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	 * the restorer left our new channel at CK_CTL_FD. */
 	ck__channel_restored();
 	ck__core.devfd = -1; /* the saving round's, not open here */
+	ck__core.fork_fd[0] = ck__core.fork_fd[1] = -1;
 	ck__core.wp_busy = 0; /* saved while ckrun read the process */
 	ck__core.exiting = 0;
 	ck__core.restarted = 1;
@@ -318,9 +322,10 @@ void *ck__manager(void *arg)
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
 	for (;;) {
-		int devfd = -1;
+		int devfd = -1, r = ck__recv_fd(&m, &devfd);
 
-		if (ck__recv_fd(&m, &devfd) < 0) {
+		ck__core.fork_fd[0] = devfd;
+		if (r < 0) {
 			/* The job closed our descriptor, or ckrun is gone: in the
 			 * first case its attach socket answers. */
 			if (ck__reattach() == 0)
@@ -333,6 +338,7 @@ void *ck__manager(void *arg)
 		}
 		if (m.type == CK_MSG_PREARM)
 			ck__wp_prearm(devfd, m.arg[0]);
+		ck__core.fork_fd[0] = -1;
 		if (devfd >= 0)
 			ck_close(devfd);
 	}

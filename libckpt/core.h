@@ -30,6 +30,13 @@ struct ck_core {
 	int restart_count;
 	int hold; /* this round must keep threads parked until ckrun says RELEASE */
 	int devfd; /* this round's /dev/userfaultfd from ckrun (-1: none): not the job's */
+	/* Descriptors of ours open while the job's threads run (a message's
+	 * /dev/userfaultfd, a userfaultfd being pre-armed): a child the job
+	 * forks meanwhile closes its copies (init.c), or they would be the
+	 * child's, seen by its next round and by the job. Set right after
+	 * they open, cleared before they close. */
+	volatile int fork_fd[2];
+	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	char fail[512]; /* why the current round failed */

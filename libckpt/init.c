@@ -148,6 +148,14 @@ static void ck__atfork_child(void)
 {
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
 	ck__core.exiting = 0;
+	/* the parent's own descriptors, open when it forked us: not ours */
+	for (int i = 0; i < 2; i++) {
+		if (ck__core.fork_fd[i] >= 0 && ck__core.fork_fd[i] != ck__core.devfd)
+			close(ck__core.fork_fd[i]);
+		ck__core.fork_fd[i] = -1;
+	}
+	if (ck__core.devfd >= 0)
+		close(ck__core.devfd);
 	ck__core.devfd = -1;
 	if (ck__core.ctl_fd < 0)
 		return;
@@ -179,6 +187,8 @@ __attribute__((constructor)) static void ck__init(void)
 		fd = ck__connect_attach(); /* the channel was closed before exec */
 	if (fd < 0)
 		return;
+	if (getenv("CKPT_TEST_PREARM_OPEN_MS"))
+		ck__core.test_prearm_open_ms = atoi(getenv("CKPT_TEST_PREARM_OPEN_MS"));
 	sig = getenv("CKPT_SIGNAL");
 	if (sig && atoi(sig) >= SIGRTMIN && atoi(sig) <= SIGRTMAX)
 		ck__core.sig = atoi(sig);

@@ -6,7 +6,7 @@
 
 #include "libckpt/core.h"
 
-struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT, .devfd = -1};
+struct ck_core ck__core = {.ctl_fd = -1, .sig = CK_SIG_DEFAULT, .devfd = -1, .fork_fd = {-1, -1}};
 struct ck_procdesc ck__pd;
 char ck__restart_stack[CK_RESTART_STACK_SIZE] __attribute__((aligned(64)));
 

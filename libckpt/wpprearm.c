@@ -75,6 +75,7 @@ void ck__wp_prearm(int devfd, uint64_t seq)
 		r = (int)uffd;
 		goto out;
 	}
+	ck__core.fork_fd[1] = (int)uffd;
 	/* ckrun serves the descriptor before any page is protected. */
 	if ((r = ck__prearm_send(CK_MSG_PREARM_FD, seq, 0, (int)uffd)) < 0)
 		goto out;
@@ -88,8 +89,13 @@ void ck__wp_prearm(int devfd, uint64_t seq)
 		}
 	}
 out:
+	if (uffd >= 0 && ck__core.test_prearm_open_ms > 0) {
+		struct timespec ts = {ck__core.test_prearm_open_ms / 1000, ck__core.test_prearm_open_ms % 1000 * 1000000L};
+		ck_sys2(SYS_nanosleep, (long)&ts, 0); /* test knob: the window a fork inherits it in */
+	}
 	/* ckrun holds the only reference now: the round's end (or ckrun's
 	 * death) lifts every protection. */
+	ck__core.fork_fd[1] = -1;
 	if (uffd >= 0)
 		ck_close((int)uffd);
 	ck__prearm_send(CK_MSG_PREARMED, seq, r, -1);

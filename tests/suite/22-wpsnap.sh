@@ -22,7 +22,10 @@
 #             running, pre-armed, for 150 ms before each cut (its writes and
 #             layout changes of that window must not reach the image), and
 #             with the pre-armed cut off (CKPT_TEST_NO_PREARM: all at the
-#             cut, as on kernels without PAGEMAP_SCAN).
+#             cut, as on kernels without PAGEMAP_SCAN); and a job forking
+#             children all the time while the pre-armed userfaultfd is open
+#             (CKPT_TEST_PREARM_OPEN_MS holds it 300 ms): a child forked
+#             then must not keep it (its next round would refuse it).
 # The conformance suite runs a set of apps with --snapshot fork too (their
 # .desc: variants=fork); this suite checks that each path is the one taken.
 # shellcheck source=tests/lib/harness.sh
@@ -38,7 +41,8 @@ APPS=$B/tests/apps
 # KIND: wp (every commit by write protection, some faults served), spill and
 # nospill (as wp, with and without blocks through the spill file), fork
 # (every commit forked), churn (write protection, output only; reports
-# how many rounds were repeated with a fork).
+# how many rounds were repeated with a fork), forks (write protection, and
+# no round refused a userfaultfd of libckpt's in a forked child).
 run() {
 	local name=$1 app=$2 scale=$3 kind=$4 rc nwp nfork nrep nfaults nspill=0 seq npre why=
 	shift 4
@@ -75,6 +79,11 @@ run() {
 	      fi ;;
 	churn) if [ "$nwp" -lt 1 ]; then
 		echo "FAIL wpsnap/$name: no commit by write protection ($nfork forked)"
+		return
+	       fi ;;
+	forks) if [ "$nwp" -lt 2 ] || grep -q 'userfaultfd.*not supported' "$W/err"; then
+		echo "FAIL wpsnap/$name: $nwp write-protect commits; a child kept libckpt's userfaultfd:"
+		grep -m 2 'userfaultfd' "$W/err" | sed 's/^/    | /'
 		return
 	       fi ;;
 	repeat) if [ "$nrep" -lt 1 ]; then
@@ -125,6 +134,7 @@ CKPT_TEST_PREARM_HOLD_MS=150 PRE=all run prearm-window memgrow 0.5 wp
 CKPT_TEST_PREARM_HOLD_MS=150 run prearm-churn mmchurn 0.5 churn
 CKPT_TEST_PREARM_HOLD_MS=150 run prearm-unmap wpunmap 0.5 repeat
 CKPT_TEST_NO_PREARM=1 PRE=none run prearm-off memgrow 0.5 wp
+CKPT_TEST_PREARM_OPEN_MS=300 run prearm-fork mp_churn 1 forks
 # Layout events late (as the kernel queues them after the pages are
 # gone): the writer meets memory the job unmapped before ckrun knows of
 # it. Such rounds must be repeated with a fork, never save zeros for what
