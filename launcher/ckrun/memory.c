@@ -117,18 +117,21 @@ out:
 
 /* Which pass reads a region. Pass 0 takes what the snapshot does not
  * freeze: for a fork, shared mappings; for a write-protect snapshot, all
- * but the protected memory, mappings of files the job cannot write to
- * (without an mprotect first: a known limit) and the vDSO. With a fork,
- * pass 0 runs after RELEASE unless the process holds its threads; with
- * write protection, always before. */
+ * but the protected memory and the vDSO. With a fork, pass 0 runs after
+ * RELEASE unless the process holds its threads; with write protection,
+ * always before. Read-only private mappings of files are not protected:
+ * what they still hold of the file is not saved (filepages.c), and the
+ * pages the job copied on write are read while it is parked, since an
+ * mprotect, a write and an mprotect back after the release would leave
+ * the same mapping with other bytes (read live, the image once held a
+ * page newer than the rest of the process: filemap_cow caught it). */
 static int ck__region_pass(const struct ck_jproc *jp, const struct ck_region *rg)
 {
 	if (!jp->round.wp)
 		return rg->flags & CK_REG_SHARED ? 0 : 1;
 	if (ck_wp_covers(jp->round.wp, rg->start, rg->end))
 		return 1;
-	if ((rg->flags & CK_REG_VDSO) ||
-	    ((rg->flags & CK_REG_FILE) && !(rg->flags & CK_REG_SHARED) && !(rg->prot & PROT_WRITE)))
+	if (rg->flags & CK_REG_VDSO)
 		return 1;
 	return 0;
 }
@@ -271,9 +274,9 @@ out:
 	return r;
 }
 
-/* Mappings a write-protect snapshot read live without protection (files
- * the job cannot write to, the vDSO) must still be there as they were: a
- * job that unmapped or replaced one meanwhile may have been read wrong. */
+/* Mappings a write-protect snapshot read live without protection (the
+ * vDSO) must still be there as they were: a job that unmapped or replaced
+ * one meanwhile may have been read wrong. */
 int ck_mem_wp_verify(const struct ck_jproc *jp)
 {
 	struct ck_map *maps = NULL;
