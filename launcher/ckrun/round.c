@@ -200,14 +200,56 @@ static int ck__unprivileged_uffd(void)
  * but read, write, exit and sigreturn kills it), and filters cannot be
  * read back here to be installed again (PTRACE_SECCOMP_GET_FILTER), while
  * libckpt's own system calls at the cut may be among those a filter
- * forbids. Returns the mode (1 strict, 2 filter) of the first such thread. */
-static int ck__seccomp_of(pid_t tid, const char *val, void *arg)
+ * forbids. Filters the job inherited from ckrun's own surroundings (a
+ * container runtime's profile: podman, Kubernetes) are no refusal: ckrun
+ * runs under them too, and the processes it restores inherit them again.
+ * Filters only stack, so a thread with no more of them than ckrun has
+ * installed none of its own. */
+struct ck__seccomp {
+	int own_mode;      /* ckrun's Seccomp: */
+	long own_filters;  /* ckrun's Seccomp_filters: (-1: the kernel does not say) */
+	pid_t tid;         /* the first thread refused */
+};
+
+static long ck__status_value(const char *key)
 {
+	char line[256];
+	size_t klen = strlen(key);
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen)) {
+			v = atol(line + klen);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+static int ck__seccomp_mode_of(pid_t tid, const char *val, void *arg)
+{
+	struct ck__seccomp *sc = arg;
 	int mode = atoi(val);
 
-	if (mode > 0)
-		*(pid_t *)arg = tid;
-	return mode;
+	if (mode == 1 || (mode == 2 && sc->own_mode != 2)) {
+		sc->tid = tid;
+		return mode;
+	}
+	return 0;
+}
+
+static int ck__seccomp_filters_of(pid_t tid, const char *val, void *arg)
+{
+	struct ck__seccomp *sc = arg;
+
+	if (sc->own_filters >= 0 && atol(val) > sc->own_filters) {
+		sc->tid = tid;
+		return 2;
+	}
+	return 0;
 }
 
 /* check: whether the job can take part at all. A refusal here touches
@@ -233,14 +275,16 @@ static int ck__round_check(struct ckrun *c)
 		}
 	}
 	for (size_t i = 0; i < c->nprocs; i++) {
-		pid_t tid = 0;
-		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_of, &tid);
+		struct ck__seccomp sc = {(int)ck__status_value("Seccomp:"), ck__status_value("Seccomp_filters:"), 0};
+		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_mode_of, &sc);
+		if (!mode)
+			mode = ck_proc_each_task(c->procs[i].pid, "Seccomp_filters:", ck__seccomp_filters_of, &sc);
 		if (mode > 0) {
 			ck_err_set("process %d of the job (thread %d here) is in seccomp %s mode: not supported (%s); "
 				   "the job keeps running",
-				   c->procs[i].jpid, tid, mode == 1 ? "strict" : "filter",
+				   c->procs[i].jpid, sc.tid, mode == 1 ? "strict" : "filter",
 				   mode == 1 ? "it cannot take part in a checkpoint"
-					     : "its filters cannot be restored");
+					     : "filters it installed itself cannot be restored");
 			return -ENOTSUP;
 		}
 	}
