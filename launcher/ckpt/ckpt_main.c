@@ -208,22 +208,6 @@ int ckpt_load(struct ck_store *s, const char *job, uint64_t seq, struct ck_manif
 	return ck_manifest_load_latest(s, job, m);
 }
 
-void ckpt_fmt_bytes(uint64_t n, char *buf, size_t len)
-{
-	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-	double v = (double)n;
-	int u = 0;
-
-	while (v >= 1024 && u < 5) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, len, "%llu B", (unsigned long long)n);
-	else
-		snprintf(buf, len, "%.1f %s", v, unit[u]);
-}
-
 void ckpt_fmt_time(uint64_t ns, char *buf, size_t len)
 {
 	time_t t = (time_t)(ns / 1000000000ull);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "launcher/common/progress.h" /* ck_fmt_bytes */
 #include "launcher/image/manifest.h"
 #include "launcher/store/store.h"
 
@@ -47,7 +48,6 @@ int ckpt_parse_ref(const char *arg, char *job, size_t len, uint64_t *seq);
 /* Loads JOB@SEQ, or the newest checkpoint when seq is 0. */
 int ckpt_load(struct ck_store *s, const char *job, uint64_t seq, struct ck_manifest **m);
 
-void ckpt_fmt_bytes(uint64_t n, char *buf, size_t len);
 void ckpt_fmt_time(uint64_t ns, char *buf, size_t len);
 void ckpt_fmt_duration(uint64_t ns, char *buf, size_t len);
 void ckpt_json_str(FILE *f, const char *s);

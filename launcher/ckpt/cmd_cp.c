@@ -471,9 +471,9 @@ static int copy_one(struct cp_ctx *c, uint64_t seq)
 		uint64_t sent = c->copied_bytes - sent0 + mlen;
 
 		c->sent_bytes += sent;
-		ckpt_fmt_bytes(sent, b1, sizeof(b1));
-		ckpt_fmt_bytes(total + mlen, b2, sizeof(b2));
-		ckpt_fmt_bytes(c->checked_bytes - checked0, b3, sizeof(b3));
+		ck_fmt_bytes(sent, b1, sizeof(b1));
+		ck_fmt_bytes(total + mlen, b2, sizeof(b2));
+		ck_fmt_bytes(c->checked_bytes - checked0, b3, sizeof(b3));
 		printf("%s@%llu: copied to %s: %llu of its %llu bytes sent (%s of %s; %u pack%s, %u already there, "
 		       "%s read back to check them)\n",
 		       c->job, (unsigned long long)seq, c->dst->uri, (unsigned long long)sent,
@@ -568,7 +568,7 @@ out:
 	if (rc == 0)
 		rc = copy_restores(&c);
 	if (rc == 0) {
-		ckpt_fmt_bytes(c.copied_bytes, b, sizeof(b));
+		ck_fmt_bytes(c.copied_bytes, b, sizeof(b));
 		/* exact bytes for scripts: what a move between sites cost */
 		printf("%s: %u pack%s copied (%s), %u already present; %llu bytes sent\n", job, c.copied,
 		       c.copied == 1 ? "" : "s", b, c.skipped, (unsigned long long)c.sent_bytes);

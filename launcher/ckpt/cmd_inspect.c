@@ -48,8 +48,8 @@ static void print_proc(const struct ck_manifest *m, const struct ck_proc *p)
 	printf("\nprocess %d (parent %d) %s\n", p->pid, p->ppid, p->exe ? p->exe : "?");
 	printf("  restart    entry 0x%llx, argument 0x%llx, stack 0x%llx\n", (unsigned long long)p->restart_entry,
 	       (unsigned long long)p->restart_arg, (unsigned long long)p->restart_stack);
-	ckpt_fmt_bytes(total, b1, sizeof(b1));
-	ckpt_fmt_bytes(saved, b2, sizeof(b2));
+	ck_fmt_bytes(total, b1, sizeof(b1));
+	ck_fmt_bytes(saved, b2, sizeof(b2));
 	printf("  regions    %zu, %s mapped, %s saved\n", p->nregions, b1, b2);
 	printf("    %-33s %-4s %10s %7s  %-16s %s\n", "ADDRESS", "PROT", "SIZE", "CHUNKS", "FLAGS", "PATH");
 	for (j = 0; j < p->nregions; j++) {
@@ -57,7 +57,7 @@ static void print_proc(const struct ck_manifest *m, const struct ck_proc *p)
 		char flags[128], size[32], off[48] = "";
 
 		region_flags(g->flags, flags, sizeof(flags));
-		ckpt_fmt_bytes(g->end - g->start, size, sizeof(size));
+		ck_fmt_bytes(g->end - g->start, size, sizeof(size));
 		if (g->flags & CK_REG_FILE)
 			snprintf(off, sizeof(off), " @0x%llx", (unsigned long long)g->file_off);
 		printf("    %016llx-%016llx %c%c%c%c %10s %7u  %-16s %s%s\n", (unsigned long long)g->start,
@@ -114,8 +114,8 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	ckpt_fmt_time(m->time_ns, when, sizeof(when));
 	ckpt_fmt_duration(m->duration_ns, dur, sizeof(dur));
 	ckpt_fmt_duration(m->frozen_ns, frozen, sizeof(frozen));
-	ckpt_fmt_bytes(m->logical_bytes, lb, sizeof(lb));
-	ckpt_fmt_bytes(m->stored_bytes, sb, sizeof(sb));
+	ck_fmt_bytes(m->logical_bytes, lb, sizeof(lb));
+	ck_fmt_bytes(m->stored_bytes, sb, sizeof(sb));
 	printf("checkpoint %s@%llu (store %s, format version %u)\n", m->job, (unsigned long long)m->seq, s->uri,
 	       m->version);
 	printf("  time       %s UTC (took %s, job stopped %s)\n", when, dur, frozen);

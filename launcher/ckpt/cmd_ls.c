@@ -105,8 +105,8 @@ static int ls_job(struct ck_store *s, const char *job, int json)
 			       m->nchunks, m->npacks);
 		} else {
 			ckpt_fmt_time(m->time_ns, when, sizeof(when));
-			ckpt_fmt_bytes(m->logical_bytes, lb, sizeof(lb));
-			ckpt_fmt_bytes(m->stored_bytes, sb, sizeof(sb));
+			ck_fmt_bytes(m->logical_bytes, lb, sizeof(lb));
+			ck_fmt_bytes(m->stored_bytes, sb, sizeof(sb));
 			ckpt_fmt_duration(m->duration_ns, dur, sizeof(dur));
 			printf("%-9llu %-19s %11s %11s %10s\n", (unsigned long long)m->seq, when, lb, sb, dur);
 		}

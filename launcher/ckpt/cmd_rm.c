@@ -51,7 +51,7 @@ static void report(const char *job, const uint64_t *removed, size_t nman, unsign
 {
 	char b[32], seqs[256];
 
-	ckpt_fmt_bytes(bytes, b, sizeof(b));
+	ck_fmt_bytes(bytes, b, sizeof(b));
 	fmt_seqs(removed, nman, seqs, sizeof(seqs));
 	printf("%s: removed %zu checkpoint%s%s%s%s and %u pack%s (%s)", job, nman, nman == 1 ? "" : "s",
 	       nman ? " (" : "", seqs, nman ? ")" : "", npacks, npacks == 1 ? "" : "s", b);

@@ -68,7 +68,7 @@ out:
 		}
 		printf("}\n");
 	} else if (rc == 0) {
-		ckpt_fmt_bytes(bytes, lb, sizeof(lb));
+		ck_fmt_bytes(bytes, lb, sizeof(lb));
 		printf("ok %s@%llu: %zu chunks in %zu packs verified (%s)\n", job, (unsigned long long)m->seq,
 		       m->nchunks, m->npacks, lb);
 	}

@@ -15,7 +15,7 @@ static uint64_t ck__mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void ck__bytes(uint64_t n, char *buf, size_t len)
+void ck_fmt_bytes(uint64_t n, char *buf, size_t len)
 {
 	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
 	double v = (double)n;
@@ -60,9 +60,9 @@ void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf,
 	 * them would be noise ("ETA 1m53s" for a 2 s restore). */
 	double rate = secs >= CK_PROGRESS_SETTLE_S || (done && secs > 0.000001) ? (double)p->done / secs : 0;
 
-	ck__bytes(p->done, d, sizeof(d));
+	ck_fmt_bytes(p->done, d, sizeof(d));
 	if (rate > 0) {
-		ck__bytes((uint64_t)rate, r, sizeof(r));
+		ck_fmt_bytes((uint64_t)rate, r, sizeof(r));
 		strcat(r, "/s");
 	} else {
 		snprintf(r, sizeof(r), "- B/s");
@@ -71,7 +71,7 @@ void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf,
 		snprintf(buf, len, "%s: %s, %s", p->what, d, r);
 		return;
 	}
-	ck__bytes(p->total, t, sizeof(t));
+	ck_fmt_bytes(p->total, t, sizeof(t));
 	if (done)
 		snprintf(e, sizeof(e), "done");
 	else if (rate > 0) {

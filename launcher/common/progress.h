@@ -8,6 +8,7 @@
 #ifndef CK_PROGRESS_H
 #define CK_PROGRESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct ck_progress {
@@ -30,6 +31,8 @@ void ck_progress_add(struct ck_progress *p, uint64_t n);
 /* Clears the line (if one was drawn), so what follows starts a clean line. */
 void ck_progress_end(struct ck_progress *p);
 /* The line as it would be drawn, without "\r" and colour: for tests. */
+/* A byte count as people read it: "512 B", "1.5 MiB" (also ckpt's). */
+void ck_fmt_bytes(uint64_t n, char *buf, size_t len);
 void ck_progress_format(const struct ck_progress *p, uint64_t now_ns, char *buf, unsigned len);
 
 #define CK_PROGRESS_PERIOD_NS 250000000ull /* four lines a second at most */
