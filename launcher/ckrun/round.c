@@ -256,7 +256,8 @@ static int ck__seccomp_filters_of(pid_t tid, const char *val, void *arg)
  * nothing: no writer, no request. */
 static int ck__round_check(struct ckrun *c)
 {
-	int r;
+	long own_filters;
+	int r, own_mode;
 
 	if (!c->nprocs) {
 		ck_err_set("the job is not ready for checkpoints yet");
@@ -274,8 +275,10 @@ static int ck__round_check(struct ckrun *c)
 			return -ENOTSUP;
 		}
 	}
+	own_mode = (int)ck__status_value("Seccomp:");
+	own_filters = ck__status_value("Seccomp_filters:");
 	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck__seccomp sc = {(int)ck__status_value("Seccomp:"), ck__status_value("Seccomp_filters:"), 0};
+		struct ck__seccomp sc = {own_mode, own_filters, 0};
 		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_mode_of, &sc);
 		if (!mode)
 			mode = ck_proc_each_task(c->procs[i].pid, "Seccomp_filters:", ck__seccomp_filters_of, &sc);
