@@ -212,9 +212,22 @@ h_kill_pgids() {
 
 # h_kill_group PGID: kill -9 of the group and of every process below its
 # leader (the job's own session), remembered for h_group_gone.
+# All at once, as a node's death: the tree is stopped first (and scanned
+# again until no new member shows), then killed. kill(1) signals one pid
+# after another; killed one by one, a pipeline's writer could die while
+# its reader lived on, read end-of-file and finish on partial input,
+# writing results no run of the job would write.
 h_kill_group() {
+	local i more
 	H_KILLED_PG=$1
 	H_KILLED_TREE=$(h_tree_members "$1")
+	for (( i = 0; i < 10; i++ )); do
+		# shellcheck disable=SC2086 # pids
+		kill -STOP -- "-$1" $H_KILLED_TREE 2>/dev/null
+		more=$(h_tree_members "$1" | grep -vxF -f <(echo "$H_KILLED_TREE"))
+		[ -n "$more" ] || break
+		H_KILLED_TREE+=$'\n'$more
+	done
 	# shellcheck disable=SC2086 # pids
 	kill -9 -- "-$1" $H_KILLED_TREE 2>/dev/null
 }
