@@ -150,7 +150,7 @@ static void ck__devfd_close(void)
 		ck_close(fd);
 }
 
-void ck__round(uint32_t flags, uint64_t seq, int devfd)
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd)
 {
 	struct ck_pd_thread *mgr;
 	int r;
@@ -164,7 +164,7 @@ void ck__round(uint32_t flags, uint64_t seq, int devfd)
 	r = ck__plugins_event(CK_EV_PRESUSPEND);
 	if (r < 0)
 		goto fail_resume;
-	r = ck__suspend_all();
+	r = ck__suspend_all(park_ms ? park_ms : CK_PARK_TIMEOUT_MS, bound_ms ? bound_ms : CK_PARK_TIMEOUT_MS);
 	if (r < 0)
 		goto fail_resume;
 	ck__t_parked = ck__now_us();
@@ -333,7 +333,7 @@ void *ck__manager(void *arg)
 			return NULL; /* the job runs on, uncheckpointed */
 		}
 		if (m.type == CK_MSG_CHECKPOINT) {
-			ck__round((uint32_t)m.arg[0], m.arg[1], devfd);
+			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], devfd);
 			continue;
 		}
 		if (m.type == CK_MSG_PREARM)

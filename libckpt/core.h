@@ -56,7 +56,10 @@ struct ck_sysv_map {
 extern struct ck_sysv_map ck__sysv_maps[CK_MAX_SYSV_MAPS] CK_HIDDEN;
 
 /* suspend.c */
-int ck__suspend_all(void) CK_HIDDEN;
+/* Parks every job thread within timeout_ms, else fails naming the thread
+ * that did not stop and the round's bound_ms (ck__core.fail), and releases
+ * the others. */
+int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms) CK_HIDDEN;
 void ck__release_all(void) CK_HIDDEN;
 int ck__install_handler(void) CK_HIDDEN;
 void ck__thread_restored(struct ck_pd_thread *t) CK_HIDDEN;
@@ -124,7 +127,9 @@ int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
 /* checkpoint.c */
-void ck__round(uint32_t flags, uint64_t seq, int devfd) CK_HIDDEN;
+/* park_ms: what is left of the round's bound (bound_ms, --round-timeout)
+ * for parking (0: CK_PARK_TIMEOUT_MS) */
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc
  * (a restore's --env; threads parked): 0 or -errno */

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/rseq.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -33,6 +34,9 @@ struct ck__sysinfo {
 	uint64_t pc;
 };
 static struct ck__sysinfo ck__sys[CK_PD_MAX_THREADS];
+/* The threads parked so far this round, in the order they parked: a round
+ * that gives up names one that did not. */
+static volatile int ck__parked_tid[CK_PD_MAX_THREADS];
 
 static struct ck_pd_thread *ck__slot_of(int tid)
 {
@@ -206,7 +210,9 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	}
 	gen = ck__core.gen;
 	if (ck_ctx_save(&t->ctx) == 0) {
-		__atomic_add_fetch(&ck__core.parked, 1, __ATOMIC_SEQ_CST);
+		int k = __atomic_fetch_add(&ck__core.parked, 1, __ATOMIC_SEQ_CST);
+		if (k >= 0 && k < CK_PD_MAX_THREADS)
+			ck__parked_tid[k] = tid;
 		ck_futex(&ck__core.parked, FUTEX_WAKE_PRIVATE, 1, NULL);
 	} else {
 		ck__thread_restored(t);
@@ -340,12 +346,88 @@ static int ck__thread_alive(int tid)
 	return ck_tgkill(ck__core.pid, tid, 0) == 0;
 }
 
+static uint64_t ck__mono_ms(void)
+{
+	struct timespec ts;
+
+	ck_sys2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The value of "key" in /proc/self/task/TID/FILE, into out (empty if none). */
+static void ck__task_field(int tid, const char *file, const char *key, char *out, size_t len)
+{
+	char path[64], buf[4096];
+	const char *p;
+	long fd, n;
+	size_t k = 0;
+
+	out[0] = 0;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", tid, file);
+	if ((fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0)) < 0)
+		return;
+	n = ck_read((int)fd, buf, sizeof(buf) - 1);
+	ck_close((int)fd);
+	buf[n > 0 ? n : 0] = 0;
+	if (!(p = key ? strstr(buf, key) : buf))
+		return;
+	for (p += key ? ck_strlen(key) : 0; *p == ' ' || *p == '\t'; p++)
+		;
+	while (*p && *p != '\n' && k + 1 < len)
+		out[k++] = *p++;
+	out[k] = 0;
+}
+
+/* The round gives up: names the first thread that has not parked, and
+ * why it cannot, as far as /proc tells. */
+static void ck__fail_unparked(uint32_t bound_ms)
+{
+	int nparked = __atomic_load_n(&ck__core.parked, __ATOMIC_SEQ_CST);
+	char comm[32], state[32], blk[32], wchan[64], why[160];
+	int tid = 0;
+
+	for (uint32_t i = 1; i < ck__pd.nthreads && !tid; i++) {
+		int found = 0;
+		for (int k = 0; k < nparked && k < CK_PD_MAX_THREADS && !found; k++)
+			found = ck__parked_tid[k] == ck__pd.threads[i].tid;
+		if (!found)
+			tid = ck__pd.threads[i].tid;
+	}
+	ck__task_field(tid, "comm", NULL, comm, sizeof(comm));
+	ck__task_field(tid, "status", "State:", state, sizeof(state));
+	ck__task_field(tid, "status", "SigBlk:", blk, sizeof(blk));
+	ck__task_field(tid, "wchan", NULL, wchan, sizeof(wchan));
+	{
+		/* SigBlk is 16 hex digits, signal 1 the lowest bit */
+		size_t len = ck_strlen(blk);
+		int bit = ck__core.sig - 1, digit = (int)len - 1 - bit / 4;
+		int c = digit >= 0 ? blk[digit] : '0';
+		int v = c >= 'a' ? c - 'a' + 10 : c - '0';
+		if (v & (1 << (bit % 4)))
+			snprintf(why, sizeof(why), "it blocks signal %d, which parks threads (a raw rt_sigprocmask, or a "
+				 "signal handler that blocks all)", ck__core.sig);
+		else if (state[0] == 'D')
+			snprintf(why, sizeof(why), "it is in an uninterruptible wait (%s)",
+				 wchan[0] && wchan[0] != '0' ? wchan : "in the kernel");
+		else if (state[0] == 'T' || state[0] == 't')
+			snprintf(why, sizeof(why), "it is stopped");
+		else
+			snprintf(why, sizeof(why), "it has not handled signal %d (state %s)", ck__core.sig,
+				 state[0] ? state : "unknown");
+	}
+	ck__failf("thread %d (%s) did not stop within the round's bound (%u.%03u s, --round-timeout): %s", tid,
+		  comm[0] ? comm : "?", bound_ms / 1000, bound_ms % 1000, why);
+}
+
 /* Parks every job thread. The manager is recorded as a thread too (its
- * context is saved by the round itself). */
-int ck__suspend_all(void)
+ * context is saved by the round itself). A thread that does not park
+ * within timeout_ms fails the round; the others run on, and the late one
+ * ignores the signal when it comes (ck__on_suspend: not suspending). */
+int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 {
 	struct timespec ts = {0, 20 * 1000 * 1000};
-	int waited_ms = 0, r;
+	uint64_t deadline = ck__mono_ms() + timeout_ms;
+	int r;
 
 	ck__pd.nthreads = 0;
 	ck__pd.nsiginfo = 0;
@@ -379,9 +461,8 @@ int ck__suspend_all(void)
 			if ((uint32_t)__atomic_load_n(&ck__core.parked, __ATOMIC_SEQ_CST) >= ck__pd.nthreads - 1)
 				break;
 			ck_futex(&ck__core.parked, FUTEX_WAIT_PRIVATE, parked, &ts);
-			waited_ms += 20;
-			if (waited_ms > 10000) {
-				ck__failf("a job thread did not stop within 10 s (blocked signal %d?)", ck__core.sig);
+			if (ck__mono_ms() > deadline) {
+				ck__fail_unparked(bound_ms);
 				r = -ETIMEDOUT;
 				goto fail;
 			}

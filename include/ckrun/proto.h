@@ -112,6 +112,9 @@ struct ck_rst_child {
 /* The process was pre-armed: the message carries its userfaultfd (a copy
  * of ckrun's) instead of /dev/userfaultfd. */
 #define CK_CKPT_PREARMED 0x8
+/* CHECKPOINT's arg[2]: how long the process may take to park its threads
+ * (ms; ckrun's --round-timeout); 0 means this default. */
+#define CK_PARK_TIMEOUT_MS 10000
 
 /* Write-protect snapshot: the ranges the process registered (private
  * anonymous memory, adjacent mappings merged), in its own memory. */

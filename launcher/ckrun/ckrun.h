@@ -59,6 +59,7 @@ struct ckrun {
 	const char *store_uri;
 	char *job;
 	uint64_t interval_ms;
+	uint64_t round_timeout_ms; /* --round-timeout: every process parks within it */
 	int resume;
 	unsigned keep;
 	int nofork;

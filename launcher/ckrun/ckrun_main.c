@@ -67,6 +67,8 @@ static void ck__usage(FILE *f)
 		   "  --keep N           keep the newest N checkpoints (default 3)\n"
 		   "  --grace D          a stop (SIGTERM/SIGINT) commits within D of the signal or keeps\n"
 		   "                     the previous checkpoint (30s, 500ms; default $CKPT_GRACE, else none)\n"
+		   "  --round-timeout D  a round whose processes do not all stop within D fails naming\n"
+		   "                     the thread that did not, and the job runs on (default 10s)\n"
 		   "  --no-fork          checkpoint without a snapshot: the job waits while it is written\n"
 		   "  --snapshot MODE    wp (default): write-protect the job's memory and read it live,\n"
 		   "                     forking where that cannot be armed or the job changes its\n"
@@ -178,10 +180,12 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
 		{"events", required_argument, 0, 1003}, {"sign-key", required_argument, 0, 1004},
 		{"map-path", required_argument, 0, 1005}, {"env", required_argument, 0, 1006},
+		{"round-timeout", required_argument, 0, 1008},
 		{0, 0, 0, 0}};
 	int o;
 
 	c->keep = 3;
+	c->round_timeout_ms = CK_PARK_TIMEOUT_MS;
 	c->wp_aside_max = 128ull << 20;
 	c->snapshot_fork = 0; /* write protection, forking where it cannot be armed */
 	/* Below the job, so that a round's hashing and compressing take
@@ -256,6 +260,13 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		case 'E': c->sopts.s3_endpoint = optarg; break;
 		case 'C': c->sopts.s3_ca = optarg; break;
 		case 1007: c->sopts.s3_profile = optarg; break;
+		case 1008:
+			if (ck__parse_duration(optarg, &c->round_timeout_ms) < 0 || c->round_timeout_ms < 100 ||
+			    c->round_timeout_ms > 3600000) {
+				fprintf(stderr, "ckrun: bad --round-timeout '%s' (100ms to 1h: 10s, 500ms, 2m)\n", optarg);
+				return -EINVAL;
+			}
+			break;
 		case 'v': c->verbose++; break;
 		case 1001: c->tel_opts.metrics_addr = optarg; break;
 		case 1002: c->tel_opts.metrics_file = optarg; break;

@@ -48,6 +48,33 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
 	return buf;
 }
 
+/* A process that neither parked nor refused within the bound (its
+ * manager thread does not run: the whole process is frozen, or stuck). */
+static void ck__name_waiting(struct ckrun *c, uint64_t ms)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		char comm[64];
+		int st;
+		if (c->procs[i].round.state == CK_JP_SNAPSHOT)
+			continue;
+		st = ck_proc_state(c->procs[i].pid);
+		ck_err_set("process %d (%s) did not answer within the round's bound (%" PRIu64 ".%03" PRIu64
+			   " s, --round-timeout; state %c)",
+			   c->procs[i].jpid, ck__comm(c->procs[i].pid, comm, sizeof(comm)), ms / 1000, ms % 1000,
+			   st ? st : '?');
+		return;
+	}
+	ck_err_set("the job's processes did not answer within the round's bound (--round-timeout)");
+}
+
+/* How long a process of the namespace may stay unknown (born just now and
+ * attaching) before it counts as one running without libckpt. */
+static uint64_t ck__stray_ns(const struct ckrun *c)
+{
+	uint64_t ms = c->round_timeout_ms < 3000 ? c->round_timeout_ms : 3000;
+	return (ms < 1000 ? 1000 : ms) * 1000000ull;
+}
+
 /* Ask: every process of the job parks its threads, records its state and
  * takes its snapshot, each as soon as it can (a parked process's own state
  * cannot change). Returns 0 when every attached process has a snapshot and
@@ -55,7 +82,13 @@ static const char *ck__comm(pid_t pid, char *buf, size_t len)
  * that crosses processes (pipes, sockets, shared memory) is read before. */
 int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 {
-	uint64_t start = ck_now_ns(), unknown_since = 0;
+	/* The round's bound counts from its start (pre-arming took part of
+	 * it): each process gets what is left, less a moment to report which
+	 * thread did not park; ckrun gives up a second after the bound. */
+	uint64_t bound_ns = c->round_timeout_ms * 1000000ull, unknown_since = 0, spent = ck_now_ns() - rd->t0;
+	uint64_t park_ms = spent + 350000000ull < bound_ns ? (bound_ns - spent) / 1000000ull - 250 : 100;
+
+	uint64_t asked = ck_now_ns();
 
 	rd->asking = 1;
 	rd->seq = c->last_seq + 1;
@@ -67,6 +100,8 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = rd->ckflags;
 		m.arg[1] = rd->seq;
+		m.arg[2] = park_ms;
+		m.arg[3] = c->round_timeout_ms; /* for its message */
 		if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
 			m.arg[0] |= CK_CKPT_PREARMED;
 			fd = ck_wp_fd(p->round.wp_pre);
@@ -170,9 +205,11 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 		}
 		for (size_t i = 0; i < c->nprocs; i++)
 			waiting += c->procs[i].round.state != CK_JP_SNAPSHOT;
-		if (ck_now_ns() - start > 60000000000ull) {
-			ck_err_set("%zu process(es) of the job did not take their snapshot within 60 s", waiting);
-			return -ETIMEDOUT;
+		/* Each process gives up on its own threads within the bound and
+		 * says which one; this catches one that does not answer at all. */
+		if (waiting && ck_now_ns() - rd->t0 > bound_ns + 1000000000ull) {
+			ck__name_waiting(c, c->round_timeout_ms);
+			return -ENOTSUP;
 		}
 		if (waiting) {
 			/* A process that exited before answering: its channel may
@@ -186,7 +223,7 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 					ck_procs_drop(c, &c->procs[i]);
 					break;
 				}
-				if ((st == 'T' || st == 't') && ck_now_ns() - start > 200000000ull) {
+				if ((st == 'T' || st == 't') && ck_now_ns() - asked > 200000000ull) {
 					ck_err_set("process %d of the job is stopped (SIGSTOP or a debugger): it cannot "
 						   "take part in a checkpoint", c->procs[i].jpid);
 					return -ENOTSUP;
@@ -208,7 +245,7 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 			/* Born just now, attaching, or running without libckpt. */
 			if (!unknown_since)
 				unknown_since = ck_now_ns();
-			if (ck_now_ns() - unknown_since > 3000000000ull) {
+			if (ck_now_ns() - unknown_since > ck__stray_ns(c)) {
 				char comm[64];
 				int32_t jp = 0, pg, sd;
 				ck_proc_ids(stray, &jp, &pg, &sd, NULL);

@@ -38,9 +38,12 @@ static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct 
 
 int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 {
-	uint64_t start = ck_now_ns();
+	/* A quarter of the round's bound at most: the cut needs the rest. */
+	uint64_t start = ck_now_ns(), wait_ns = c->round_timeout_ms * 1000000ull / 4;
 	int r = 0;
 
+	if (wait_ns > CK__PREARM_WAIT_NS)
+		wait_ns = CK__PREARM_WAIT_NS;
 	rd->seq = c->last_seq + 1;
 	rd->prearming = 1;
 	for (size_t i = 0; i < c->nprocs; i++) {
@@ -70,7 +73,7 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 			else
 				waiting++;
 		}
-		if (!waiting || ck_now_ns() - start > CK__PREARM_WAIT_NS)
+		if (!waiting || ck_now_ns() - start > wait_ns)
 			break;
 		r = ck_procs_wait(c, NULL, 0, 100, &m, &from, &sender);
 		if (r < 0) {

@@ -610,8 +610,9 @@ fail:
 	if (rd.w)
 		ck_writer_abort(rd.w);
 	ck__end_round(c, &rd, r, 0);
-	if (r == -ENOTSUP && !strstr(ck_err_msg(), "keeps running")) {
-		/* a refusal: say that nothing happened to the job */
+	if (r == -ENOTSUP && !(flags & CK_ROUND_STOP) && !strstr(ck_err_msg(), "keeps running")) {
+		/* a refusal: say that nothing happened to the job (a stop's
+		 * caller says what happens instead) */
 		char why[1024];
 		snprintf(why, sizeof(why), "%s", ck_err_msg());
 		ck_err_set("%s; the job keeps running", why);

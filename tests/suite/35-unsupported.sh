@@ -86,3 +86,117 @@ if command -v strace >/dev/null; then
 else
 	echo "SKIP unsupported/traced: strace is not installed"
 fi
+
+# A round that cannot park a thread (it blocks the parking signal with a
+# raw rt_sigprocmask for 6 s) fails within --round-timeout (1 s), naming
+# the thread, before the thread unblocks; the job runs on untouched, the
+# late parking signal changes nothing, and a round after it commits.
+round_bound() {
+	local name=round-bound pid rc n_ref n_unb
+	local re='process [0-9]+: thread [0-9]+ \(blocker\) did not stop within the round.s bound \(1\.000 s, --round-timeout\): it blocks signal [0-9]+.*; the job keeps running'
+	"$B/tests/unsupported/noparking" 6000 >"$W/$name.bare" 2>/dev/null
+	: >"$W/$name.err"
+	h_run_mark "$W/$name.err" new 0
+	CKPT_TEST_ORIGIN=1 "$CKRUN" -v --round-timeout 1s --store "$W/store" --job "$name" -- \
+		"$B/tests/unsupported/noparking" 6000 >"$W/$name.out" 2>>"$W/$name.err" &
+	pid=$!
+	h_wait_origin "$pid" "$W/$name.err" 10000
+	h_sleep_alive "$pid" 300
+	kill -USR2 "$pid"
+	h_wait_line "$W/$name.err" 'noparking: unblocked' 30000 "$pid"
+	kill -USR2 "$pid"
+	h_wait_line "$W/$name.err" 'checkpoint 1 committed' 30000 "$pid"
+	h_wait "$pid" 60000
+	rc=$?
+	n_ref=$(grep -Enm1 "$re" "$W/$name.err" | cut -d: -f1)
+	n_unb=$(grep -nm1 'noparking: unblocked' "$W/$name.err" | cut -d: -f1)
+	if [ "$rc" = 0 ] && [ -n "$n_ref" ] && [ -n "$n_unb" ] && (( n_ref < n_unb )) &&
+		grep -q 'checkpoint 1 committed' "$W/$name.err" && cmp -s "$W/$name.bare" "$W/$name.out"; then
+		echo "PASS unsupported/$name: refused within the bound, before the thread unblocked; the next round committed"
+	else
+		echo "FAIL unsupported/$name (rc $rc; refusal at line ${n_ref:-none}, unblocked at line ${n_unb:-none})"
+		sed 's/^/    /' "$W/$name.err"
+	fi
+}
+round_bound
+
+# --round-timeout out of range or not a duration: one line, exit 64.
+for v in 10ms 2x; do
+	out=$("$CKRUN" --round-timeout "$v" --store "$W/store" --job bad -- true 2>&1)
+	rc=$?
+	if [ "$rc" = 64 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && [[ $out == *"--round-timeout '$v'"* ]]; then
+		echo "PASS unsupported/round-timeout-bad-$v: $out"
+	else
+		echo "FAIL unsupported/round-timeout-bad-$v: rc $rc, $out"
+	fi
+done
+
+# A process that does not answer at all (frozen by a cgroup freezer: its
+# libckpt cannot run either): ckrun gives up a second after the bound,
+# naming it; once thawed the job runs on and the next round commits.
+freezer_dir() { # a writable freezer: cgroup v2 (cgroup.freeze) or v1
+	local base
+	for base in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+		if [ -f "$base/cgroup.controllers" ] && mkdir "$base/ckrun-test-$$" 2>/dev/null; then
+			if [ -f "$base/ckrun-test-$$/cgroup.freeze" ]; then
+				FZ=$base/ckrun-test-$$ FZV=2
+				return 0
+			fi
+			rmdir "$base/ckrun-test-$$"
+		fi
+	done
+	if [ -d /sys/fs/cgroup/freezer ] && mkdir "/sys/fs/cgroup/freezer/ckrun-test-$$" 2>/dev/null; then
+		FZ=/sys/fs/cgroup/freezer/ckrun-test-$$ FZV=1
+		return 0
+	fi
+	return 1
+}
+freeze() { # PID 1|0
+	if [ "$FZV" = 2 ]; then echo "$2" >"$FZ/cgroup.freeze"
+	elif [ "$2" = 1 ]; then echo FROZEN >"$FZ/freezer.state"
+	else echo THAWED >"$FZ/freezer.state"; fi
+}
+round_frozen() {
+	local name=round-frozen pid job rc n_ref n_com t0 waited
+	local re="process 2 \(sleeper\) did not answer within the round.s bound \(1\.000 s, --round-timeout; state .\); the job keeps running"
+	if [ "$(id -u)" != 0 ] || ! freezer_dir; then
+		echo "SKIP unsupported/$name: no cgroup freezer this user can write"
+		return
+	fi
+	"$B/tests/apps/sleeper" 2 >"$W/$name.bare"
+	: >"$W/$name.err"
+	h_run_mark "$W/$name.err" new 0
+	CKPT_TEST_ORIGIN=1 "$CKRUN" -v --round-timeout 1s --store "$W/store" --job "$name" -- \
+		"$B/tests/apps/sleeper" 2 >"$W/$name.out" 2>>"$W/$name.err" &
+	pid=$!
+	h_wait_origin "$pid" "$W/$name.err" 10000
+	job=$(pgrep -f "^$B/tests/apps/sleeper 2" | while read -r p; do
+		awk '/^NSpid:/ { exit !(NF == 3 && $3 == 2) }' "/proc/$p/status" 2>/dev/null && echo "$p"; done | head -1)
+	if [ -z "$job" ] || ! echo "$job" >"$FZ/cgroup.procs" || ! freeze "$job" 1; then
+		echo "FAIL unsupported/$name: could not freeze the job (${job:-not found})"
+		kill -9 "$pid"; wait "$pid"; rmdir "$FZ"
+		return
+	fi
+	t0=$(h_now_ms)
+	kill -USR2 "$pid"
+	h_wait_line "$W/$name.err" "did not answer" 15000 "$pid"
+	waited=$(( $(h_now_ms) - t0 ))
+	freeze "$job" 0
+	h_sleep_alive "$pid" 300
+	kill -USR2 "$pid"
+	h_wait_line "$W/$name.err" 'checkpoint 1 committed' 30000 "$pid"
+	h_wait "$pid" 60000
+	rc=$?
+	echo "$job" >"$(dirname "$FZ")/cgroup.procs" 2>/dev/null
+	rmdir "$FZ" 2>/dev/null
+	n_ref=$(grep -Enm1 "$re" "$W/$name.err" | cut -d: -f1)
+	n_com=$(grep -nm1 'checkpoint 1 committed' "$W/$name.err" | cut -d: -f1)
+	if [ "$rc" = 0 ] && [ -n "$n_ref" ] && [ -n "$n_com" ] && (( n_ref < n_com )) &&
+		cmp -s "$W/$name.bare" "$W/$name.out"; then
+		echo "PASS unsupported/$name: refused $waited ms after the request, while frozen; the next round committed"
+	else
+		echo "FAIL unsupported/$name (rc $rc; refusal at line ${n_ref:-none}, commit at line ${n_com:-none})"
+		sed 's/^/    /' "$W/$name.err"
+	fi
+}
+round_frozen
