@@ -7,7 +7,9 @@
 # Variants: apps whose tests/apps/APP.desc says "variants=... nofork ..."
 # are run once more with --no-fork, those with "interval" with
 # --interval 300ms, those with "fork" with --snapshot fork (a forked
-# snapshot; the default is the write-protect one).
+# snapshot; the default is the write-protect one). Every app also runs as
+# "ckonly": checkpoints at random moments and no kill (the job must print
+# what a bare run prints: a checkpoint alone changes nothing it sees).
 #
 # A kill that lands after the app emptied its temporary directory (its own
 # cleanup at its end) starts the test over, once: ckrun does not roll back
@@ -18,12 +20,12 @@
 #   CKPT_TEST_SEED=N CKPT_TEST_APPS=APP bash tests/suite/20-conformance.sh
 # (the seed fixes the schedule of signals, not the scheduler's timing).
 # More: CKPT_TEST_KILLS (default 3), CKPT_TEST_VARIANTS (default
-# "default nofork interval fork"), and the variables in tests/lib/harness.sh.
+# "default nofork interval fork ckonly"), and the variables in tests/lib/harness.sh.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
 KILLS=${CKPT_TEST_KILLS:-3}
-VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval fork}
+VARIANTS=${CKPT_TEST_VARIANTS:-default nofork interval fork ckonly}
 
 # Runs APP bare once; the reference for every variant.
 bare_one() {
@@ -61,11 +63,71 @@ start_over() {
 	rm -f "$err.runs" # the runs before do not count for the proof
 }
 
+# ckonly_one APP: checkpoints at random moments, no kill, no restore: the
+# job must still print what a bare run prints and exit the same (a round
+# alone must change nothing the job sees), and at least one must commit.
+ckonly_one() {
+	local app=$1 name=conformance-ckonly/$1 dir store out err sched bare_ms bare_rc limit win n t i rc refused
+	local -a times
+	dir=$H_WORK/ckonly/$app
+	store=$dir/store out=$dir/ck.out err=$dir/ckrun.err sched=$dir/schedule
+	mkdir -p "$dir/tmp"
+	: >"$err"
+	h_rng_seed "ckonly/$app"
+	h_app_cmd "$app"
+	bare_rc=$(cat "$H_WORK/bare/$app.rc")
+	bare_ms=$(cat "$H_WORK/bare/$app.ms")
+	limit=$(( $(h_desc "$app" timeout 60) * 1000 + 4 * bare_ms ))
+	win=$(( bare_ms * 8 / 10 ))
+	(( win < 300 )) && win=300
+	export TMPDIR=$dir/tmp
+	echo "seed $H_SEED, variant ckonly" >"$sched"
+	h_start new "$out" "$err" --store "$store" --job "$app"
+	h_rand n 2 4
+	times=()
+	for (( i = 0; i < n; i++ )); do
+		h_rand t 0 "$win"
+		times+=("$t")
+	done
+	mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n)
+	h_wait_origin "$H_PID" "$err" 10000 || echo "the job drew no origin within 10 s" >>"$sched"
+	local t0
+	t0=$(h_now_ms)
+	for t in "${times[@]}"; do
+		h_sleep_until "$H_PID" $(( t0 + t )) || break
+		kill -USR2 "$H_PID" 2>/dev/null && echo "SIGUSR2 at $t ms" >>"$sched"
+	done
+	h_wait "$H_PID" "$limit"
+	rc=$?
+	echo "exit status $rc" >>"$sched"
+	refused=$(h_desc "$app" unsupported "")
+	if [ "$rc" != "$bare_rc" ]; then
+		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
+		h_fail "$name" "exit status $rc, bare run $bare_rc" "$dir/diff" "$err" "$sched"
+	elif ! cmp -s "$H_WORK/bare/$app.out" "$out"; then
+		h_diff_excerpt "$H_WORK/bare/$app.out" "$out" "$dir/diff"
+		h_fail "$name" "output differs from the bare run" "$dir/diff" "$err" "$sched"
+	elif [ -z "$refused" ] && [ -z "$(h_manifests "$store" "$app")" ]; then
+		# The job may end before a round commits (a short app on a slow
+		# moment): that proves nothing either way.
+		h_fail "$name" "no checkpoint was committed: the test proves nothing" "$err" "$sched"
+	else
+		h_pass "$name"
+		return
+	fi
+	echo "    replay: CKPT_TEST_SEED=$H_SEED CKPT_TEST_APPS=$app CKPT_TEST_VARIANTS=ckonly" \
+		"bash tests/suite/20-conformance.sh"
+}
+
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched
 	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why
 	local -a OPTS times extra
+	if [ "$variant" = ckonly ]; then
+		ckonly_one "$app"
+		return
+	fi
 	name=conformance/$app
 	[ "$variant" = default ] || name=conformance-$variant/$app
 	dir=$H_WORK/$variant/$app
@@ -229,7 +291,7 @@ main() {
 	h_parallel bare_one "${apps[@]}"
 	for v in $VARIANTS; do
 		for app in "${apps[@]}"; do
-			if [ "$v" = default ] || [[ " $(h_desc "$app" variants "") " == *" $v "* ]]; then
+			if [ "$v" = default ] || [ "$v" = ckonly ] || [[ " $(h_desc "$app" variants "") " == *" $v "* ]]; then
 				items+=("$v/$app")
 			fi
 		done
