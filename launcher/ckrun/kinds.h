@@ -193,6 +193,14 @@ int ck_shm_region(const struct ck_region *r);
 /* Restore, before any process exists: the objects, and /dev/shm files. */
 int ck_shm_make_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck_objs *o);
 int ck_shm_prepare_files(const struct ck_manifest *m);
+/* The name a /dev/shm file still has when the process's mapping names a
+ * deleted one (glibc's sem_open maps a temporary file, links it under the
+ * semaphore's name and removes the temporary name): "/dev/shm/NAME"
+ * (malloc'd), or NULL when the inode has no name there. *cache holds the
+ * directory's listing between calls (ck_shm_names_free). */
+struct ck_shm_names;
+char *ck_shm_live_name(struct ck_shm_names **cache, uint64_t ino);
+void ck_shm_names_free(struct ck_shm_names *cache);
 /* Restore: which descriptor maps region r (rg->map_fd), adding the
  * object's descriptor to the plan; 0 or -errno with the message set. */
 int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, const struct ck_region *r,

@@ -169,6 +169,7 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 	size_t n = 0;
 	char pm[64];
 	int pagemap = -1, r;
+	struct ck_shm_names *shm_names = NULL;
 
 	if (pass == 1)
 		goto data;
@@ -194,6 +195,18 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 		rg->dev = mp->dev;
 		rg->ino = mp->ino;
 		rg->path = mp->path ? strdup(mp->path) : NULL;
+		if ((rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_DELETED)) ==
+			    (CK_REG_FILE | CK_REG_SHARED | CK_REG_DELETED) &&
+		    rg->path && !strncmp(rg->path, "/dev/shm/", 9)) {
+			/* a named semaphore: mapped through a temporary name, kept
+			 * under its own (shm.c); restored as that file */
+			char *live = ck_shm_live_name(&shm_names, rg->ino);
+			if (live) {
+				free(rg->path);
+				rg->path = live;
+				rg->flags &= ~CK_REG_DELETED;
+			}
+		}
 		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
 			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
 		if (mp->prot == 0) /* guard pages and address-space reservations */
@@ -271,6 +284,7 @@ out:
 	if (pagemap >= 0)
 		close(pagemap);
 	ck_maps_free(maps, n);
+	ck_shm_names_free(shm_names);
 	return r;
 }
 

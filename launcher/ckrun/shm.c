@@ -9,6 +9,7 @@
  * its largest mapping and filled once per saved range, and /dev/shm files
  * made again where this host lacks them; each restorer then maps the
  * object's descriptor, which ckrun hands it at CK_RST_SHARED_FD + k. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -155,7 +156,7 @@ int ck_shm_prepare_files(const struct ck_manifest *m)
 			struct stat st;
 			int fd;
 			if (!(r->flags & CK_REG_SHARED) || (r->flags & CK_REG_DELETED) || !(r->flags & CK_REG_FILE) ||
-			    !r->path || strncmp(r->path, "/dev/shm/", 9) || !r->nchunks)
+			    !r->path || strncmp(r->path, "/dev/shm/", 9))
 				continue;
 			fd = open(r->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 			if (fd < 0) {
@@ -230,4 +231,68 @@ int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct 
 			return -errno;
 	}
 	return 0;
+}
+
+struct ck_shm_names {
+	size_t n;
+	struct {
+		uint64_t ino;
+		char *name;
+	} *v;
+};
+
+void ck_shm_names_free(struct ck_shm_names *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		free(c->v[i].name);
+	free(c->v);
+	free(c);
+}
+
+/* /dev/shm listed once per process and round: a job with hundreds of
+ * shared tensors (unlinked at once: no name) asks for each. */
+static struct ck_shm_names *ck__shm_list(void)
+{
+	struct ck_shm_names *c = calloc(1, sizeof(*c));
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	size_t cap = 0;
+
+	if (!c || !d)
+		goto out;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' || fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (c->n == cap) {
+			size_t nc = cap ? cap * 2 : 32;
+			void *nv = realloc(c->v, nc * sizeof(*c->v));
+			if (!nv)
+				break;
+			c->v = nv;
+			cap = nc;
+		}
+		if (!(c->v[c->n].name = strdup(e->d_name)))
+			break;
+		c->v[c->n++].ino = st.st_ino;
+	}
+out:
+	if (d)
+		closedir(d);
+	return c;
+}
+
+char *ck_shm_live_name(struct ck_shm_names **cache, uint64_t ino)
+{
+	char *path;
+
+	if (!*cache && !(*cache = ck__shm_list()))
+		return NULL;
+	for (size_t i = 0; i < (*cache)->n; i++)
+		if ((*cache)->v[i].ino == ino && asprintf(&path, "/dev/shm/%s", (*cache)->v[i].name) >= 0)
+			return path;
+	return NULL;
 }

@@ -23,15 +23,20 @@
 # the bare run's output, and A not
 # made again (a FIFO or socket re-made at its saved path makes its
 # directories: only a mapped path leaves A alone).
+# shmnames: mp_namedsem's named semaphores (/dev/shm/sem.NAME, which glibc
+# maps through a temporary name it removes) are gone at the restore site:
+# checkpoint, kill -9, remove the job's /dev/shm/sem.* names, resume: a
+# proven restore whose job finds its names again (its sem_unlink at the
+# end fails otherwise) with the bare run's output.
 # env: --env NAME= removes NAME in a restored job; a --resume with nothing
 # stored starts the job with --env's value.
 # badinput: malformed --map-path/--env, and either without --resume: exit
 # 64 with one line naming the flag; the store is not touched.
-#   CKPT_TEST_MAPPATH  parts to run (move copy paths env badinput)
+#   CKPT_TEST_MAPPATH  parts to run (move copy paths shmnames env badinput)
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_MAPPATH:-move copy paths env badinput}
+PARTS=${CKPT_TEST_MAPPATH:-move copy paths shmnames env badinput}
 APP=$H_APPS_BIN/movedir
 
 # the store's checkpoints (files, sizes, times; not the job's lock, which
@@ -200,6 +205,50 @@ path_app() {
 	fi
 }
 
+part_shmnames() {
+	local app=mp_namedsem d=$H_WORK/shmnames err out rc why res before names
+	mkdir -p "$d/tmp"
+	err=$d/ckrun.err out=$d/out
+	: >"$err"
+	h_app_cmd "$app" 1
+	res=$(TMPDIR=$d/tmp h_run_bare "$app" "$d/bare" "$d/bare.err" 60)
+	if [ "${res% *}" != 0 ]; then
+		h_fail "mappath/shmnames" "the bare run failed" "$d/bare"
+		return
+	fi
+	before=$(ls /dev/shm | grep '^sem\.ckt-namedsem-' | sort)
+	TMPDIR=$d/tmp h_start new "$out" "$err" --store "$d/store" --job "$app"
+	h_wait_origin "$H_PID" "$err" 10000
+	h_sleep_alive "$H_PID" 600
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$err" 'checkpoint 1 committed' 30000 "$H_PID"; then
+		h_fail "mappath/shmnames" "the checkpoint did not commit before the job ended" "$err"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	h_group_gone "$H_PID"
+	names=$(ls /dev/shm | grep '^sem\.ckt-namedsem-' | sort | comm -13 <(echo "$before") -)
+	if [ "$(echo "$names" | grep -c .)" != 3 ]; then
+		h_fail "mappath/shmnames" "the job's three semaphore names were not in /dev/shm: '$names'" "$err"
+		return
+	fi
+	(cd /dev/shm && rm -f $names) # another site: not there
+	TMPDIR=$d/tmp h_start resume "$out" "$err" --resume --store "$d/store" --job "$app"
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail "mappath/shmnames" "the resumed job exited $rc" "$err" "$out"
+	elif ! why=$(h_proof "$err"); then
+		h_fail "mappath/shmnames" "$why" "$err"
+	elif ! cmp -s "$out" "$d/bare"; then
+		h_diff_excerpt "$d/bare" "$out" "$d/diff"
+		h_fail "mappath/shmnames" "output differs from the bare run" "$d/diff"
+	else
+		h_pass "mappath/shmnames"
+	fi
+}
+
 part_env() {
 	local d=$H_WORK/env err out rc why k k0 n=20
 	mkdir -p "$d"
@@ -297,6 +346,7 @@ main() {
 		move) move_case move mv ;;
 		copy) move_case copy copy ;;
 		paths) path_app mp_fifo; path_app mp_unixsrv ;;
+		shmnames) part_shmnames ;;
 		env) part_env ;;
 		badinput) part_badinput ;;
 		*) h_fail mappath "unknown part '$p'" ;;
