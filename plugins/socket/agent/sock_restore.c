@@ -309,7 +309,9 @@ static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int v
 	r = ck_reader_read(rd, toward->data_chunk, toward->data_nchunks, ck__sink, &w);
 	big = (int)(w.npend * 2 + 65536);
 	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-	if (r == 0)
+	if (r == 0 && (toward->u64[2] & CK_SOCKOPT_RIGHTS))
+		r = ck_rights_deliver(w.pend, w.npend, w.dgram, via); /* with the files in flight */
+	else if (r == 0)
 		r = ck__deliver(&w);
 	if (r == 0 && !w.dgram)
 		*bytes = w.npend;
