@@ -285,10 +285,18 @@ static int ck__peek_stream(struct ck__sk *s, struct ck__sk *peer)
 	ck__close_all(fds, nfd);
 	if (nfd || odd || (s->family == AF_UNIX && n < inq)) {
 		/* a peek stops after a message that carries files */
+		struct pollfd pf = {s->fd, POLLRDHUP, 0};
+		if (s->family == AF_UNIX && peer && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP))) {
+			/* the peer shut its end for writing: nothing could be put back */
+			ck_err_set("process %d: descriptors in flight on a UNIX stream socket (descriptor %d) whose "
+				   "peer has shut down writing: not supported", s->jpid, s->f->fd);
+			return -ENOTSUP;
+		}
 		if (s->family == AF_UNIX && peer)
 			return ck__stream_take_rights(s, peer);
-		ck_err_set("process %d: descriptors in flight on a UNIX stream socket (descriptor %d) whose peer is "
-			   "outside the job: not supported", s->jpid, s->f->fd);
+		ck_err_set("process %d: %s on a UNIX stream socket (descriptor %d) whose peer is outside the job: "
+			   "not supported", s->jpid, nfd || odd ? "descriptors in flight" :
+			   "messages of several senders (SO_PASSCRED) queued", s->f->fd);
 		return -ENOTSUP;
 	}
 	s->ndata = (size_t)n;
@@ -302,19 +310,22 @@ static int ck__peek_stream(struct ck__sk *s, struct ck__sk *peer)
 static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer)
 {
 	struct held {
+		size_t at, len;
 		uint32_t first, n;
 	} *hv = NULL;
-	int *hfd = NULL, r = 0, odd = 0;
+	int *hfd = NULL, r = 0, io = 0, odd = 0;
 	size_t nh = 0, nhfd = 0, at = 0, mi = 0;
 
+	/* Everything is taken even when a file in flight refuses the round:
+	 * what goes back through the peer lands behind what stayed. */
 	s->ndata = 0;
-	for (int guard = 0; guard < 1000000 && r == 0; guard++) {
+	for (int guard = 0; guard < 1000000 && !io; guard++) {
 		int inq = 0, fds[253], nfd = 0;
 		ssize_t n, k;
 		char one;
 		if (ioctl(s->fd, SIOCINQ, &inq) < 0 || inq <= 0)
 			break;
-		if (inq > (64 << 20)) {
+		if (inq > (64 << 20) && !s->ndata) {
 			ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d) behind more than "
 				   "64 MiB of unread bytes: not supported", s->jpid, s->f->fd);
 			r = -ENOTSUP;
@@ -323,7 +334,7 @@ static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer)
 		{
 			char *d = realloc(s->data, s->ndata + (size_t)inq + 1);
 			if (!d) {
-				r = -ENOMEM;
+				r = io = -ENOMEM;
 				break;
 			}
 			s->data = d;
@@ -338,59 +349,59 @@ static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer)
 			if (k > 0)
 				s->ndata += (size_t)k;
 			if (k != n)
-				r = -EIO;
+				io = -EIO;
 			continue;
 		}
 		/* byte by byte up to the one the files come with */
 		for (k = 0; k < n; k++) {
 			if (ck__recv_fds(s->fd, &one, 1, 0, fds, &nfd, &odd) != 1) {
-				r = -EIO;
+				io = -EIO;
 				break;
 			}
 			s->data[s->ndata++] = one;
 			if (nfd)
 				break;
 		}
-		if (r < 0 || !nfd) {
-			r = r < 0 ? r : -EIO;
+		if (io || !nfd) {
+			io = io ? io : -EIO;
 			break;
 		}
 		{
 			size_t start = s->ndata - 1, rest = (size_t)(n - k - 1);
 			struct held *h2 = realloc(hv, (nh + 1) * sizeof(*h2));
-			int *f2 = realloc(hfd, (nhfd + (size_t)nfd) * sizeof(*f2));
+			int *f2 = realloc(hfd, (nhfd + (size_t)nfd) * sizeof(*f2)), e;
+			if (h2)
+				hv = h2;
+			if (f2)
+				hfd = f2;
 			if (!h2 || !f2) {
-				if (h2)
-					hv = h2;
-				if (f2)
-					hfd = f2;
 				ck__close_all(fds, nfd);
-				r = -ENOMEM;
+				io = -ENOMEM;
 				break;
 			}
-			hv = h2;
-			hfd = f2;
-			hv[nh++] = (struct held){(uint32_t)nhfd, (uint32_t)nfd};
+			if (rest && ck__recv_fds(s->fd, s->data + s->ndata, rest, 0, NULL, NULL, &odd) != (ssize_t)rest)
+				io = -EIO;
+			else
+				s->ndata += rest;
+			hv[nh++] = (struct held){start, s->ndata - start, (uint32_t)nhfd, (uint32_t)nfd};
 			memcpy(hfd + nhfd, fds, sizeof(int) * (size_t)nfd);
 			nhfd += (size_t)nfd;
-			if (rest && ck__recv_fds(s->fd, s->data + s->ndata, rest, 0, NULL, NULL, &odd) != (ssize_t)rest) {
-				r = -EIO;
-				break;
-			}
-			s->ndata += rest;
-			r = ck__mark(s, start, (uint32_t)(rest + 1), fds, nfd);
+			if (r == 0 && (e = ck__mark(s, start, (uint32_t)(s->ndata - start), fds, nfd)) < 0)
+				r = e;
 		}
 	}
+	if (io && r == 0)
+		r = io;
 	if (odd && r == 0)
 		r = -EIO;
 	/* back, in order: a refused round leaves the queue as it was */
 	while (at < s->ndata) {
-		size_t len = mi < nh ? (size_t)s->marks[mi].at - at : s->ndata - at;
+		size_t len = mi < nh ? hv[mi].at - at : s->ndata - at;
 		const int *f = NULL;
 		uint32_t nf = 0;
 		int e;
-		if (mi < nh && s->marks[mi].at == at) {
-			len = s->marks[mi].len;
+		if (mi < nh && hv[mi].at == at) {
+			len = hv[mi].len;
 			f = hfd + hv[mi].first;
 			nf = hv[mi].n;
 			mi++;
