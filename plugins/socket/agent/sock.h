@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "launcher/image/chunkio.h"
@@ -62,6 +63,9 @@ enum ck_sock_state {
 #define CK_SOCKOPT_PEER_CLOSED 0x40
 /* data starts with a CK_SOCK_RIGHTS_MAGIC block: descriptors in flight */
 #define CK_SOCKOPT_RIGHTS 0x80
+/* UNCONNECTED: data holds queued datagrams with their senders' addresses
+ * (sock_dgq.c): u32 length, u32 address length, address, bytes */
+#define CK_SOCKOPT_FROM 0x100
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
@@ -113,6 +117,14 @@ int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f);
 void ck_sock_free(struct ck_sock_set *s);
 /* --map-path: a UNIX socket's addresses (its own and its peer's) */
 int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg);
+
+/* sock_dgq.c: datagrams queued on an unconnected socket, peeked with
+ * their senders (appended to *data), and sent again to the socket `to`
+ * from sender()'s socket for an address (a job socket bound to it; -1:
+ * none). */
+int ck_dgq_peek(int fd, int32_t jpid, int sockfd, char **data, size_t *ndata);
+int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
+		   void *arg);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);

@@ -35,6 +35,7 @@ struct ck__sk {
 	char *data; /* bytes (or datagrams) in flight toward this socket */
 	size_t ndata;
 	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
+	int from; /* UNCONNECTED: data holds datagrams with their senders */
 	struct ck_sock_mark *marks; /* which records carry files in flight */
 	size_t nmarks;
 	uint32_t *idx; /* into the round's ck_rights */
@@ -607,6 +608,8 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_PEER_CLOSED;
 	if (s->nmarks)
 		opts |= CK_SOCKOPT_RIGHTS;
+	if (s->from)
+		opts |= CK_SOCKOPT_FROM;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
@@ -758,9 +761,13 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			break;
 		}
 		case CK_SOCK_UNCONNECTED:
-			if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
-				ck_err_set("process %d: datagrams queued on an unconnected socket (descriptor %d): not "
-					   "supported yet", s->jpid, s->f->fd);
+			if (s->type == SOCK_DGRAM) {
+				/* peeked with their senders (also an empty datagram, which SIOCINQ does not show) */
+				if ((r = ck_dgq_peek(s->fd, s->jpid, s->f->fd, &s->data, &s->ndata)) == 0 && s->ndata)
+					s->from = 1;
+			} else if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
+				ck_err_set("process %d: bytes queued on an unconnected socket (descriptor %d): not "
+					   "supported", s->jpid, s->f->fd);
 				r = -ENOTSUP;
 			}
 			break;

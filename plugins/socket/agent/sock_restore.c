@@ -361,6 +361,36 @@ static int ck__external_socket(struct ck_reader *rd, const struct ck_pd_fd *f)
 	return sv[0];
 }
 
+/* The job's own socket bound to address a (made already; an IP socket
+ * bound to every address counts), or -1. */
+static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
+{
+	struct ck_sock_set *s = arg;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct ck_pd_fd *f = s->v[i].f;
+		struct sockaddr_storage l;
+		if (s->v[i].fd < 0 || TYPE(f) != SOCK_DGRAM || FAMILY(f) != a->sa_family || al <= sizeof(sa_family_t))
+			continue;
+		memset(&l, 0, sizeof(l));
+		memcpy(&l, LOCAL(f), LLEN(f) < sizeof(l) ? LLEN(f) : sizeof(l));
+		if (a->sa_family == AF_INET) {
+			const struct sockaddr_in *x = (const void *)&l, *y = (const void *)a;
+			if (x->sin_port == y->sin_port &&
+			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+				return s->v[i].fd;
+		} else if (a->sa_family == AF_INET6) {
+			const struct sockaddr_in6 *x = (const void *)&l, *y = (const void *)a;
+			if (x->sin6_port == y->sin6_port &&
+			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
+				return s->v[i].fd;
+		} else if (LLEN(f) == al && !memcmp(&l, a, al)) {
+			return s->v[i].fd;
+		}
+	}
+	return -1;
+}
+
 int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, struct ck_sock_set **out)
 {
 	struct ck_sock_set *s = calloc(1, sizeof(*s));
@@ -477,6 +507,17 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			ck__options(o->fd, o->f);
 			ck__buffers(o->fd, o->f);
 		}
+	}
+	/* datagrams queued on unconnected sockets, once every sender is made */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *o = &s->v[i];
+		struct ck__wsink w = {o->fd, 1, NULL, 0};
+		if (STATE(o->f) != CK_SOCK_UNCONNECTED || !(o->f->u64[2] & CK_SOCKOPT_FROM) || !o->f->data_nchunks)
+			continue;
+		r = ck_reader_read(rd, o->f->data_chunk, o->f->data_nchunks, ck__sink, &w);
+		if (r == 0 && (r = ck_dgq_deliver(w.pend, w.npend, o->fd, ck__sender, s)) < 0)
+			ck_err_set("cannot queue the saved datagrams on %s again: %s", o->f->path, strerror(-r));
+		free(w.pend);
 	}
 	if (r < 0)
 		goto fail;
