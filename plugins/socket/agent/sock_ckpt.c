@@ -269,7 +269,25 @@ static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer);
  * among them: their boundaries are only seen by taking the bytes, so the
  * queue is taken and put back through the peer (a peer of the job), or
  * the round is refused (a peer outside). */
+static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer);
+
+/* A job's own peek offset (SO_PEEK_OFF) would start our peeks inside the
+ * queue: off while we read, then as it was (the queue is as it was). */
 static int ck__peek_stream(struct ck__sk *s, struct ck__sk *peer)
+{
+	int old = -1, off = -1, r;
+	socklen_t ol = sizeof(old);
+	int had = s->family == AF_UNIX && getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0;
+
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	r = ck__peek_stream_at0(s, peer);
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
+	return r;
+}
+
+static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer)
 {
 	int inq = 0, odd = 0, fds[253], nfd = 0;
 	ssize_t n;
