@@ -98,11 +98,13 @@ struct ck_rights {
  * -errno (the round refused, one line). */
 int ck_rights_add(struct ck_rights *R, int fd, int32_t jpid, int sockfd, uint32_t *idx);
 void ck_rights_close(struct ck_rights *R);
-/* Sends len bytes, all of them, nfd (<= 253) files with the first part. */
-int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t nfd);
+/* Sends len bytes, all of them, nfd (<= 253) files with the first part;
+ * to: the address for a socket that is not connected (else NULL). */
+int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t nfd, const struct sockaddr *to,
+		   socklen_t tl);
 /* Restore: sends a saved CK_SOCKOPT_RIGHTS queue through via, the files
  * made again with the messages they rode on. */
-int ck_rights_deliver(const char *buf, size_t n, int dgram, int via);
+int ck_rights_deliver(const char *buf, size_t n, int dgram, int via, const struct sockaddr *to, socklen_t tl);
 
 /* Every process parked: read and drain every socket of the job. Fails the
  * round (one line naming the socket) for what cannot be restored. */
@@ -123,6 +125,10 @@ int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, 
  * from sender()'s socket for an address (a job socket bound to it; -1:
  * none). */
 int ck_dgq_peek(int fd, int32_t jpid, int sockfd, char **data, size_t *ndata);
+/* The round's way: taken and put back (sock_dgq.c says why), the senders
+ * checked first. */
+int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
+		void *arg, char **data, size_t *ndata);
 int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
 		   void *arg);
 

@@ -425,7 +425,7 @@ static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer)
 			nf = hv[mi].n;
 			mi++;
 		}
-		if ((e = ck_rights_send(peer->fd, s->data + at, len, f, nf)) < 0) {
+		if ((e = ck_rights_send(peer->fd, s->data + at, len, f, nf, NULL, 0)) < 0) {
 			ck_err_set("process %d: could not put %zu bytes back into its UNIX socket (descriptor %d): %s",
 				   s->jpid, s->ndata - at, s->f->fd, strerror(-e));
 			r = e;
@@ -527,7 +527,10 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 		uint32_t len;
 		int e;
 		memcpy(&len, s->data + at, 4);
-		if ((e = ck_rights_send(peer->fd, s->data + at + 4, len, hfd + fi, hn[k])) < 0) {
+		/* a peer not connected back (a datagram server s is connected
+		 * to): sent to s's own address, as the peer had */
+		if ((e = ck_rights_send(peer->fd, s->data + at + 4, len, hfd + fi, hn[k],
+					peer->plen ? NULL : (struct sockaddr *)&s->local, s->llen)) < 0) {
 			ck_err_set("process %d: could not put a datagram back (descriptor %d): %s", s->jpid, s->f->fd,
 				   strerror(-e));
 			r = e;
@@ -646,6 +649,40 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 						 : "unconnected");
 	memcpy(f->path + CK_SOCK_ADDR_OFF, &s->local, s->llen);
 	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
+}
+
+/* Datagram sockets of the job, by their own address: a sender to put a
+ * datagram back as (sock_dgq.c). */
+struct ck__senders {
+	struct ck__sk *v;
+	size_t n;
+};
+
+static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
+{
+	struct ck__senders *sd = arg;
+
+	if (al <= sizeof(sa_family_t))
+		return -1;
+	for (size_t i = 0; i < sd->n; i++) {
+		struct ck__sk *o = &sd->v[i];
+		if (o->type != SOCK_DGRAM || o->family != a->sa_family || o->llen <= sizeof(sa_family_t))
+			continue;
+		if (a->sa_family == AF_INET) {
+			const struct sockaddr_in *x = (const void *)&o->local, *y = (const void *)a;
+			if (x->sin_port == y->sin_port &&
+			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+				return o->fd;
+		} else if (a->sa_family == AF_INET6) {
+			const struct sockaddr_in6 *x = (const void *)&o->local, *y = (const void *)a;
+			if (x->sin6_port == y->sin6_port &&
+			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
+				return o->fd;
+		} else if (o->llen == al && !memcmp(&o->local, a, al)) {
+			return o->fd;
+		}
+	}
+	return -1;
 }
 
 /* The queue toward s with the files in flight in it (sock.h). */
@@ -780,8 +817,10 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		}
 		case CK_SOCK_UNCONNECTED:
 			if (s->type == SOCK_DGRAM) {
-				/* peeked with their senders (also an empty datagram, which SIOCINQ does not show) */
-				if ((r = ck_dgq_peek(s->fd, s->jpid, s->f->fd, &s->data, &s->ndata)) == 0 && s->ndata)
+				/* with their senders (also an empty datagram, which SIOCINQ does not show) */
+				struct ck__senders sd = {v, nv};
+				if ((r = ck_dgq_take(s->fd, s->jpid, s->f->fd, ck__sender, &sd, &s->data, &s->ndata)) == 0 &&
+				    s->ndata)
 					s->from = 1;
 			} else if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
 				ck_err_set("process %d: bytes queued on an unconnected socket (descriptor %d): not "

@@ -238,6 +238,8 @@ struct ck__wsink {
 	int fd, dgram;
 	char *pend; /* datagram reassembly */
 	size_t npend;
+	const struct sockaddr *to; /* fd is not connected: sent there */
+	socklen_t tl;
 };
 
 /* Writes the saved bytes toward a socket through its new peer. */
@@ -270,7 +272,7 @@ static int ck__deliver(struct ck__wsink *w)
 			at += 4;
 		}
 		for (size_t put = 0; put < len;) {
-			ssize_t n = send(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t n = sendto(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT, w->to, w->to ? w->tl : 0);
 			if (n < 0 && errno == EAGAIN) {
 				struct pollfd pf = {w->fd, POLLOUT, 0};
 				if (poll(&pf, 1, 5000) <= 0)
@@ -286,20 +288,27 @@ static int ck__deliver(struct ck__wsink *w)
 	return 0;
 }
 
-static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes);
+static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes,
+		       const struct sockaddr *to, socklen_t tl);
 
 static int ck__fill(struct ck_reader *rd, const struct ck_pd_fd *toward, int via)
 {
 	size_t bytes;
 
-	return ck__fill_n(rd, toward, via, &bytes);
+	return ck__fill_to(rd, toward, via, &bytes, NULL, 0);
 }
 
-/* Sends the saved bytes toward `toward` through `via`; *bytes: how many
- * (without the datagrams' length words). */
 static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes)
 {
-	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0};
+	return ck__fill_to(rd, toward, via, bytes, NULL, 0);
+}
+
+/* Sends the saved bytes toward `toward` through `via` (not connected: to
+ * address `to`); *bytes: how many (without the datagrams' length words). */
+static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes,
+		       const struct sockaddr *to, socklen_t tl)
+{
+	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0, to, tl};
 	int r = 0, big;
 
 	*bytes = 0;
@@ -310,7 +319,7 @@ static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int v
 	big = (int)(w.npend * 2 + 65536);
 	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	if (r == 0 && (toward->u64[2] & CK_SOCKOPT_RIGHTS))
-		r = ck_rights_deliver(w.pend, w.npend, w.dgram, via); /* with the files in flight */
+		r = ck_rights_deliver(w.pend, w.npend, w.dgram, via, to, tl); /* with the files in flight */
 	else if (r == 0)
 		r = ck__deliver(&w);
 	if (r == 0 && !w.dgram)
@@ -359,6 +368,30 @@ static int ck__external_socket(struct ck_reader *rd, const struct ck_pd_fd *f)
 		poll(&pf, 1, 200); /* the RST or FIN arrives */
 	}
 	return sv[0];
+}
+
+/* a connected to b, which is made, named and not connected: the
+ * datagrams toward a are sent by b to a's name. */
+static int ck__connect_to(struct ck_reader *rd, struct ck__obj *a, struct ck__obj *b)
+{
+	struct sockaddr_storage ba, aa;
+	socklen_t bl = sizeof(ba), al = sizeof(aa);
+	size_t bytes;
+	int r;
+
+	if ((a->fd = ck__new(a->f)) < 0)
+		return -errno;
+	if (LLEN(a->f) > sizeof(sa_family_t) && (r = ck__bind(a->fd, a->f)) < 0)
+		return r;
+	if (getsockname(b->fd, (struct sockaddr *)&ba, &bl) < 0 || connect(a->fd, (struct sockaddr *)&ba, bl) < 0 ||
+	    getsockname(a->fd, (struct sockaddr *)&aa, &al) < 0) {
+		r = -errno;
+		ck_err_set("cannot connect %s to its peer again: %s", a->f->path, strerror(errno));
+		return r;
+	}
+	ck__options(a->fd, a->f);
+	ck__buffers(a->fd, a->f);
+	return ck__fill_to(rd, a->f, b->fd, &bytes, (struct sockaddr *)&aa, al);
 }
 
 /* The job's own socket bound to address a (made already; an IP socket
@@ -450,6 +483,14 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			r = -EBADMSG;
 			break;
 		}
+		if (b->fd >= 0 && STATE(b->f) != CK_SOCK_PAIRED) {
+			/* connected to a socket that is not connected back (a
+			 * datagram server, made above with its name): a socket of
+			 * its own, with its own name, connected to the server's */
+			if ((r = ck__connect_to(rd, a, b)) < 0)
+				break;
+			continue;
+		}
 		if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
 			break;
 		a->fd = sv[0];
@@ -511,7 +552,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 	/* datagrams queued on unconnected sockets, once every sender is made */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
 		struct ck__obj *o = &s->v[i];
-		struct ck__wsink w = {o->fd, 1, NULL, 0};
+		struct ck__wsink w = {o->fd, 1, NULL, 0, NULL, 0};
 		if (STATE(o->f) != CK_SOCK_UNCONNECTED || !(o->f->u64[2] & CK_SOCKOPT_FROM) || !o->f->data_nchunks)
 			continue;
 		r = ck_reader_read(rd, o->f->data_chunk, o->f->data_nchunks, ck__sink, &w);

@@ -251,7 +251,8 @@ struct ck__rhdr {
 	uint32_t magic, ndesc, nmark, nidx;
 };
 
-int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t nfd)
+int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t nfd, const struct sockaddr *to,
+		   socklen_t tl)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 253)];
@@ -265,6 +266,8 @@ int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t 
 		ssize_t n;
 
 		memset(&mh, 0, sizeof(mh));
+		mh.msg_name = (void *)to;
+		mh.msg_namelen = to ? tl : 0;
 		mh.msg_iov = &iov;
 		mh.msg_iovlen = 1;
 		if (nfd) {
@@ -294,7 +297,7 @@ int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t 
 	}
 }
 
-int ck_rights_deliver(const char *buf, size_t n, int dgram, int via)
+int ck_rights_deliver(const char *buf, size_t n, int dgram, int via, const struct sockaddr *to, socklen_t tl)
 {
 	struct ck__rhdr h;
 	const struct ck_pd_fd *d;
@@ -361,7 +364,7 @@ int ck_rights_deliver(const char *buf, size_t n, int dgram, int via)
 			fds[k] = made[j];
 		}
 		if (r == 0)
-			r = ck_rights_send(via, q + start, len, fds, nfd);
+			r = ck_rights_send(via, q + start, len, fds, nfd, to, tl);
 		if (nfd)
 			mi++;
 		at = start + len;
