@@ -490,10 +490,14 @@ static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
 static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 {
 	static char buf[(256 << 10) + 4];
-	int odd = 0, r = 0, *hfd = NULL;
+	int odd = 0, r = 0, *hfd = NULL, old = -1, off = -1;
 	uint32_t *hn = NULL; /* files per datagram */
 	size_t at = 0, nrec = 0, nhfd = 0;
+	socklen_t ol = sizeof(old);
 
+	/* a job's own peek offset would move with what is taken: off meanwhile */
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
 	for (;;) {
 		int fds[253], nfd = 0;
 		ssize_t n = ck__recv_fds(s->fd, buf + 4, sizeof(buf) - 4, 0, fds, &nfd, &odd);
@@ -539,6 +543,8 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 		fi += hn[k];
 		at += 4 + len;
 	}
+	if (old >= 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
 	ck__close_all(hfd, (int)nhfd);
 	free(hfd);
 	free(hn);

@@ -168,7 +168,8 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 	socklen_t dl;
 	char *peek = NULL;
 	size_t npeek = 0, at = 0;
-	int r;
+	int r, old = -1, off = -1;
+	socklen_t ol = sizeof(old);
 
 	/* every sender can be sent as, before anything is taken (an unnamed
 	 * sender has an address of no length) */
@@ -198,6 +199,9 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 	}
 	if (r < 0 || !npeek)
 		goto out;
+	/* a job's own peek offset would move with what is taken: off meanwhile */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
 	/* taken, with what a peek walk does not see */
 	for (;;) {
 		struct sockaddr_storage from;
@@ -230,6 +234,8 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 			r = e;
 		}
 	}
+	if (old >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
 out:
 	free(peek);
 	return r;
