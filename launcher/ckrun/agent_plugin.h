@@ -26,6 +26,11 @@ const char *ck_agent_plugins_phase(void);
 /* -ENOENT if no plugin owns this kind of descriptor. */
 int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f);
 void ck_agent_plugins_release(struct ck_agent_states *s);
+/* Restore, during a plugin's prepare: a new close-on-exec descriptor
+ * made from a saved description as ckrun makes the job's own (a file in
+ * flight in a socket's queue); one description for every holder with the
+ * same CK_PD_FD_SHARED key. -errno if none can be made. */
+int ck_agent_fd_make(const struct ck_pd_fd *f);
 /* --map-path: the owning plugin's map_paths for f (0 when none). */
 int ck_agent_plugins_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap),
 			       void *arg);

@@ -138,9 +138,55 @@ int ck_fds_prepare_all(struct ck_reader *rd, struct ck_objs *o)
 	return ck_plugin_fds_prepare(rd, o);
 }
 
+/* One description made (or, held by several, found): *fd, or -1. */
+static int ck__make_one(struct ck_reader *rd, struct ck_objs *objs, const struct ck_pd_fd *f, int *fd)
+{
+	const struct ck_fd_ops *ops = ck_fd_ops_of(f->kind);
+	struct ck_obj *sh;
+	int r;
+
+	*fd = -1;
+	if ((f->xflags & CK_PD_FD_SHARED) && (sh = ck_obj_find(objs, CK_OBJ_DESC, f->pipe_off, 0))) {
+		if ((*fd = fcntl(sh->fd[0], F_DUPFD_CLOEXEC, 3)) < 0)
+			return -errno;
+		return 0;
+	}
+	if ((r = ops->remake(rd, objs, f, fd)) < 0)
+		return r;
+	if (*fd >= 0 && (f->xflags & CK_PD_FD_SHARED)) {
+		if (!(sh = ck_obj_add(objs, CK_OBJ_DESC, f->pipe_off, 0)))
+			return -ENOMEM;
+		sh->fd[0] = fcntl(*fd, F_DUPFD_CLOEXEC, 3);
+	}
+	return 0;
+}
+
+/* What ck_agent_fd_make makes with: set while the plugins prepare. */
+static struct ck_reader *ck__mk_rd;
+static struct ck_objs *ck__mk_objs;
+
+int ck_agent_fd_make(const struct ck_pd_fd *f)
+{
+	const struct ck_fd_ops *ops = ck_fd_ops_of(f->kind);
+	int fd = -1, r;
+
+	if (!ck__mk_objs || !ops || !ops->remake || f->kind == CK_FD_STDIO || ck_agent_plugins_owns(f->kind))
+		return -ENOTSUP;
+	if ((r = ck__make_one(ck__mk_rd, ck__mk_objs, f, &fd)) < 0)
+		return r;
+	return fd < 0 ? -(errno ? errno : EIO) : fd;
+}
+
 int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o)
 {
-	return ck_agent_plugins_prepare(rd, o->pds, o->npds, &o->plugins);
+	int r;
+
+	ck__mk_rd = rd;
+	ck__mk_objs = o;
+	r = ck_agent_plugins_prepare(rd, o->pds, o->npds, &o->plugins);
+	ck__mk_rd = NULL;
+	ck__mk_objs = NULL;
+	return r;
 }
 
 int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
@@ -173,24 +219,14 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i];
 		const struct ck_fd_ops *ops = ck_fd_ops_of(f->kind);
-		struct ck_obj *sh;
 		int fd = -1, r;
 
 		if (!ops || !ops->remake || ck_fd_is_proc_file(f))
 			continue;
-		/* A description another process holds too: the one made first. */
-		if ((f->xflags & CK_PD_FD_SHARED) && (sh = ck_obj_find(objs, CK_OBJ_DESC, f->pipe_off, 0))) {
-			if ((pl->fds[i] = fcntl(sh->fd[0], F_DUPFD_CLOEXEC, 3)) < 0)
-				return -errno;
-			continue;
-		}
-		if ((r = ops->remake(rd, objs, f, &fd)) < 0)
+		/* A description another process (or a message in flight) holds
+		 * too: the one made first. */
+		if ((r = ck__make_one(rd, objs, f, &fd)) < 0)
 			return r;
-		if (fd >= 0 && (f->xflags & CK_PD_FD_SHARED)) {
-			if (!(sh = ck_obj_add(objs, CK_OBJ_DESC, f->pipe_off, 0)))
-				return -ENOMEM;
-			sh->fd[0] = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-		}
 		if (fd < 0) {
 			if (!strstr(ck_err_msg(), "descriptor"))
 				ck_err_set("descriptor %d (%s): cannot re-create it: %s", f->fd, f->path, strerror(errno));

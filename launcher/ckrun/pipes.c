@@ -112,6 +112,14 @@ static int ck__pipe_sink(void *arg, uint64_t off, const void *buf, size_t len)
  * them) into the new pipe through wfd. */
 static int ck__refill_pipe(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int wfd)
 {
+	/* a pipe only a message in flight holds carries its own bytes */
+	if (f->data_nchunks) {
+		int fl = fcntl(wfd, F_GETFL), r;
+		fcntl(wfd, F_SETFL, fl | O_NONBLOCK);
+		r = ck_reader_read(rd, f->data_chunk, f->data_nchunks, ck__pipe_sink, &wfd);
+		fcntl(wfd, F_SETFL, fl);
+		return r;
+	}
 	for (size_t i = 0; i < o->npds; i++)
 		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
 			const struct ck_pd_fd *x = &o->pds[i]->fds[k];

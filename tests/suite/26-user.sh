@@ -133,7 +133,11 @@ as_user() {
 		cycle user/tls tls 1
 		cycle user/recmutex recmutex 0.6
 		cycle user/forktree forktree 0.6
-		cycle user/mp_sysvshm mp_sysvshm 1 ;;
+		cycle user/mp_sysvshm mp_sysvshm 1
+		# descriptors in flight and unconnected datagram queues: ckrun
+		# reads them (pidfd_getfd, kcmp) in the job's user namespace
+		cycle user/mp_scm_stream mp_scm_stream 1
+		cycle user/dgram_queue dgram_queue 1 ;;
 	esac
 	return "$H_FAILED"
 }
@@ -177,7 +181,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm; do
+	for f in privs tls recmutex forktree mp_sysvshm mp_scm_stream dgram_queue; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"

@@ -22,3 +22,9 @@ REPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard launcher/ckpt/report_*.c))
 $(BUILD)/tests/unit/test_report: $(BUILD)/tests/unit/test_report.o $(BUILD)/tests/unit/unit.o $(REPORT_OBJS) \
 		$(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
+# The socket plugin's saved queue with descriptors in flight (its own
+# ck_agent_fd_make stands in for ckrun's).
+$(BUILD)/tests/unit/test_sock_rights: $(BUILD)/tests/unit/test_sock_rights.o $(BUILD)/tests/unit/unit.o \
+		$(BUILD)/plugins/socket/agent/sock_rights.o $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)

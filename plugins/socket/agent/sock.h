@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "launcher/image/chunkio.h"
@@ -44,7 +45,13 @@ enum ck_sock_state {
  * path:   [0, 256) a readable description, [256, 384) local sockaddr,
  *         [384, 512) peer sockaddr
  * data:   bytes in flight toward this socket (stream), or its queued
- *         datagrams as u32 length + bytes */
+ *         datagrams as u32 length + bytes; with CK_SOCKOPT_RIGHTS
+ *         preceded by the files in flight (sock_rights.c):
+ *           u32 magic, ndesc, nmark, nidx;
+ *           struct ck_pd_fd desc[ndesc];   (the files, as descriptors)
+ *           struct ck_sock_mark mark[nmark];
+ *           u32 idx[nidx];                 (into desc, mark[].first on)
+ *         then the bytes or datagrams as above. */
 #define CK_SOCKOPT_NODELAY 0x1
 #define CK_SOCKOPT_KEEPALIVE 0x2
 #define CK_SOCKOPT_REUSEADDR 0x4
@@ -54,11 +61,50 @@ enum ck_sock_state {
 /* EXTERNAL: the peer had closed its end (a stream reads EOF after its
  * data, not a reset); without it (earlier images too) a reset follows */
 #define CK_SOCKOPT_PEER_CLOSED 0x40
+/* data starts with a CK_SOCK_RIGHTS_MAGIC block: descriptors in flight */
+#define CK_SOCKOPT_RIGHTS 0x80
+/* UNCONNECTED: data holds queued datagrams with their senders' addresses
+ * (sock_dgq.c): u32 length, u32 address length, address, bytes */
+#define CK_SOCKOPT_FROM 0x100
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
 struct ckrun;
 struct ck_reader;
+
+/* Which record of the queue carries files: a datagram or record (at: its
+ * number), or a stream segment (at: its first byte, len bytes: the
+ * message the files were sent with; they arrive with the first read that
+ * takes a byte of it). */
+struct ck_sock_mark {
+	uint64_t at;
+	uint32_t len, nfd, first, pad;
+};
+#define CK_SOCK_RIGHTS_MAGIC 0x31544752u /* "RGT1" */
+#define CK_SOCK_RIGHTS_MAX 4096
+
+/* sock_rights.c: the files in flight of one round (ckrun's duplicates). */
+struct ck_rights {
+	struct ck_procdesc **pds;
+	const pid_t *pids;
+	size_t n;
+	struct ck_writer *w;
+	struct ck_pd_fd *d;
+	int *fd;
+	size_t nd;
+};
+/* fd: ckrun's duplicate of a file in flight toward jpid's socket sockfd
+ * (the caller keeps it, to put the message back): its index in R, or
+ * -errno (the round refused, one line). */
+int ck_rights_add(struct ck_rights *R, int fd, int32_t jpid, int sockfd, uint32_t *idx);
+void ck_rights_close(struct ck_rights *R);
+/* Sends len bytes, all of them, nfd (<= 253) files with the first part;
+ * to: the address for a socket that is not connected (else NULL). */
+int ck_rights_send(int via, const char *p, size_t len, const int *fds, uint32_t nfd, const struct sockaddr *to,
+		   socklen_t tl);
+/* Restore: sends a saved CK_SOCKOPT_RIGHTS queue through via, the files
+ * made again with the messages they rode on. */
+int ck_rights_deliver(const char *buf, size_t n, int dgram, int via, const struct sockaddr *to, socklen_t tl);
 
 /* Every process parked: read and drain every socket of the job. Fails the
  * round (one line naming the socket) for what cannot be restored. */
@@ -73,6 +119,18 @@ int ck_sock_fd(struct ck_sock_set *s, const struct ck_pd_fd *f);
 void ck_sock_free(struct ck_sock_set *s);
 /* --map-path: a UNIX socket's addresses (its own and its peer's) */
 int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg);
+
+/* sock_dgq.c: datagrams queued on an unconnected socket, peeked with
+ * their senders (appended to *data), and sent again to the socket `to`
+ * from sender()'s socket for an address (a job socket bound to it; -1:
+ * none). */
+int ck_dgq_peek(int fd, int32_t jpid, int sockfd, char **data, size_t *ndata);
+/* The round's way: taken and put back (sock_dgq.c says why), the senders
+ * checked first. */
+int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
+		void *arg, char **data, size_t *ndata);
+int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
+		   void *arg);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);

@@ -35,7 +35,15 @@ struct ck__sk {
 	char *data; /* bytes (or datagrams) in flight toward this socket */
 	size_t ndata;
 	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
+	int from; /* UNCONNECTED: data holds datagrams with their senders */
+	struct ck_sock_mark *marks; /* which records carry files in flight */
+	size_t nmarks;
+	uint32_t *idx; /* into the round's ck_rights */
+	size_t nidx;
 };
+
+/* The files in flight of this round (sock_rights.c). */
+static struct ck_rights ck__R;
 
 static uint64_t ck__ms(void)
 {
@@ -175,30 +183,40 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 	return 0;
 }
 
-/* Descriptors that came with a message we read or peeked are ours now:
- * close them. Non-zero if there were any. */
-static int ck__drop_rights(struct msghdr *mh)
+/* Up to 253 files (SCM_MAX_FD) per message, and a SCM_CREDENTIALS. */
+#define CK__CTL (CMSG_SPACE(sizeof(int) * 253) + CMSG_SPACE(64))
+
+/* The files that came with a message (ours now: duplicates of the job's
+ * files in flight), at most 253, into fds; their count. */
+static int ck__rights_of(struct msghdr *mh, int *fds)
 {
-	int any = 0;
+	int n = 0;
 
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR(mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int)), fds[64];
-			memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)(k < 64 ? k : 64));
-			for (int i = 0; i < k && i < 64; i++)
-				close(fds[i]);
-			any = 1;
+			int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			for (int i = 0; i < k && n < 253; i++)
+				memcpy(&fds[n++], CMSG_DATA(c) + sizeof(int) * (size_t)i, sizeof(int));
 		}
-	return any;
+	return n;
 }
 
-/* Stream bytes queued toward s, without taking them. */
-/* One recvmsg of fd into buf (flags: MSG_PEEK or not): its length, or -1
- * with errno. *odd is set when descriptors came with it (closed: ours
- * now) or it was cut short. */
-static ssize_t ck__recv_one(int fd, void *buf, size_t cap, int flags, int *odd)
+static void ck__close_all(int *fds, int n)
 {
-	char ctl[CMSG_SPACE(sizeof(int) * 64)];
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/* One recvmsg of fd into buf (flags: MSG_PEEK or not): its length, or -1
+ * with errno. The files that came with it go to fds (*nfds; NULL: closed
+ * at once); *odd is set when the message or its files were cut short. */
+static ssize_t ck__recv_fds(int fd, void *buf, size_t cap, int flags, int *fds, int *nfds, int *odd)
+{
+	union {
+		char b[CK__CTL];
+		struct cmsghdr a;
+	} u;
+	int tmp[253], n0;
 	struct iovec iov = {buf, cap};
 	struct msghdr mh;
 	ssize_t n;
@@ -206,34 +224,222 @@ static ssize_t ck__recv_one(int fd, void *buf, size_t cap, int flags, int *odd)
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = ctl;
-	mh.msg_controllen = sizeof(ctl);
+	mh.msg_control = u.b;
+	mh.msg_controllen = sizeof(u.b);
+	if (nfds)
+		*nfds = 0;
 	n = recvmsg(fd, &mh, flags | MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-	if (n >= 0 && (ck__drop_rights(&mh) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))))
+	if (n < 0)
+		return n;
+	n0 = ck__rights_of(&mh, fds ? fds : tmp);
+	if (nfds)
+		*nfds = n0;
+	else
+		ck__close_all(tmp, n0);
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		*odd = 1;
 	return n;
 }
 
-static int ck__peek_stream(struct ck__sk *s)
+static int ck__mark(struct ck__sk *s, uint64_t at, uint32_t len, const int *fds, int nfd)
 {
-	int inq = 0, odd = 0;
+	struct ck_sock_mark *m = realloc(s->marks, (s->nmarks + 1) * sizeof(*m));
+	uint32_t *ix;
+
+	if (!m)
+		return -ENOMEM;
+	s->marks = m;
+	if (!(ix = realloc(s->idx, (s->nidx + (size_t)nfd + 1) * sizeof(*ix))))
+		return -ENOMEM;
+	s->idx = ix;
+	m[s->nmarks] = (struct ck_sock_mark){at, len, (uint32_t)nfd, (uint32_t)s->nidx, 0};
+	for (int k = 0; k < nfd; k++) {
+		int r = ck_rights_add(&ck__R, fds[k], s->jpid, s->f->fd, &ix[s->nidx + (size_t)k]);
+		if (r < 0)
+			return r;
+	}
+	s->nidx += (size_t)nfd;
+	s->nmarks++;
+	return 0;
+}
+
+static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer);
+
+/* Stream bytes queued toward s, without taking them. Files in flight
+ * among them: their boundaries are only seen by taking the bytes, so the
+ * queue is taken and put back through the peer (a peer of the job), or
+ * the round is refused (a peer outside). */
+static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer);
+
+/* A job's own peek offset (SO_PEEK_OFF) would start our peeks inside the
+ * queue: off while we read, then as it was (the queue is as it was). */
+static int ck__peek_stream(struct ck__sk *s, struct ck__sk *peer)
+{
+	int old = -1, off = -1, r;
+	socklen_t ol = sizeof(old);
+	int had = s->family == AF_UNIX && getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0;
+
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	r = ck__peek_stream_at0(s, peer);
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
+	return r;
+}
+
+static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer)
+{
+	int inq = 0, odd = 0, fds[253], nfd = 0;
 	ssize_t n;
 
 	if (ioctl(s->fd, SIOCINQ, &inq) < 0 || inq <= 0)
 		return 0;
 	free(s->data);
+	s->ndata = 0;
 	if (!(s->data = malloc((size_t)inq)))
 		return -ENOMEM;
-	n = ck__recv_one(s->fd, s->data, (size_t)inq, MSG_PEEK, &odd);
+	n = ck__recv_fds(s->fd, s->data, (size_t)inq, MSG_PEEK, fds, &nfd, &odd);
 	if (n < 0)
 		return errno == EAGAIN ? 0 : -errno;
-	if (odd) {
-		ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported",
-			   s->jpid, s->f->fd);
+	ck__close_all(fds, nfd);
+	if (nfd || odd || (s->family == AF_UNIX && n < inq)) {
+		/* a peek stops after a message that carries files */
+		struct pollfd pf = {s->fd, POLLRDHUP, 0};
+		if (s->family == AF_UNIX && peer && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP))) {
+			/* the peer shut its end for writing: nothing could be put back */
+			ck_err_set("process %d: descriptors in flight on a UNIX stream socket (descriptor %d) whose "
+				   "peer has shut down writing: not supported", s->jpid, s->f->fd);
+			return -ENOTSUP;
+		}
+		if (s->family == AF_UNIX && peer)
+			return ck__stream_take_rights(s, peer);
+		ck_err_set("process %d: %s on a UNIX stream socket (descriptor %d) whose peer is outside the job: "
+			   "not supported", s->jpid, nfd || odd ? "descriptors in flight" :
+			   "messages of several senders (SO_PASSCRED) queued", s->f->fd);
 		return -ENOTSUP;
 	}
 	s->ndata = (size_t)n;
 	return 0;
+}
+
+/* The whole queue toward s taken, every message that carries files found
+ * (the first byte that comes with files starts it: read one byte at a
+ * time up to there), then all of it written back through the peer, the
+ * files with the bytes they came with: the job's queue as it was. */
+static int ck__stream_take_rights(struct ck__sk *s, struct ck__sk *peer)
+{
+	struct held {
+		size_t at, len;
+		uint32_t first, n;
+	} *hv = NULL;
+	int *hfd = NULL, r = 0, io = 0, odd = 0;
+	size_t nh = 0, nhfd = 0, at = 0, mi = 0;
+
+	/* Everything is taken even when a file in flight refuses the round:
+	 * what goes back through the peer lands behind what stayed. */
+	s->ndata = 0;
+	for (int guard = 0; guard < 1000000 && !io; guard++) {
+		int inq = 0, fds[253], nfd = 0;
+		ssize_t n, k;
+		char one;
+		if (ioctl(s->fd, SIOCINQ, &inq) < 0 || inq <= 0)
+			break;
+		if (inq > (64 << 20) && !s->ndata) {
+			ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d) behind more than "
+				   "64 MiB of unread bytes: not supported", s->jpid, s->f->fd);
+			r = -ENOTSUP;
+			break;
+		}
+		{
+			char *d = realloc(s->data, s->ndata + (size_t)inq + 1);
+			if (!d) {
+				r = io = -ENOMEM;
+				break;
+			}
+			s->data = d;
+		}
+		/* how far the next message with files ends (a peek stops there) */
+		n = ck__recv_fds(s->fd, s->data + s->ndata, (size_t)inq, MSG_PEEK, fds, &nfd, &odd);
+		if (n <= 0)
+			break;
+		ck__close_all(fds, nfd);
+		if (!nfd) { /* plain bytes only: take them */
+			k = ck__recv_fds(s->fd, s->data + s->ndata, (size_t)n, 0, NULL, NULL, &odd);
+			if (k > 0)
+				s->ndata += (size_t)k;
+			if (k != n)
+				io = -EIO;
+			continue;
+		}
+		/* byte by byte up to the one the files come with */
+		for (k = 0; k < n; k++) {
+			if (ck__recv_fds(s->fd, &one, 1, 0, fds, &nfd, &odd) != 1) {
+				io = -EIO;
+				break;
+			}
+			s->data[s->ndata++] = one;
+			if (nfd)
+				break;
+		}
+		if (io || !nfd) {
+			io = io ? io : -EIO;
+			break;
+		}
+		{
+			size_t start = s->ndata - 1, rest = (size_t)(n - k - 1);
+			struct held *h2 = realloc(hv, (nh + 1) * sizeof(*h2));
+			int *f2 = realloc(hfd, (nhfd + (size_t)nfd) * sizeof(*f2)), e;
+			if (h2)
+				hv = h2;
+			if (f2)
+				hfd = f2;
+			if (!h2 || !f2) {
+				ck__close_all(fds, nfd);
+				io = -ENOMEM;
+				break;
+			}
+			if (rest && ck__recv_fds(s->fd, s->data + s->ndata, rest, 0, NULL, NULL, &odd) != (ssize_t)rest)
+				io = -EIO;
+			else
+				s->ndata += rest;
+			hv[nh++] = (struct held){start, s->ndata - start, (uint32_t)nhfd, (uint32_t)nfd};
+			memcpy(hfd + nhfd, fds, sizeof(int) * (size_t)nfd);
+			nhfd += (size_t)nfd;
+			if (r == 0 && (e = ck__mark(s, start, (uint32_t)(s->ndata - start), fds, nfd)) < 0)
+				r = e;
+		}
+	}
+	if (io && r == 0)
+		r = io;
+	if (odd && r == 0)
+		r = -EIO;
+	/* back, in order: a refused round leaves the queue as it was */
+	while (at < s->ndata) {
+		size_t len = mi < nh ? hv[mi].at - at : s->ndata - at;
+		const int *f = NULL;
+		uint32_t nf = 0;
+		int e;
+		if (mi < nh && hv[mi].at == at) {
+			len = hv[mi].len;
+			f = hfd + hv[mi].first;
+			nf = hv[mi].n;
+			mi++;
+		}
+		if ((e = ck_rights_send(peer->fd, s->data + at, len, f, nf, NULL, 0)) < 0) {
+			ck_err_set("process %d: could not put %zu bytes back into its UNIX socket (descriptor %d): %s",
+				   s->jpid, s->ndata - at, s->f->fd, strerror(-e));
+			r = e;
+			break;
+		}
+		at += len;
+	}
+	ck__close_all(hfd, (int)nhfd);
+	free(hfd);
+	free(hv);
+	if (r < 0 && !strstr(ck_err_msg(), "process"))
+		ck_err_set("process %d: cannot read the descriptors in flight on its UNIX socket (descriptor %d): %s",
+			   s->jpid, s->f->fd, strerror(-r));
+	return r;
 }
 
 /* Takes everything queued toward s, and (TCP) everything its peer still
@@ -279,38 +485,72 @@ static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
 }
 
 /* Datagrams (or seqpackets) queued toward s: taken, recorded as
- * u32 length + bytes, sent back through the peer in order. */
+ * u32 length + bytes, sent back through the peer in order, each with the
+ * files it came with. */
 static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 {
-	char buf[65536 + 4];
-	int rights = 0, r = 0;
-	size_t at = 0;
+	static char buf[(256 << 10) + 4];
+	int odd = 0, r = 0, *hfd = NULL, old = -1, off = -1;
+	uint32_t *hn = NULL; /* files per datagram */
+	size_t at = 0, nrec = 0, nhfd = 0;
+	socklen_t ol = sizeof(old);
 
+	/* a job's own peek offset would move with what is taken: off meanwhile */
+	if (getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
 	for (;;) {
-		ssize_t n = ck__recv_one(s->fd, buf + 4, sizeof(buf) - 4, 0, &rights);
-		uint32_t len;
+		int fds[253], nfd = 0;
+		ssize_t n = ck__recv_fds(s->fd, buf + 4, sizeof(buf) - 4, 0, fds, &nfd, &odd);
+		uint32_t len, *n2;
+		int *f2;
 		if (n < 0)
 			break;
 		len = (uint32_t)n;
 		memcpy(buf, &len, 4);
-		if (ck__append(s, buf, (size_t)n + 4) < 0)
-			return -ENOMEM;
+		n2 = realloc(hn, (nrec + 1) * sizeof(*n2));
+		f2 = realloc(hfd, (nhfd + (size_t)nfd + 1) * sizeof(*f2));
+		if (n2)
+			hn = n2;
+		if (f2)
+			hfd = f2;
+		if (!n2 || !f2 || ck__append(s, buf, (size_t)n + 4) < 0) {
+			/* keep what came: it goes back below */
+			ck__close_all(fds, nfd);
+			r = -ENOMEM;
+			break;
+		}
+		memcpy(hfd + nhfd, fds, sizeof(int) * (size_t)nfd);
+		nhfd += (size_t)nfd;
+		hn[nrec] = (uint32_t)nfd;
+		if (nfd && r == 0)
+			r = ck__mark(s, nrec, len, fds, nfd);
+		nrec++;
 	}
 	/* back, in order */
-	while (at < s->ndata) {
+	for (size_t k = 0, fi = 0; at < s->ndata; k++) {
 		uint32_t len;
+		int e;
 		memcpy(&len, s->data + at, 4);
-		if (send(peer->fd, s->data + at + 4, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		/* a peer not connected back (a datagram server s is connected
+		 * to): sent to s's own address, as the peer had */
+		if ((e = ck_rights_send(peer->fd, s->data + at + 4, len, hfd + fi, hn[k],
+					peer->plen ? NULL : (struct sockaddr *)&s->local, s->llen)) < 0) {
 			ck_err_set("process %d: could not put a datagram back (descriptor %d): %s", s->jpid, s->f->fd,
-				   strerror(errno));
-			return -EIO;
+				   strerror(-e));
+			r = e;
+			break;
 		}
+		fi += hn[k];
 		at += 4 + len;
 	}
-	if (rights) {
-		ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d): not supported "
-			   "(lost: they were in flight when the round read them)",
-			   s->jpid, s->f->fd);
+	if (old >= 0)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
+	ck__close_all(hfd, (int)nhfd);
+	free(hfd);
+	free(hn);
+	if (odd && r == 0) {
+		ck_err_set("process %d: a datagram over 256 KiB, or more than 253 descriptors with one, on a UNIX "
+			   "socket (descriptor %d): not supported", s->jpid, s->f->fd);
 		r = -ENOTSUP;
 	}
 	return r;
@@ -336,23 +576,28 @@ static int ck__peek_datagrams(struct ck__sk *s)
 		return -ENOTSUP;
 	}
 	for (int k = 0; k < 1000000; k++) {
-		int odd = 0;
-		ssize_t n = ck__recv_one(s->fd, buf + 4, sizeof(buf) - 4, MSG_PEEK, &odd);
+		int odd = 0, fds[253], nfd = 0;
+		ssize_t n = ck__recv_fds(s->fd, buf + 4, sizeof(buf) - 4, MSG_PEEK, fds, &nfd, &odd);
 		uint32_t len;
 
 		if (n < 0)
 			break;
 		if (odd) {
-			ck_err_set("process %d: descriptors in flight, or a datagram over 256 KiB, on a UNIX socket "
-				   "(descriptor %d): not supported",
+			ck__close_all(fds, nfd);
+			ck_err_set("process %d: a datagram over 256 KiB, or more than 253 descriptors with one, on a "
+				   "UNIX socket (descriptor %d): not supported",
 				   s->jpid, s->f->fd);
 			r = -ENOTSUP;
 			break;
 		}
-		if (n == 0 && s->type == SOCK_SEQPACKET)
+		if (n == 0 && s->type == SOCK_SEQPACKET && !nfd)
 			break; /* end of file, not a record */
 		len = (uint32_t)n;
 		memcpy(buf, &len, 4);
+		r = nfd ? ck__mark(s, (uint64_t)k, len, fds, nfd) : 0;
+		ck__close_all(fds, nfd);
+		if (r < 0)
+			break;
 		if (ck__append(s, buf, (size_t)n + 4) < 0) {
 			r = -ENOMEM;
 			break;
@@ -388,6 +633,10 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_LINGER;
 	if (s->peer_closed)
 		opts |= CK_SOCKOPT_PEER_CLOSED;
+	if (s->nmarks)
+		opts |= CK_SOCKOPT_RIGHTS;
+	if (s->from)
+		opts |= CK_SOCKOPT_FROM;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
@@ -408,6 +657,66 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
 }
 
+/* Datagram sockets of the job, by their own address: a sender to put a
+ * datagram back as (sock_dgq.c). */
+struct ck__senders {
+	struct ck__sk *v;
+	size_t n;
+};
+
+static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
+{
+	struct ck__senders *sd = arg;
+
+	if (al <= sizeof(sa_family_t))
+		return -1;
+	for (size_t i = 0; i < sd->n; i++) {
+		struct ck__sk *o = &sd->v[i];
+		if (o->type != SOCK_DGRAM || o->family != a->sa_family || o->llen <= sizeof(sa_family_t))
+			continue;
+		if (a->sa_family == AF_INET) {
+			const struct sockaddr_in *x = (const void *)&o->local, *y = (const void *)a;
+			if (x->sin_port == y->sin_port &&
+			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+				return o->fd;
+		} else if (a->sa_family == AF_INET6) {
+			const struct sockaddr_in6 *x = (const void *)&o->local, *y = (const void *)a;
+			if (x->sin6_port == y->sin6_port &&
+			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
+				return o->fd;
+		} else if (o->llen == al && !memcmp(&o->local, a, al)) {
+			return o->fd;
+		}
+	}
+	return -1;
+}
+
+/* The queue toward s with the files in flight in it (sock.h). */
+static int ck__add_rights(struct ck__sk *s, struct ck_writer *w)
+{
+	uint32_t h[4] = {CK_SOCK_RIGHTS_MAGIC, (uint32_t)ck__R.nd, (uint32_t)s->nmarks, (uint32_t)s->nidx};
+	size_t n = sizeof(h) + ck__R.nd * sizeof(*ck__R.d) + s->nmarks * sizeof(*s->marks) +
+		   s->nidx * sizeof(*s->idx) + s->ndata;
+	char *b = malloc(n), *p = b;
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	memcpy(p, h, sizeof(h));
+	p += sizeof(h);
+	memcpy(p, ck__R.d, ck__R.nd * sizeof(*ck__R.d));
+	p += ck__R.nd * sizeof(*ck__R.d);
+	memcpy(p, s->marks, s->nmarks * sizeof(*s->marks));
+	p += s->nmarks * sizeof(*s->marks);
+	memcpy(p, s->idx, s->nidx * sizeof(*s->idx));
+	p += s->nidx * sizeof(*s->idx);
+	if (s->ndata)
+		memcpy(p, s->data, s->ndata);
+	r = ck_writer_add(w, n, ck_mem_src, b, &s->f->data_chunk, &s->f->data_nchunks);
+	free(b);
+	return r;
+}
+
 int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
 		       struct ck_manifest *m)
 {
@@ -415,6 +724,11 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	size_t nv = 0;
 	int r = 0;
 
+	memset(&ck__R, 0, sizeof(ck__R));
+	ck__R.pds = pds;
+	ck__R.pids = pids;
+	ck__R.n = n;
+	ck__R.w = w;
 	/* read: one entry per socket (the first descriptor of it) */
 	for (size_t i = 0; i < n && r == 0; i++) {
 		int pidfd = -1;
@@ -479,7 +793,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			} else if (s->family != AF_UNIX && ioctl(p->fd, SIOCOUTQ, &q) == 0 && q > 0) {
 				r = ck__take_and_put_back(s, p);
 			} else {
-				r = ck__peek_stream(s);
+				r = ck__peek_stream(s, s->family == AF_UNIX ? p : NULL);
 			}
 			break;
 		case CK_SOCK_PENDING:
@@ -504,13 +818,19 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			struct pollfd pf = {s->fd, POLLRDHUP, 0};
 			if (s->type != SOCK_DGRAM && poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)))
 				s->peer_closed = 1;
-			r = s->type == SOCK_STREAM ? ck__peek_stream(s) : ck__peek_datagrams(s);
+			r = s->type == SOCK_STREAM ? ck__peek_stream(s, NULL) : ck__peek_datagrams(s);
 			break;
 		}
 		case CK_SOCK_UNCONNECTED:
-			if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
-				ck_err_set("process %d: datagrams queued on an unconnected socket (descriptor %d): not "
-					   "supported yet", s->jpid, s->f->fd);
+			if (s->type == SOCK_DGRAM) {
+				/* with their senders (also an empty datagram, which SIOCINQ does not show) */
+				struct ck__senders sd = {v, nv};
+				if ((r = ck_dgq_take(s->fd, s->jpid, s->f->fd, ck__sender, &sd, &s->data, &s->ndata)) == 0 &&
+				    s->ndata)
+					s->from = 1;
+			} else if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {
+				ck_err_set("process %d: bytes queued on an unconnected socket (descriptor %d): not "
+					   "supported", s->jpid, s->f->fd);
 				r = -ENOTSUP;
 			}
 			break;
@@ -522,7 +842,9 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i];
 		ck__encode(s, s->f, s->partner >= 0 ? v[s->partner].f->ino : 0);
-		if (s->ndata)
+		if (s->nmarks)
+			r = ck__add_rights(s, w);
+		else if (s->ndata)
 			r = ck_writer_add(w, s->ndata, ck_mem_src, s->data, &s->f->data_chunk, &s->f->data_nchunks);
 		if (r == 0 && s->state == CK_SOCK_EXTERNAL && m) {
 			struct ck_skip *k = realloc(m->skips, (m->nskips + 1) * sizeof(*k));
@@ -556,7 +878,10 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		if (v[i].fd >= 0)
 			close(v[i].fd);
 		free(v[i].data);
+		free(v[i].marks);
+		free(v[i].idx);
 	}
 	free(v);
+	ck_rights_close(&ck__R);
 	return r;
 }

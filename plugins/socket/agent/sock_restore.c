@@ -238,6 +238,8 @@ struct ck__wsink {
 	int fd, dgram;
 	char *pend; /* datagram reassembly */
 	size_t npend;
+	const struct sockaddr *to; /* fd is not connected: sent there */
+	socklen_t tl;
 };
 
 /* Writes the saved bytes toward a socket through its new peer. */
@@ -270,7 +272,7 @@ static int ck__deliver(struct ck__wsink *w)
 			at += 4;
 		}
 		for (size_t put = 0; put < len;) {
-			ssize_t n = send(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t n = sendto(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT, w->to, w->to ? w->tl : 0);
 			if (n < 0 && errno == EAGAIN) {
 				struct pollfd pf = {w->fd, POLLOUT, 0};
 				if (poll(&pf, 1, 5000) <= 0)
@@ -286,20 +288,27 @@ static int ck__deliver(struct ck__wsink *w)
 	return 0;
 }
 
-static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes);
+static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes,
+		       const struct sockaddr *to, socklen_t tl);
 
 static int ck__fill(struct ck_reader *rd, const struct ck_pd_fd *toward, int via)
 {
 	size_t bytes;
 
-	return ck__fill_n(rd, toward, via, &bytes);
+	return ck__fill_to(rd, toward, via, &bytes, NULL, 0);
 }
 
-/* Sends the saved bytes toward `toward` through `via`; *bytes: how many
- * (without the datagrams' length words). */
 static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes)
 {
-	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0};
+	return ck__fill_to(rd, toward, via, bytes, NULL, 0);
+}
+
+/* Sends the saved bytes toward `toward` through `via` (not connected: to
+ * address `to`); *bytes: how many (without the datagrams' length words). */
+static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int via, size_t *bytes,
+		       const struct sockaddr *to, socklen_t tl)
+{
+	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0, to, tl};
 	int r = 0, big;
 
 	*bytes = 0;
@@ -309,7 +318,9 @@ static int ck__fill_n(struct ck_reader *rd, const struct ck_pd_fd *toward, int v
 	r = ck_reader_read(rd, toward->data_chunk, toward->data_nchunks, ck__sink, &w);
 	big = (int)(w.npend * 2 + 65536);
 	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-	if (r == 0)
+	if (r == 0 && (toward->u64[2] & CK_SOCKOPT_RIGHTS))
+		r = ck_rights_deliver(w.pend, w.npend, w.dgram, via, to, tl); /* with the files in flight */
+	else if (r == 0)
 		r = ck__deliver(&w);
 	if (r == 0 && !w.dgram)
 		*bytes = w.npend;
@@ -357,6 +368,60 @@ static int ck__external_socket(struct ck_reader *rd, const struct ck_pd_fd *f)
 		poll(&pf, 1, 200); /* the RST or FIN arrives */
 	}
 	return sv[0];
+}
+
+/* a connected to b, which is made, named and not connected: the
+ * datagrams toward a are sent by b to a's name. */
+static int ck__connect_to(struct ck_reader *rd, struct ck__obj *a, struct ck__obj *b)
+{
+	struct sockaddr_storage ba, aa;
+	socklen_t bl = sizeof(ba), al = sizeof(aa);
+	size_t bytes;
+	int r;
+
+	if ((a->fd = ck__new(a->f)) < 0)
+		return -errno;
+	if (LLEN(a->f) > sizeof(sa_family_t) && (r = ck__bind(a->fd, a->f)) < 0)
+		return r;
+	if (getsockname(b->fd, (struct sockaddr *)&ba, &bl) < 0 || connect(a->fd, (struct sockaddr *)&ba, bl) < 0 ||
+	    getsockname(a->fd, (struct sockaddr *)&aa, &al) < 0) {
+		r = -errno;
+		ck_err_set("cannot connect %s to its peer again: %s", a->f->path, strerror(errno));
+		return r;
+	}
+	ck__options(a->fd, a->f);
+	ck__buffers(a->fd, a->f);
+	return ck__fill_to(rd, a->f, b->fd, &bytes, (struct sockaddr *)&aa, al);
+}
+
+/* The job's own socket bound to address a (made already; an IP socket
+ * bound to every address counts), or -1. */
+static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
+{
+	struct ck_sock_set *s = arg;
+
+	for (size_t i = 0; i < s->n; i++) {
+		const struct ck_pd_fd *f = s->v[i].f;
+		struct sockaddr_storage l;
+		if (s->v[i].fd < 0 || TYPE(f) != SOCK_DGRAM || FAMILY(f) != a->sa_family || al <= sizeof(sa_family_t))
+			continue;
+		memset(&l, 0, sizeof(l));
+		memcpy(&l, LOCAL(f), LLEN(f) < sizeof(l) ? LLEN(f) : sizeof(l));
+		if (a->sa_family == AF_INET) {
+			const struct sockaddr_in *x = (const void *)&l, *y = (const void *)a;
+			if (x->sin_port == y->sin_port &&
+			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+				return s->v[i].fd;
+		} else if (a->sa_family == AF_INET6) {
+			const struct sockaddr_in6 *x = (const void *)&l, *y = (const void *)a;
+			if (x->sin6_port == y->sin6_port &&
+			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
+				return s->v[i].fd;
+		} else if (LLEN(f) == al && !memcmp(&l, a, al)) {
+			return s->v[i].fd;
+		}
+	}
+	return -1;
 }
 
 int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, struct ck_sock_set **out)
@@ -418,6 +483,14 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			r = -EBADMSG;
 			break;
 		}
+		if (b->fd >= 0 && STATE(b->f) != CK_SOCK_PAIRED) {
+			/* connected to a socket that is not connected back (a
+			 * datagram server, made above with its name): a socket of
+			 * its own, with its own name, connected to the server's */
+			if ((r = ck__connect_to(rd, a, b)) < 0)
+				break;
+			continue;
+		}
 		if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
 			break;
 		a->fd = sv[0];
@@ -475,6 +548,17 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			ck__options(o->fd, o->f);
 			ck__buffers(o->fd, o->f);
 		}
+	}
+	/* datagrams queued on unconnected sockets, once every sender is made */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *o = &s->v[i];
+		struct ck__wsink w = {o->fd, 1, NULL, 0, NULL, 0};
+		if (STATE(o->f) != CK_SOCK_UNCONNECTED || !(o->f->u64[2] & CK_SOCKOPT_FROM) || !o->f->data_nchunks)
+			continue;
+		r = ck_reader_read(rd, o->f->data_chunk, o->f->data_nchunks, ck__sink, &w);
+		if (r == 0 && (r = ck_dgq_deliver(w.pend, w.npend, o->fd, ck__sender, s)) < 0)
+			ck_err_set("cannot queue the saved datagrams on %s again: %s", o->f->path, strerror(-r));
+		free(w.pend);
 	}
 	if (r < 0)
 		goto fail;
