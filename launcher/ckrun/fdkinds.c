@@ -56,7 +56,7 @@ int ck_fd_is_proc_file(const struct ck_pd_fd *f)
  * held it (a pipe's ends are shared objects already). */
 static int ck__shareable(const struct ck_pd_fd *f)
 {
-	if (f->xflags & CK_PD_FD_STDIO_FILE || ck_fd_is_proc_file(f))
+	if (ck_fd_is_proc_file(f))
 		return 0;
 	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD;
 }
@@ -77,7 +77,14 @@ static void ck__mark_shared(struct ckrun *c)
 				for (uint32_t m = 0; m < po->nfds; m++) {
 					struct ck_pd_fd *g = &po->fds[m];
 
+					/* ckrun's stdio file (a log both a parent and the
+					 * child it forked write to) is shared by number
+					 * only: one open file that is stdin in one process
+					 * and stdout in another becomes the new ckrun's
+					 * stdin and stdout (stdio.c) */
 					if (g->kind != f->kind || g->dev != f->dev || g->ino != f->ino || !ck__shareable(g) ||
+					    ((f->xflags | g->xflags) & CK_PD_FD_STDIO_FILE &&
+					     (!(f->xflags & g->xflags & CK_PD_FD_STDIO_FILE) || f->fd != g->fd)) ||
 					    syscall(SYS_kcmp, c->procs[i].pid, c->procs[j].pid, 0 /* KCMP_FILE */, f->fd, g->fd))
 						continue;
 					if (!(g->xflags & CK_PD_FD_SHARED)) {

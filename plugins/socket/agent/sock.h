@@ -66,6 +66,12 @@ enum ck_sock_state {
 /* UNCONNECTED: data holds queued datagrams with their senders' addresses
  * (sock_dgq.c): u32 length, u32 address length, address, bytes */
 #define CK_SOCKOPT_FROM 0x100
+/* PAIRED streams: shutdown() state. SHUT_RD: nothing more can be read
+ * after the queue (the peer shut its sending side, or this end its
+ * receiving one: the same state for UNIX sockets); SHUT_WR (TCP): this end
+ * sent its FIN. Applied again once the bytes in flight are back. */
+#define CK_SOCKOPT_SHUT_RD 0x200
+#define CK_SOCKOPT_SHUT_WR 0x400
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 

@@ -607,6 +607,38 @@ static int ck__peek_datagrams(struct ck__sk *s)
 	return r;
 }
 
+/* A TCP socket's state (TCP_ESTABLISHED...), or -1. */
+static int ck__tcp_state(int fd)
+{
+	struct tcp_info ti;
+	socklen_t l = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 ? ti.tcpi_state : -1;
+}
+
+/* It sent its FIN (shutdown(SHUT_WR)): FIN_WAIT1, FIN_WAIT2, TIME_WAIT,
+ * LAST_ACK, CLOSING (the kernel's numbers, include/net/tcp_states.h;
+ * linux/tcp.h, needed for tcp_info, does not name them). */
+static int ck__tcp_sent_fin(int st)
+{
+	return st == 4 || st == 5 || st == 6 || st == 9 || st == 11;
+}
+
+static uint64_t ck__shutdown_opts(const struct ck__sk *s)
+{
+	struct pollfd pf = {s->fd, POLLRDHUP, 0};
+	uint64_t o = 0;
+
+	if (s->state != CK_SOCK_PAIRED || s->type == SOCK_DGRAM)
+		return 0;
+	if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLRDHUP))
+		o |= CK_SOCKOPT_SHUT_RD;
+	if (s->family != AF_UNIX && ck__tcp_sent_fin(ck__tcp_state(s->fd)))
+		o |= CK_SOCKOPT_SHUT_WR;
+	return o;
+}
+
 static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_ino)
 {
 	char la[96], pa[96];
@@ -637,6 +669,7 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_RIGHTS;
 	if (s->from)
 		opts |= CK_SOCKOPT_FROM;
+	opts |= ck__shutdown_opts(s);
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
@@ -790,6 +823,18 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		case CK_SOCK_PAIRED:
 			if (s->type != SOCK_STREAM) {
 				r = ck__take_datagrams(s, p);
+			} else if (s->family != AF_UNIX && ck__tcp_sent_fin(ck__tcp_state(p->fd))) {
+				/* Its peer shut its sending side: nothing can be put
+				 * back through it. What it sent is in s's queue (its
+				 * FIN after it) once acknowledged: peeked. */
+				if (ioctl(p->fd, SIOCOUTQ, &q) == 0 && q > 1) {
+					ck_err_set("process %d: socket (descriptor %d) has %d bytes not yet acknowledged on a "
+						   "connection shut for writing: not supported (try again)",
+						   p->jpid, p->f->fd, q - 1);
+					r = -ENOTSUP;
+				} else {
+					r = ck__peek_stream(s, NULL);
+				}
 			} else if (s->family != AF_UNIX && ioctl(p->fd, SIOCOUTQ, &q) == 0 && q > 0) {
 				r = ck__take_and_put_back(s, p);
 			} else {

@@ -179,6 +179,17 @@ ok:
 
 /* A connected pair of this family and type: UNIX by socketpair, TCP
  * through a listener on loopback, UDP by connecting two bound sockets. */
+/* A pair's shutdown() state, once its bytes in flight are back in: a
+ * FIN where this end had sent one; else a receiving side shut (for UNIX
+ * sockets that also shuts the peer's sending side, as it was). */
+static void ck__shutdown_again(int fd, const struct ck_pd_fd *f, const struct ck_pd_fd *peer)
+{
+	if (f->u64[2] & CK_SOCKOPT_SHUT_WR)
+		shutdown(fd, SHUT_WR);
+	if ((f->u64[2] & CK_SOCKOPT_SHUT_RD) && !(peer->u64[2] & CK_SOCKOPT_SHUT_WR))
+		shutdown(fd, SHUT_RD);
+}
+
 static int ck__pair(int family, int type, int sv[2])
 {
 	struct sockaddr_storage a;
@@ -501,6 +512,8 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 		ck__options(b->fd, b->f);
 		ck__buffers(a->fd, a->f);
 		ck__buffers(b->fd, b->f);
+		ck__shutdown_again(a->fd, a->f, b->f);
+		ck__shutdown_again(b->fd, b->f, a->f);
 	}
 	/* connections waiting in a listener's queue, and resets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
