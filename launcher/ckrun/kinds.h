@@ -12,6 +12,7 @@
  *   pipes.c     pipes and FIFOs (unread bytes drained and refilled)
  *   evfds.c     eventfd, timerfd, signalfd, epoll (recorded by libckpt)
  *   stdio.c     ckrun's own stdio in the job
+ *   pty.c       pseudo-terminal pairs the job made
  *   proctree.c  the process tree: sessions, groups, zombies
  *   fdkinds.c   the table of descriptor kinds and the per-process plan
  *               of descriptors at restore
@@ -147,6 +148,10 @@ int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* pty.c: pseudo-terminal pairs of the job (round: every process parked;
+ * refuses unread bytes or a master whose slave the job does not hold) */
+int ck_ptys_record(struct ckrun *c, struct ck_writer *w);
+int ck_pty_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 /* fdkinds.c: a descriptor of a kind an agent plugin owns (sockets) */
 int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o);
