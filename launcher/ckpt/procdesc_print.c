@@ -65,6 +65,8 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 	case CK_FD_PTS:
 		fprintf(f, "  %s, pts %" PRIu64 "%s", d->path, d->u64[0],
 			d->data_nchunks ? " (the pair's state saved)" : "");
+		if (d->kind == CK_FD_PTS && (d->u64[1] & 1))
+			fprintf(f, " (its session's controlling terminal, foreground group %" PRIu64 ")", d->u64[2]);
 		break;
 	default:
 		break;

@@ -27,7 +27,7 @@ static const struct ck_fd_ops ck__fd_ops[] = {
 	[CK_FD_TIMERFD] = {"timerfd", NULL, NULL, NULL, ck_timerfd_remake},
 	[CK_FD_SIGNALFD] = {"signalfd", NULL, NULL, NULL, ck_signalfd_remake},
 	[CK_FD_EPOLL] = {"epoll", NULL, NULL, NULL, ck_epoll_remake},
-	[CK_FD_PTMX] = {"pseudo-terminal master", NULL, NULL, NULL, ck_pty_remake},
+	[CK_FD_PTMX] = {"pseudo-terminal master", NULL, NULL, ck_ptys_prepare, ck_pty_remake},
 	[CK_FD_PTS] = {"pseudo-terminal slave", NULL, NULL, NULL, ck_pty_remake},
 };
 

@@ -154,8 +154,120 @@ out:
 	return r;
 }
 
+/* /proc/PID/stat's pgrp, session, tty_nr and tpgid (ckrun's pid
+ * namespace numbers them). */
+static int ck__stat_tty(pid_t pid, int32_t v[4])
+{
+	char path[64], buf[1024], *p;
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	if (!(p = strrchr(buf, ')')) || sscanf(p + 2, "%*c %*d %d %d %d %d", &v[0], &v[1], &v[2], &v[3]) != 4)
+		return -EIO;
+	return 0;
+}
+
+/* A process's controlling terminal: a slave of one of the job's pairs.
+ * Its session leader's slave descriptor is marked (u64[1]: CK_PTS_CTTY;
+ * u64[2]: the foreground group as the job numbers it, 0: none), so that
+ * the restore makes it the session's terminal again before the leader's
+ * children exist (they inherit it, as they did). */
+#define CK_PTS_CTTY 0x1
+
+static int ck__ctty(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_procdesc *pd = c->procs[i].pd;
+		int32_t v[4], lv[4], jp = 0, jg = 0, js = 0;
+		unsigned maj, n;
+		struct ck_pd_fd *mine = NULL;
+		size_t lead = c->nprocs;
+		int r;
+
+		if ((r = ck__stat_tty(c->procs[i].pid, v)) < 0) {
+			ck_err_set("process %d: cannot read its /proc stat: %s", c->procs[i].jpid, strerror(-r));
+			return r;
+		}
+		for (size_t j = 0; j < c->nprocs; j++)
+			if (c->procs[j].pid == v[1])
+				lead = j;
+		if (!v[2]) {
+			/* no terminal, while its session has one: it gave it up
+			 * (TIOCNOTTY), which a restore cannot repeat for it alone */
+			if (lead < c->nprocs && lead != i && ck__stat_tty(c->procs[lead].pid, lv) == 0 && lv[2]) {
+				ck_err_set("process %d: no controlling terminal while its session's leader (process %d) "
+					   "has one: not restored",
+					   c->procs[i].jpid, c->procs[lead].jpid);
+				return -ENOTSUP;
+			}
+			continue;
+		}
+		maj = ((unsigned)v[2] >> 8) & 0xfff;
+		n = ((unsigned)v[2] & 0xff) | (((unsigned)v[2] >> 12) & 0xfff00);
+		if (maj >= 136 && maj <= 143)
+			n += (maj - 136) * 256;
+		for (size_t j = 0; j < c->nprocs && !mine; j++)
+			for (uint32_t k = 0; k < c->procs[j].pd->nfds && !mine; k++)
+				if (c->procs[j].pd->fds[k].kind == CK_FD_PTMX && c->procs[j].pd->fds[k].u64[0] == n)
+					mine = &c->procs[j].pd->fds[k];
+		if (maj < 136 || maj > 143 || !mine) {
+			ck_err_set("process %d: its controlling terminal (device %u:%u) is not a pseudo-terminal of "
+				   "the job's: not restored",
+				   c->procs[i].jpid, maj, ((unsigned)v[2] & 0xff) | (((unsigned)v[2] >> 12) & 0xfff00));
+			return -ENOTSUP;
+		}
+		if (lead == c->nprocs) {
+			ck_err_set("process %d: the leader of the session of its controlling terminal /dev/pts/%u has "
+				   "exited: not restored",
+				   c->procs[i].jpid, n);
+			return -ENOTSUP;
+		}
+		if (lead != i)
+			continue; /* inherits it from the leader's restore */
+		mine = NULL;
+		for (uint32_t k = 0; k < pd->nfds && !mine; k++)
+			if (pd->fds[k].kind == CK_FD_PTS && pd->fds[k].u64[0] == n)
+				mine = &pd->fds[k];
+		if (!mine) {
+			ck_err_set("process %d: leads the session of its controlling terminal /dev/pts/%u but holds no "
+				   "descriptor of it: not restored",
+				   c->procs[i].jpid, n);
+			return -ENOTSUP;
+		}
+		/* the foreground group: a group of the job's, numbered as the job sees it */
+		for (size_t j = 0; j < c->nprocs && v[3] > 0 && !jg; j++) {
+			if (ck__stat_tty(c->procs[j].pid, lv) == 0 && lv[0] == v[3] &&
+			    ck_proc_ids(c->procs[j].pid, &jp, &jg, &js, NULL) < 0)
+				jg = 0;
+		}
+		if (v[3] > 0 && !jg) {
+			ck_err_set("process %d: the foreground process group of its controlling terminal /dev/pts/%u "
+				   "has no process in the job: not restored",
+				   c->procs[i].jpid, n);
+			return -ENOTSUP;
+		}
+		mine->u64[1] = CK_PTS_CTTY;
+		mine->u64[2] = (uint64_t)(uint32_t)jg;
+	}
+	return 0;
+}
+
 int ck_ptys_record(struct ckrun *c, struct ck_writer *w)
 {
+	int r;
+
+	for (size_t i = 0; i < c->nprocs; i++)
+		for (uint32_t k = 0; k < c->procs[i].pd->nfds; k++)
+			if (c->procs[i].pd->fds[k].kind == CK_FD_PTS)
+				c->procs[i].pd->fds[k].u64[1] = c->procs[i].pd->fds[k].u64[2] = 0;
+	if ((r = ck__ctty(c)) < 0)
+		return r;
 	/* Slaves of a master the job does not hold: devices by path. */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_procdesc *pd = c->procs[i].pd;
@@ -178,7 +290,7 @@ int ck_ptys_record(struct ckrun *c, struct ck_writer *w)
 		struct ck_procdesc *pd = c->procs[i].pd;
 		for (uint32_t k = 0; k < pd->nfds; k++) {
 			struct ck_pd_fd *f = &pd->fds[k];
-			int seen = 0, r;
+			int seen = 0;
 
 			if (f->kind != CK_FD_PTMX)
 				continue;
@@ -294,6 +406,46 @@ int ck_pty_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd
 			int e = errno;
 			ioctl(ob->fd[0], TIOCSPTLCK, &lock);
 			errno = e;
+		}
+	}
+	return 0;
+}
+
+/* Before any process exists: every pair, so that the tree can hand a
+ * session leader its terminal. */
+int ck_ptys_prepare(struct ck_reader *rd, struct ck_objs *o)
+{
+	for (size_t i = 0; i < o->npds; i++)
+		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
+			const struct ck_pd_fd *f = &o->pds[i]->fds[k];
+			struct ck_obj *ob;
+			int r;
+
+			if (f->kind == CK_FD_PTMX && f->data_nchunks && (r = ck__pair(rd, o, f->u64[0], &ob)) < 0)
+				return r;
+		}
+	return 0;
+}
+
+int ck_pty_ctty(struct ck_objs *o, int32_t jpid, int *fd, int32_t *fg)
+{
+	for (size_t i = 0; i < o->npds; i++) {
+		if (o->pds[i]->pid != jpid)
+			continue;
+		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
+			const struct ck_pd_fd *f = &o->pds[i]->fds[k];
+			struct ck_obj *ob;
+
+			if (f->kind != CK_FD_PTS || !(f->u64[1] & CK_PTS_CTTY))
+				continue;
+			if (!(ob = ck_obj_find(o, CK_FD_PTMX, f->u64[0], 0))) {
+				ck_err_set("process %d: its controlling terminal /dev/pts/%llu was not made again", jpid,
+					   (unsigned long long)f->u64[0]);
+				return -ENOENT;
+			}
+			*fd = ob->fd[1];
+			*fg = (int32_t)f->u64[2];
+			return 1;
 		}
 	}
 	return 0;

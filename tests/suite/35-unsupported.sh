@@ -57,6 +57,11 @@ refused pty-noslave 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master 
 	"$B/tests/unsupported/ptyunread" noslave
 refused pty-pktstatus 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): a packet-mode status not read yet' \
 	"$B/tests/unsupported/ptyunread" pktstatus
+# A controlling terminal a restore could not make again as it was.
+refused pty-ctty-nofd 'process [0-9]+: leads the session of its controlling terminal /dev/pts/[0-9]+ but holds no descriptor of it' \
+	"$B/tests/unsupported/ptyctty" nofd
+refused pty-ctty-notty 'process [0-9]+: no controlling terminal while its session.s leader \(process [0-9]+\) has one' \
+	"$B/tests/unsupported/ptyctty" notty
 # seccomp: a filter's rules cannot be read back to be installed again; a
 # strict-mode thread cannot even park. Refused before anything is asked.
 refused seccomp-filter 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp filter mode' \
