@@ -434,6 +434,9 @@ static int ck__tree_step(void)
 		ck__recv(&tty, 1, &ntty);
 		if (!ntty)
 			tty = -1;
+		/* only a session's terminal comes with these messages */
+		if (tty >= 0 && ck__msg.type != CK_MSG_RST_TREE && ck__msg.type != CK_MSG_RST_FGPGRP)
+			ck__die("restorer: unexpected descriptors", -22);
 		switch (ck__msg.type) {
 		case CK_MSG_RST_LAYOUT:
 			return 0;
