@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "libckpt/ck_sys.h"
@@ -141,6 +142,31 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	return 0;
 }
 
+/* A pseudo-terminal's master (5:2, /dev/ptmx or /dev/pts/ptmx) or slave
+ * (majors 136-143): labelled with the pts number that pairs them, the
+ * pair's state is ckrun's to read (launcher/ckrun/pty.c). Other devices
+ * are reopened by path. */
+static int ck__classify_chr(struct ck_pd_fd *f, const struct stat *st)
+{
+	unsigned maj = major(st->st_rdev), min = minor(st->st_rdev);
+	int n = -1;
+
+	if (maj == 5 && min == 2) {
+		if (ck_sys3(SYS_ioctl, f->fd, TIOCGPTN, &n) < 0 || n < 0) {
+			ck__failf("descriptor %d (%s): a pseudo-terminal master without a pts number", f->fd, f->path);
+			return -ENOTSUP;
+		}
+		f->kind = CK_FD_PTMX;
+		f->u64[0] = (uint64_t)n;
+	} else if (maj >= 136 && maj <= 143) {
+		f->kind = CK_FD_PTS;
+		f->u64[0] = (uint64_t)(maj - 136) * 256 + min;
+	} else {
+		f->kind = CK_FD_DEV;
+	}
+	return 0;
+}
+
 static int ck__classify(int fd, int dirfd)
 {
 	struct ck_pd_fd *f;
@@ -216,8 +242,7 @@ static int ck__classify(int fd, int dirfd)
 		f->kind = CK_FD_FILE;
 		return 0;
 	case S_IFCHR:
-		f->kind = CK_FD_DEV;
-		return 0;
+		return ck__classify_chr(f, &st);
 	case S_IFIFO:
 		f->kind = ck__startswith(f->path, "pipe:[") ? CK_FD_PIPE : CK_FD_FIFO;
 		f->pipe_cap = (uint32_t)ck_sys2(SYS_fcntl, fd, F_GETPIPE_SZ);

@@ -72,6 +72,10 @@ enum ck_pd_fd_kind {
 	CK_FD_DUP,      /* same open file description as descriptor `peer` */
 	CK_FD_SOCKET,   /* a socket: ckrun's socket plugin (plugins/socket/agent) reads,
 			 * drains and re-creates it; u64[] and path[] are the plugin's */
+	CK_FD_PTMX,     /* pseudo-terminal master (/dev/ptmx): u64[0] its pts number; ckrun
+			 * saves the pair's state as data chunks (launcher/ckrun/pty.c) */
+	CK_FD_PTS,      /* pseudo-terminal slave (/dev/pts/N): u64[0] N; a pair with the
+			 * job's master of the same N, else a device reopened by path */
 };
 
 struct ck_pd_fd {

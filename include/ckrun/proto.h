@@ -54,7 +54,9 @@ enum ck_msg_type {
 	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
 	CK_MSG_RELEASE,
 	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0]);
-	 * arg1: CK_RST_SETSID to call setsid() first */
+	 * arg1: CK_RST_SETSID to call setsid() first; CK_RST_CTTY (with
+	 * SETSID, SCM_RIGHTS: a pseudo-terminal slave): then make it the
+	 * session's controlling terminal (TIOCSCTTY), before any child */
 	CK_MSG_RST_TREE,
 	CK_MSG_RST_TREE_DONE, /* restorer -> ckrun */
 	/* ckrun -> restorer: setpgid(0, arg0) (arg0 0: lead a new group) */
@@ -87,6 +89,11 @@ enum ck_msg_type {
 	 * each replacing NAME in the process's environment (an empty VALUE
 	 * removes it). Never in an image: it comes with each restore. */
 	CK_MSG_ENV,
+	/* ckrun -> restorer, after the process groups: a session leader's
+	 * terminal (SCM_RIGHTS: its slave) gets foreground group arg0
+	 * (TIOCSPGRP); answered with FGPGRP_DONE. */
+	CK_MSG_RST_FGPGRP,
+	CK_MSG_RST_FGPGRP_DONE,
 };
 
 struct ck_rst_child {
@@ -95,6 +102,7 @@ struct ck_rst_child {
 };
 #define CK_RST_CHILD_QUIET 0x1 /* exit signal 0: invisible to the parent's wait() */
 #define CK_RST_SETSID 0x1
+#define CK_RST_CTTY 0x2
 #define CK_RST_MAX_CHILDREN (CK_MSG_TEXT / 8)
 
 /* Shared-memory objects (MAP_SHARED anonymous memory, deleted shm files)

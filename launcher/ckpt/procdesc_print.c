@@ -13,7 +13,7 @@ static const char *ck__kind_name(uint32_t k)
 {
 	static const char *names[] = {"none",    "stdio",   "file",     "deleted", "memfd",  "device", "pipe",
 				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup",
-				      "socket"};
+				      "socket",  "ptmx",    "pts"};
 	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -60,6 +60,13 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 		break;
 	case CK_FD_PLUGIN:
 		fprintf(f, "  %s (rebuilt by a plugin)", d->path);
+		break;
+	case CK_FD_PTMX:
+	case CK_FD_PTS:
+		fprintf(f, "  %s, pts %" PRIu64 "%s", d->path, d->u64[0],
+			d->data_nchunks ? " (the pair's state saved)" : "");
+		if (d->kind == CK_FD_PTS && (d->u64[1] & 1))
+			fprintf(f, " (its session's controlling terminal, foreground group %" PRIu64 ")", d->u64[2]);
 		break;
 	default:
 		break;

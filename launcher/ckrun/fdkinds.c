@@ -27,6 +27,8 @@ static const struct ck_fd_ops ck__fd_ops[] = {
 	[CK_FD_TIMERFD] = {"timerfd", NULL, NULL, NULL, ck_timerfd_remake},
 	[CK_FD_SIGNALFD] = {"signalfd", NULL, NULL, NULL, ck_signalfd_remake},
 	[CK_FD_EPOLL] = {"epoll", NULL, NULL, NULL, ck_epoll_remake},
+	[CK_FD_PTMX] = {"pseudo-terminal master", NULL, NULL, ck_ptys_prepare, ck_pty_remake},
+	[CK_FD_PTS] = {"pseudo-terminal slave", NULL, NULL, NULL, ck_pty_remake},
 };
 
 /* A kind the table lacks and a plugin's ckrun half owns (sockets): the
@@ -58,7 +60,8 @@ static int ck__shareable(const struct ck_pd_fd *f)
 {
 	if (ck_fd_is_proc_file(f))
 		return 0;
-	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD;
+	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD ||
+	       f->kind == CK_FD_PTS;
 }
 
 /* Descriptions held by more than one process: kcmp, every process parked.
@@ -102,6 +105,8 @@ static void ck__mark_shared(struct ckrun *c)
 
 int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 {
+	int r0;
+
 	/* A round's descriptors are filled afresh by each cut; keys too. */
 	for (size_t i = 0; i < c->nprocs; i++)
 		for (uint32_t k = 0; k < c->procs[i].pd->nfds; k++) {
@@ -109,6 +114,9 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 			c->procs[i].pd->fds[k].pipe_off = 0;
 		}
 	ck__mark_shared(c);
+	/* pairs first: a refusal there comes before any pipe is drained */
+	if ((r0 = ck_ptys_record(c, w)) < 0)
+		return r0;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_procdesc *pd = c->procs[i].pd;
 		for (uint32_t k = 0; k < pd->nfds; k++) {

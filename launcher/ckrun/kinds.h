@@ -12,6 +12,7 @@
  *   pipes.c     pipes and FIFOs (unread bytes drained and refilled)
  *   evfds.c     eventfd, timerfd, signalfd, epoll (recorded by libckpt)
  *   stdio.c     ckrun's own stdio in the job
+ *   pty.c       pseudo-terminal pairs the job made
  *   proctree.c  the process tree: sessions, groups, zombies
  *   fdkinds.c   the table of descriptor kinds and the per-process plan
  *               of descriptors at restore
@@ -147,6 +148,15 @@ int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* pty.c: pseudo-terminal pairs of the job (round: every process parked;
+ * refuses unread bytes or a master whose slave the job does not hold) */
+int ck_ptys_record(struct ckrun *c, struct ck_writer *w);
+int ck_pty_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_ptys_prepare(struct ck_reader *rd, struct ck_objs *o);
+/* Restore: the job process jpid led the session of a pair's slave: 1 with
+ * the new slave in *fd (ckrun's, not to be closed) and the foreground
+ * group in *fg (0: none), 0 if it led none, or -errno. */
+int ck_pty_ctty(struct ck_objs *o, int32_t jpid, int *fd, int32_t *fg);
 /* fdkinds.c: a descriptor of a kind an agent plugin owns (sockets) */
 int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o);
@@ -223,8 +233,9 @@ struct ck_tree_node {
 	int attached, treedone;
 };
 int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout);
-int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n);
-int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n);
+/* o: the restore's objects (a session leader's controlling terminal) */
+int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o);
+int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o);
 struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid);
 
 /* ---- mappath.c: a restore at another site (--map-path) ---- */

@@ -7,8 +7,10 @@
  * children with their pids (clone3 set_tid) and sessions; helpers stand in
  * for session leaders that had exited (they start the session, create its
  * members and exit, so the members end up init's children, as saved);
- * then process groups, leaders first; then zombies and helpers end as
- * saved. */
+ * a session leader whose pseudo-terminal was its controlling terminal
+ * takes it (TIOCSCTTY) before its children exist (pty.c); then process
+ * groups, leaders first; then the terminals' foreground groups; then
+ * zombies and helpers end as saved. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,7 +186,7 @@ struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid)
 
 /* Build the tree: every node's restorer attaches; each is told which
  * children to create (and to start its session first). */
-int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n)
+int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o)
 {
 	uint64_t start = ck_now_ns();
 	size_t pending = n;
@@ -193,6 +195,8 @@ int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n)
 		struct ck_jproc *from;
 		struct ck_msg msg;
 		pid_t sender;
+		int tty = -1;
+		int32_t fg = 0;
 		int r = ck_procs_wait(c, NULL, 0, 1000, &msg, &from, &sender);
 
 		if (r < 0)
@@ -238,7 +242,12 @@ int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n)
 			t.arg[0] = k;
 			t.arg[1] = (x->sid && x->sid == x->pid) ? CK_RST_SETSID : 0;
 			t.len = k * (uint32_t)sizeof(struct ck_rst_child);
-			if ((r = ck_chan_send(from->fd, &t, NULL, 0)) < 0)
+			/* a session's terminal before its members exist: they inherit it */
+			if ((t.arg[1] & CK_RST_SETSID) && (r = ck_pty_ctty(o, x->pid, &tty, &fg)) < 0)
+				return r;
+			if ((t.arg[1] & CK_RST_SETSID) && r == 1)
+				t.arg[1] |= CK_RST_CTTY;
+			if ((r = ck_chan_send(from->fd, &t, &tty, (t.arg[1] & CK_RST_CTTY) ? 1 : 0)) < 0)
 				return r;
 			continue;
 		}
@@ -266,7 +275,7 @@ static int ck__ask(struct ck_jproc *p, uint32_t type, uint64_t arg, uint32_t rep
 }
 
 /* Process groups: leaders first, then members; then zombies and helpers end. */
-int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n)
+int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o)
 {
 	int r;
 
@@ -282,6 +291,29 @@ int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n)
 				return r;
 			}
 		}
+	/* Every group exists: a terminal's foreground group, set by its
+	 * session's leader (only a process of the session may). */
+	for (size_t i = 0; i < n; i++) {
+		struct ck_tree_node *x = &v[i];
+		struct ck_jproc *p;
+		struct ck_msg m;
+		int tty = -1;
+		int32_t fg = 0;
+
+		if (!x->sid || x->sid != x->pid || x->zombie || x->helper)
+			continue;
+		if ((r = ck_pty_ctty(o, x->pid, &tty, &fg)) < 0)
+			return r;
+		if (r == 0 || fg <= 0 || !(p = ck_tree_jproc(c, x->pid)))
+			continue;
+		memset(&m, 0, sizeof(m));
+		m.type = CK_MSG_RST_FGPGRP;
+		m.arg[0] = (uint64_t)(uint32_t)fg;
+		if ((r = ck_chan_send(p->fd, &m, &tty, 1)) < 0 || (r = ck_rst_expect(p->fd, CK_MSG_RST_FGPGRP_DONE, &m)) < 0) {
+			ck_err_wrap("process %d: the foreground group %d of its terminal", x->pid, fg);
+			return r;
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct ck_tree_node *x = &v[i];
 		struct ck_jproc *p = ck_tree_jproc(c, x->pid);

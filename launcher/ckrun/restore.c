@@ -262,7 +262,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	    (r = ck_fp_check(m)) < 0 ||
 	    (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
-	    (r = ck_tree_build(c, x.nodes, x.nnodes)) < 0 || (r = ck_tree_finish(c, x.nodes, x.nnodes)) < 0 ||
+	    (r = ck_tree_build(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
+	    (r = ck_tree_finish(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
 	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0)
 		goto out;
 	/* The line goes before the job runs again: the terminal is its too. */

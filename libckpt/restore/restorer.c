@@ -20,6 +20,7 @@
  * Any failure is reported to ckrun as one line and the process exits: the
  * job never runs half-restored. */
 #include <fcntl.h>
+#include <asm/ioctls.h>
 #include <linux/prctl.h>
 #include <linux/sched.h>
 #include <signal.h>
@@ -428,7 +429,14 @@ static void ck__attach(void)
 static int ck__tree_step(void)
 {
 	for (;;) {
-		ck__recv(NULL, 0, NULL);
+		int tty = -1, ntty = 0;
+
+		ck__recv(&tty, 1, &ntty);
+		if (!ntty)
+			tty = -1;
+		/* only a session's terminal comes with these messages */
+		if (tty >= 0 && ck__msg.type != CK_MSG_RST_TREE && ck__msg.type != CK_MSG_RST_FGPGRP)
+			ck__die("restorer: unexpected descriptors", -22);
 		switch (ck__msg.type) {
 		case CK_MSG_RST_LAYOUT:
 			return 0;
@@ -441,6 +449,15 @@ static int ck__tree_step(void)
 			ck_memcpy(kids, ck__msg.text, n * sizeof(kids[0]));
 			if ((ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
 				ck__die("restorer: cannot start the saved session (setsid)", r);
+			/* its terminal first: the children inherit it */
+			if (ck__msg.arg[1] & CK_RST_CTTY) {
+				if (tty < 0)
+					ck__die("restorer: no terminal came for the session", -22);
+				if ((r = ck_sys3(SYS_ioctl, tty, TIOCSCTTY, 0)) < 0)
+					ck__die("restorer: cannot make the saved controlling terminal (TIOCSCTTY)", r);
+			}
+			if (tty >= 0)
+				ck_close(tty);
 			for (uint64_t i = 0; i < n; i++) {
 				struct clone_args ca;
 				pid_t want = kids[i].pid;
@@ -455,6 +472,15 @@ static int ck__tree_step(void)
 					ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
 			}
 			ck__send(CK_MSG_RST_TREE_DONE, n, 0);
+			break;
+		}
+		case CK_MSG_RST_FGPGRP: {
+			int pg = (int)ck__msg.arg[0];
+			long r = tty < 0 ? -22 : ck_sys3(SYS_ioctl, tty, TIOCSPGRP, &pg);
+			if (r < 0)
+				ck__die("restorer: cannot give the terminal its saved foreground group (TIOCSPGRP)", r);
+			ck_close(tty);
+			ck__send(CK_MSG_RST_FGPGRP_DONE, 0, 0);
 			break;
 		}
 		case CK_MSG_RST_PGID: {

@@ -47,6 +47,21 @@ refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its w
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 512 threads: a checkpoint holds at most 512' "$B/tests/unsupported/manythreads"
+# Pseudo-terminal pairs of the job's own: what waits unread cannot be taken
+# without consuming it (FIONREAD tells how much), nor a master's status.
+refused pty-toslave 'process [0-9]+: descriptor [0-9]+ \(/dev/pts/[0-9]+, pseudo-terminal slave\): 8 bytes written to its master not read yet' \
+	"$B/tests/unsupported/ptyunread" toslave
+refused pty-tomaster 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): 8 bytes written to its slave not read yet' \
+	"$B/tests/unsupported/ptyunread" tomaster
+refused pty-noslave 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): no process of the job holds its slave' \
+	"$B/tests/unsupported/ptyunread" noslave
+refused pty-pktstatus 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): a packet-mode status not read yet' \
+	"$B/tests/unsupported/ptyunread" pktstatus
+# A controlling terminal a restore could not make again as it was.
+refused pty-ctty-nofd 'process [0-9]+: leads the session of its controlling terminal /dev/pts/[0-9]+ but holds no descriptor of it' \
+	"$B/tests/unsupported/ptyctty" nofd
+refused pty-ctty-notty 'process [0-9]+: no controlling terminal while its session.s leader \(process [0-9]+\) has one' \
+	"$B/tests/unsupported/ptyctty" notty
 # seccomp: a filter's rules cannot be read back to be installed again; a
 # strict-mode thread cannot even park. Refused before anything is asked.
 refused seccomp-filter 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp filter mode' \
