@@ -36,11 +36,20 @@ struct ck_core {
 	 * child's, seen by its next round and by the job. Set right after
 	 * they open, cleared before they close. */
 	volatile int fork_fd[2];
+	/* Held (by the manager, briefly) from a descriptor's open to its
+	 * fork_fd entry and from that entry's clearing to the close; a fork
+	 * waits for it (init.c's prepare handler): else a child forked in
+	 * between kept the descriptor without knowing it. */
+	volatile int fork_lock;
 	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	char fail[512]; /* why the current round failed */
 };
+
+/* init.c: ck__core.fork_lock */
+void ck__fork_lock(void) CK_HIDDEN;
+void ck__fork_unlock(void) CK_HIDDEN;
 
 /* state.c: the globals, and the first reason the current round fails */
 extern struct ck_core ck__core CK_HIDDEN;

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -144,8 +145,31 @@ static int ck__is_socket(int fd)
 }
 
 /* In a forked child: only the forking thread exists; the manager is gone. */
+void ck__fork_lock(void)
+{
+	while (__atomic_exchange_n(&ck__core.fork_lock, 1, __ATOMIC_ACQUIRE))
+		ck_futex(&ck__core.fork_lock, FUTEX_WAIT_PRIVATE, 1, NULL);
+}
+
+void ck__fork_unlock(void)
+{
+	__atomic_store_n(&ck__core.fork_lock, 0, __ATOMIC_RELEASE);
+	ck_futex(&ck__core.fork_lock, FUTEX_WAKE_PRIVATE, 1, NULL);
+}
+
+static void ck__atfork_prepare(void)
+{
+	ck__fork_lock();
+}
+
+static void ck__atfork_parent(void)
+{
+	ck__fork_unlock();
+}
+
 static void ck__atfork_child(void)
 {
+	ck__core.fork_lock = 0; /* the parent's, taken for this fork */
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
 	ck__core.exiting = 0;
 	/* the parent's own descriptors, open when it forked us: not ours */
@@ -197,7 +221,7 @@ __attribute__((constructor)) static void ck__init(void)
 		return;
 	if (ck__install_handler() < 0)
 		return;
-	pthread_atfork(NULL, NULL, ck__atfork_child);
+	pthread_atfork(ck__atfork_prepare, ck__atfork_parent, ck__atfork_child);
 	ck__plugins_event(CK_EV_INIT);
 	ck__start_manager();
 }

@@ -71,11 +71,15 @@ void ck__wp_prearm(int devfd, uint64_t seq)
 		goto out;
 	if (ck__wp_nranges && (r = ck__scan_available(ck__wp_ranges[0].start)) < 0)
 		goto out;
-	if ((uffd = ck__wp_new(devfd)) < 0) {
+	ck__fork_lock();
+	uffd = ck__wp_new(devfd);
+	if (uffd >= 0)
+		ck__core.fork_fd[1] = (int)uffd;
+	ck__fork_unlock();
+	if (uffd < 0) {
 		r = (int)uffd;
 		goto out;
 	}
-	ck__core.fork_fd[1] = (int)uffd;
 	/* ckrun serves the descriptor before any page is protected. */
 	if ((r = ck__prearm_send(CK_MSG_PREARM_FD, seq, 0, (int)uffd)) < 0)
 		goto out;
@@ -95,9 +99,11 @@ out:
 	}
 	/* ckrun holds the only reference now: the round's end (or ckrun's
 	 * death) lifts every protection. */
+	ck__fork_lock();
 	ck__core.fork_fd[1] = -1;
 	if (uffd >= 0)
 		ck_close((int)uffd);
+	ck__fork_unlock();
 	ck__prearm_send(CK_MSG_PREARMED, seq, r, -1);
 }
 
