@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # PyTorch (Debian's python3-torch, CPU) under ckrun: a training loop fed by
 # a DataLoader with 2 worker processes, default settings and with
-# persistent workers; DistributedDataParallel over gloo with 2 ranks
+# persistent workers; DistributedDataParallel over gloo with 2 and 4 ranks
 # started by torch.multiprocessing.spawn and by torchrun's code (its agent,
-# TCPStore, the ranks and their loopback TCP are all part of the job). Each case: a checkpoint after
+# TCPStore, the ranks and their loopback TCP are all part of the job);
+# numpy on OpenBLAS's thread pool; a job that writes its own torch.save
+# checkpoints every epoch (its files are its business: they are not rolled
+# back, and must end loadable and equal to the bare run's). Each case: a checkpoint after
 # the origin and a few epochs, kill -9 of the whole tree, the job's
 # temporary directory removed (the pool's listener lived there; another
 # host would not have it), a resume that must restore (proof) and end with
