@@ -98,10 +98,11 @@ h_after_resume() {
 }
 
 # npblas_live DIR: the numpy job really runs OpenBLAS's thread pool:
-# OpenBLAS mapped, more than one thread, and a thread besides the main one
-# has used CPU time (products were split).
+# OpenBLAS mapped, and a thread besides the main one has used at least a
+# quarter of the main thread's CPU time (it computes its share of every
+# product; ckrun's own thread in the job uses next to none).
 npblas_live() {
-	local p pid='' t ticks=0 n=0
+	local p pid='' t ticks main=0 best=0 n=0
 	local -a f
 	for p in $(h_tree_members "$H_PID"); do
 		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'npblas\.py' && pid=$p
@@ -116,16 +117,20 @@ npblas_live() {
 	fi
 	for t in /proc/"$pid"/task/*; do
 		n=$(( n + 1 ))
-		[ "${t##*/}" = "$pid" ] && continue
 		# utime + stime: fields 14 and 15, 12 and 13 after "pid (comm) "
 		read -r -a f <<<"$(sed 's/.*) //' "$t/stat")"
-		ticks=$(( ticks + f[11] + f[12] ))
+		ticks=$(( f[11] + f[12] ))
+		if [ "${t##*/}" = "$pid" ]; then
+			main=$ticks
+		elif (( ticks > best )); then
+			best=$ticks
+		fi
 	done
-	if (( n < 2 || ticks == 0 )); then
-		echo "OpenBLAS ran no thread pool: $n threads, $ticks ticks outside the main thread"
+	if (( best == 0 || best * 4 < main )); then
+		echo "OpenBLAS ran no thread pool: $n threads, the busiest besides the main one used $best ticks, the main one $main"
 		return
 	fi
-	echo "$n threads, $ticks ticks in OpenBLAS's" >"$1/note"
+	echo "$n threads, $best ticks in an OpenBLAS thread, $main in the main one" >"$1/note"
 }
 
 # selfsave_live DIR: the job's own files as the kill finds them.
