@@ -80,7 +80,7 @@ one_case() {
 		h_fail "torch/$name" "resume: status $rc, or the output differs from the bare run's" "$d/err" "$d/out"
 	elif ! why=$(h_proof "$d/err"); then
 		h_fail "torch/$name" "$why" "$d/err"
-	elif tb=$(h_after_resume "$d/err" | grep -m1 'Traceback'); then
+	elif tb=$(after_resume "$d/err" | grep -m1 'Traceback'); then
 		h_fail "torch/$name" "the resumed job printed a traceback: $tb" "$d/err"
 	elif [ -n "${CASE_CHECK:-}" ] && why=$("$CASE_CHECK" "$d") && [ -n "$why" ]; then
 		h_fail "torch/$name" "$why" "$d/err" "$d/out"
@@ -90,8 +90,8 @@ one_case() {
 	fi
 }
 
-# h_after_resume ERR: the part of ERR the last run (the resume) wrote.
-h_after_resume() {
+# after_resume ERR: the part of ERR the last run (the resume) wrote.
+after_resume() {
 	local off
 	off=$(tail -n 1 "$1.runs")
 	tail -c "+$(( ${off%% *} + 1 ))" "$1"
@@ -105,6 +105,8 @@ npblas_live() {
 	local p pid='' t ticks main=0 best=0 n=0
 	local -a f
 	for p in $(h_tree_members "$H_PID"); do
+		# the interpreter itself (ckrun's command line names the script too)
+		[[ $(readlink "/proc/$p/exe" 2>/dev/null) == */python3* ]] || continue
 		tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q 'npblas\.py' && pid=$p
 	done
 	if [ -z "$pid" ]; then
