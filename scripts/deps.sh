@@ -29,7 +29,7 @@ for extra in ${CKPT_DEPS_EXTRA:-}; do
         ceph)   need+=(ceph-mon ceph-osd ceph-common radosgw) ;;
         awscli) need+=(awscli) ;;
         slurm)  need+=(slurmctld slurmd slurm-client munge) ;;
-        torch)  need+=(python3-torch python3-numpy) ;;
+        torch)  need+=(python3-torch python3-numpy libopenblas0-pthread) ;;
         *)      need+=("$extra") ;;
     esac
 done

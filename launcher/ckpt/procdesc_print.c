@@ -41,6 +41,10 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 		fprintf(f, "  %.256s", d->path);
 		if (d->data_nchunks)
 			fprintf(f, " (bytes in flight saved)");
+		/* CK_SOCKOPT_RIGHTS of plugins/socket/agent/sock.h: the queue
+		 * saved carries descriptors (SCM_RIGHTS) */
+		if (d->kind == CK_FD_SOCKET && (d->u64[2] & 0x80))
+			fprintf(f, " (with descriptors in flight)");
 		break;
 	case CK_FD_EVENTFD:
 		fprintf(f, "  count %" PRIu64 "%s", d->u64[0], d->u64[1] ? " semaphore" : "");

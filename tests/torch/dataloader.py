@@ -8,7 +8,12 @@ Prints a line per epoch (its summed loss) and, at the end, a digest of the
 final parameters: bit-identical to a bare run's only if every step ran once,
 in order, from the state it had.
 
-Usage: python3 dataloader.py EPOCHS [persistent]
+"fds": 4 workers, batches of 8, 4 batches prefetched per worker: many
+descriptors passed (the file_descriptor sharing strategy, Linux's default,
+named here: each batch's tensors go as shared-memory files over the
+workers' UNIX sockets), so that a round may find some in flight.
+
+Usage: python3 dataloader.py EPOCHS [default|persistent|fds]
 """
 import os
 import sys
@@ -32,9 +37,14 @@ opt = torch.optim.SGD(model.parameters(), lr=0.05)
 lossf = torch.nn.BCEWithLogitsLoss()
 g = torch.Generator()
 g.manual_seed(1)
-persistent = len(sys.argv) > 2 and sys.argv[2] == "persistent"
-dl = DataLoader(TensorDataset(X, Y), batch_size=64, shuffle=True, num_workers=2, generator=g,
-                persistent_workers=persistent, pin_memory=False)
+how = sys.argv[2] if len(sys.argv) > 2 else "default"
+if how == "fds":
+    torch.multiprocessing.set_sharing_strategy("file_descriptor")
+    dl = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, num_workers=4, generator=g,
+                    prefetch_factor=4, pin_memory=False)
+else:
+    dl = DataLoader(TensorDataset(X, Y), batch_size=64, shuffle=True, num_workers=2, generator=g,
+                    persistent_workers=how == "persistent", pin_memory=False)
 for epoch in range(int(sys.argv[1])):
     tot = 0.0
     for xb, yb in dl:
@@ -43,7 +53,7 @@ for epoch in range(int(sys.argv[1])):
         loss.backward()
         opt.step()
         tot += loss.item()
-        time.sleep(0.01)  # a step of a real job takes a while: room for a checkpoint
+        time.sleep(0.01 if how != "fds" else 0.001)  # a step of a real job takes a while: room for a checkpoint
     print("epoch", epoch, "%.6f" % tot, flush=True)
 h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters()))
 print("final", h.hexdigest()[:16], flush=True)
