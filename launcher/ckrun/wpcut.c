@@ -107,6 +107,13 @@ uint64_t ck_wp_cut_mismatch(const struct ck_wp_cut *cut, uint64_t addr, const ui
 	return 0;
 }
 
+int ck_wp_cut_any(const struct ck_wp_cut *cut, uint64_t s, uint64_t e)
+{
+	size_t ci = ck__cut_find(cut, s);
+
+	return ci < cut->n && cut->run[ci].start < e;
+}
+
 void ck_wp_cut_free(struct ck_wp_cut *cut)
 {
 	free(cut->run);

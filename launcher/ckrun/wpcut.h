@@ -32,6 +32,8 @@ int ck_wp_cut_scan(int pagemap_fd, const struct ck_wp_range *rg, size_t n, struc
  * now, or protected now but not then (the job changed its layout there),
  * or 0 when they agree. */
 uint64_t ck_wp_cut_mismatch(const struct ck_wp_cut *cut, uint64_t addr, const uint64_t *pm, size_t pages);
+/* Whether a page of [s, e) was present and protected at the cut. */
+int ck_wp_cut_any(const struct ck_wp_cut *cut, uint64_t s, uint64_t e);
 void ck_wp_cut_free(struct ck_wp_cut *cut);
 
 #endif

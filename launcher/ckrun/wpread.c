@@ -389,7 +389,11 @@ static void ck__layout_event(struct ck_wp_proc *p, uint64_t s, uint64_t e, const
 			if (r->end <= lo || r->start >= (a + CK__BLOCK < e ? a + CK__BLOCK : e))
 				continue;
 			size_t k = (size_t)((lo > r->start ? lo : r->start) / CK__BLOCK - r->start / CK__BLOCK);
-			if (k < r->nblk && (r->blk[k].state == CK__UNREAD || r->blk[k].state == CK__BUSY)) {
+			uint64_t hi = a + CK__BLOCK < e ? a + CK__BLOCK : e;
+			/* Only pages the cut held count: those absent then read as
+			 * zeros whatever happens to them now. */
+			if (k < r->nblk && (r->blk[k].state == CK__UNREAD || r->blk[k].state == CK__BUSY) &&
+			    ck_wp_cut_any(&p->cut, lo > r->start ? lo : r->start, hi < r->end ? hi : r->end)) {
 				ck__break(p->wp, "process %d %s 0x%" PRIx64 "-0x%" PRIx64 " during the snapshot", p->jpid,
 					  what, s, e);
 				return;
