@@ -1,7 +1,9 @@
 /* mp_sockopts: socket options and a connection waiting to be accepted.
  *
  * State exercised: a TCP connection with TCP_NODELAY, SO_KEEPALIVE, set
- * SO_RCVBUF/SO_SNDBUF and O_NONBLOCK on one end, a UNIX stream socketpair
+ * SO_RCVBUF/SO_SNDBUF and O_NONBLOCK on one end, TCP_KEEPIDLE/KEEPINTVL/
+ * KEEPCNT, IP_TOS, IP_TTL, SO_PRIORITY, SO_OOBINLINE and SO_RCVTIMEO/
+ * SO_SNDTIMEO on both (the last three on the UNIX pair too), a UNIX stream socketpair
  * with O_NONBLOCK, a listening socket with SO_REUSEADDR, and a second
  * connection the child makes at the start that the parent accepts only at
  * the end (it waits in the listener's queue through every checkpoint; the
@@ -21,13 +23,24 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 struct opts {
 	int nodelay, keepalive, rcvbuf, sndbuf, nonblock;
+	int keepidle, keepintvl, keepcnt, tos, ttl, prio, oobinline;
+	long rcvtimeo_ms, sndtimeo_ms;
 };
+
+static long timeout_ms(int fd, int name)
+{
+	struct timeval tv = {0, 0};
+	socklen_t l = sizeof(tv);
+	getsockopt(fd, SOL_SOCKET, name, &tv, &l);
+	return tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
 
 static int getopt_int(int fd, int level, int name)
 {
@@ -45,13 +58,24 @@ static struct opts read_opts(int fd, int tcp)
 	o.rcvbuf = getopt_int(fd, SOL_SOCKET, SO_RCVBUF);
 	o.sndbuf = getopt_int(fd, SOL_SOCKET, SO_SNDBUF);
 	o.nonblock = !!(fcntl(fd, F_GETFL) & O_NONBLOCK);
+	o.keepidle = tcp ? getopt_int(fd, IPPROTO_TCP, TCP_KEEPIDLE) : 0;
+	o.keepintvl = tcp ? getopt_int(fd, IPPROTO_TCP, TCP_KEEPINTVL) : 0;
+	o.keepcnt = tcp ? getopt_int(fd, IPPROTO_TCP, TCP_KEEPCNT) : 0;
+	o.tos = tcp ? getopt_int(fd, IPPROTO_IP, IP_TOS) : 0;
+	o.ttl = tcp ? getopt_int(fd, IPPROTO_IP, IP_TTL) : 0;
+	o.prio = getopt_int(fd, SOL_SOCKET, SO_PRIORITY);
+	o.oobinline = getopt_int(fd, SOL_SOCKET, SO_OOBINLINE);
+	o.rcvtimeo_ms = timeout_ms(fd, SO_RCVTIMEO);
+	o.sndtimeo_ms = timeout_ms(fd, SO_SNDTIMEO);
 	return o;
 }
 
 static int same(struct opts a, struct opts b)
 {
 	return a.nodelay == b.nodelay && a.keepalive == b.keepalive && a.rcvbuf == b.rcvbuf && a.sndbuf == b.sndbuf &&
-	       a.nonblock == b.nonblock;
+	       a.nonblock == b.nonblock && a.keepidle == b.keepidle && a.keepintvl == b.keepintvl &&
+	       a.keepcnt == b.keepcnt && a.tos == b.tos && a.ttl == b.ttl && a.prio == b.prio &&
+	       a.oobinline == b.oobinline && a.rcvtimeo_ms == b.rcvtimeo_ms && a.sndtimeo_ms == b.sndtimeo_ms;
 }
 
 static void configure(int fd, int tcp, int nonblock)
@@ -64,6 +88,22 @@ static void configure(int fd, int tcp, int nonblock)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
 	if (nonblock)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	{
+		/* options a restore must set again (not the kernel's defaults) */
+		int idle = 77, intvl = 13, cnt = 5, tos = 0x10, ttl = 33, prio = 3;
+		struct timeval rt = {1, 500000}, wt = {2, 250000};
+		if (tcp) {
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+			setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
+			setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+		}
+		setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
+		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
+	}
 }
 
 /* Full transfer on a possibly non-blocking descriptor. */

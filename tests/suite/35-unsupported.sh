@@ -42,6 +42,7 @@ refused() {
 
 refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'process [0-9]+: socket \(descriptor [0-9]+\) has a descriptor in flight \(SCM_RIGHTS\) that cannot be saved: a socket' "$B/tests/unsupported/fdpass"
+refused sockfilter 'socket \(descriptor [0-9]+\) has a BPF filter attached \(SO_ATTACH_FILTER\)' "$B/tests/unsupported/sockfilter"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
 refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its watches are not restored' "$B/tests/unsupported/fdwatch" inotify
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease

@@ -72,6 +72,8 @@ enum ck_sock_state {
  * sent its FIN. Applied again once the bytes in flight are back. */
 #define CK_SOCKOPT_SHUT_RD 0x200
 #define CK_SOCKOPT_SHUT_WR 0x400
+/* offset and mtime_ns hold more options (sock_opts.c) */
+#define CK_SOCKOPT_EXT 0x800
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
@@ -137,6 +139,12 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 		void *arg, char **data, size_t *ndata);
 int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
 		   void *arg);
+
+/* sock_opts.c: the options beyond u64[2]'s, into f (offset, mtime_ns);
+ * -ENOTSUP (one line) for what is refused. _restore: set them again on fd
+ * (nothing unless f has CK_SOCKOPT_EXT). */
+int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd *f);
+void ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);

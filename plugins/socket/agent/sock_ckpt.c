@@ -180,7 +180,8 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 	s->state = v ? CK_SOCK_LISTENING : s->plen ? CK_SOCK_EXTERNAL : CK_SOCK_UNCONNECTED;
 	if (s->family == AF_UNIX && s->state == CK_SOCK_EXTERNAL)
 		ck_sock_unix_diag(f->ino, &s->peer_ino, NULL, 0, NULL);
-	return 0;
+	/* before anything is taken: a refusal leaves the socket untouched */
+	return ck_sockopt_save(s->fd, s->family, s->type, jpid, f);
 }
 
 /* Up to 253 files (SCM_MAX_FD) per message, and a SCM_CREDENTIALS. */
@@ -669,7 +670,7 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_RIGHTS;
 	if (s->from)
 		opts |= CK_SOCKOPT_FROM;
-	opts |= ck__shutdown_opts(s);
+	opts |= ck__shutdown_opts(s) | CK_SOCKOPT_EXT;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;

@@ -67,6 +67,7 @@ static void ck__options(int fd, const struct ck_pd_fd *f)
 		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	if (f->flags & O_NONBLOCK)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	ck_sockopt_restore(fd, FAMILY(f), TYPE(f), f);
 }
 
 /* The kernel reports twice what was set: halve it back. */
