@@ -134,23 +134,35 @@ void ck__thread_restored(struct ck_pd_thread *t)
 
 /* Pending-signal capture: dequeue (with siginfo), record, queue again, so
  * the live process is unchanged and a restored one gets the same queue. */
-static uint64_t ck__pending_mask(const char *path, const char *key)
+/* The value of "key" in the /proc file at path (all of it when key is
+ * NULL: one line), into out (empty if none). Stack only: also called in
+ * the suspend handler. */
+static void ck__proc_field(const char *path, const char *key, char *out, size_t len)
 {
 	char buf[4096]; /* on the thread's stack: no TLS allocation in a handler */
 	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n;
 	const char *p;
-	uint64_t v = 0;
+	size_t k = 0;
 
+	out[0] = 0;
 	if (fd < 0)
-		return 0;
+		return;
 	n = ck_read((int)fd, buf, sizeof(buf) - 1);
 	ck_close((int)fd);
 	buf[n > 0 ? n : 0] = 0;
-	p = strstr(buf, key);
-	if (!p)
-		return 0;
-	for (p += ck_strlen(key); *p == ' ' || *p == '\t'; p++)
+	if (!(p = key ? strstr(buf, key) : buf))
+		return;
+	for (p += key ? ck_strlen(key) : 0; *p == ' ' || *p == '\t'; p++)
 		;
+	while (*p && *p != '\n' && k + 1 < len)
+		out[k++] = *p++;
+	out[k] = 0;
+}
+
+static uint64_t ck__hex64(const char *p)
+{
+	uint64_t v = 0;
+
 	for (;; p++) {
 		if (*p >= '0' && *p <= '9')
 			v = (v << 4) | (uint64_t)(*p - '0');
@@ -159,7 +171,15 @@ static uint64_t ck__pending_mask(const char *path, const char *key)
 		else
 			break;
 	}
-	return v & ~(1ull << (ck__core.sig - 1));
+	return v;
+}
+
+static uint64_t ck__pending_mask(const char *path, const char *key)
+{
+	char v[32];
+
+	ck__proc_field(path, key, v, sizeof(v));
+	return ck__hex64(v) & ~(1ull << (ck__core.sig - 1));
 }
 
 /* Takes every signal the status file at path lists under key; tid 0 means
@@ -357,25 +377,10 @@ static uint64_t ck__mono_ms(void)
 /* The value of "key" in /proc/self/task/TID/FILE, into out (empty if none). */
 static void ck__task_field(int tid, const char *file, const char *key, char *out, size_t len)
 {
-	char path[64], buf[4096];
-	const char *p;
-	long fd, n;
-	size_t k = 0;
+	char path[64];
 
-	out[0] = 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/%s", tid, file);
-	if ((fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0)) < 0)
-		return;
-	n = ck_read((int)fd, buf, sizeof(buf) - 1);
-	ck_close((int)fd);
-	buf[n > 0 ? n : 0] = 0;
-	if (!(p = key ? strstr(buf, key) : buf))
-		return;
-	for (p += key ? ck_strlen(key) : 0; *p == ' ' || *p == '\t'; p++)
-		;
-	while (*p && *p != '\n' && k + 1 < len)
-		out[k++] = *p++;
-	out[k] = 0;
+	ck__proc_field(path, key, out, len);
 }
 
 /* The round gives up: names the first thread that has not parked, and
@@ -398,12 +403,8 @@ static void ck__fail_unparked(uint32_t bound_ms)
 	ck__task_field(tid, "status", "SigBlk:", blk, sizeof(blk));
 	ck__task_field(tid, "wchan", NULL, wchan, sizeof(wchan));
 	{
-		/* SigBlk is 16 hex digits, signal 1 the lowest bit */
-		size_t len = ck_strlen(blk);
-		int bit = ck__core.sig - 1, digit = (int)len - 1 - bit / 4;
-		int c = digit >= 0 ? blk[digit] : '0';
-		int v = c >= 'a' ? c - 'a' + 10 : c - '0';
-		if (v & (1 << (bit % 4)))
+		/* SigBlk: hex, signal 1 the lowest bit */
+		if ((ck__hex64(blk) >> (ck__core.sig - 1)) & 1)
 			snprintf(why, sizeof(why), "it blocks signal %d, which parks threads (a raw rt_sigprocmask, or a "
 				 "signal handler that blocks all)", ck__core.sig);
 		else if (state[0] == 'D')
