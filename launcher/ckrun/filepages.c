@@ -1,9 +1,12 @@
 /* Private file mappings: pages that are still the file's are not saved.
  *
- * Round: a private mapping of a file the job cannot write through (no
- * PROT_WRITE: text, rodata, RELRO) whose path names the very file mapped
- * (stat's device and inode are the mapping's) is cut into runs by the
- * snapshot's pagemap. A page is the job's own when it is present and not a
+ * Round: a private mapping of a file (text, rodata, RELRO, and writable
+ * ones: a library's .data) whose path names the very file mapped (stat's
+ * device and inode are the mapping's) is cut into runs by the snapshot's
+ * pagemap. Both the pagemap and the job's runs are read from something that
+ * does not move: the forked snapshot, or the parked process (write
+ * protection covers only anonymous memory, so file mappings are read in
+ * pass 0, before the release). A page is the job's own when it is present and not a
  * file page (a copy-on-write copy: bit 63 set, bit 61 clear) or swapped
  * (bit 62; only anonymous pages swap): such runs stay regions saved as
  * before. Every other page (absent, or present as the file's page cache
@@ -52,7 +55,7 @@ static int ck__eligible(const struct ck_jproc *jp, const struct ck_region *rg)
 	if ((rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_DELETED | CK_REG_NODATA | CK_REG_SYSV |
 			  CK_REG_PLUGIN | CK_REG_VDSO)) != CK_REG_FILE)
 		return 0;
-	if (!rg->path || rg->path[0] != '/' || (rg->prot & PROT_WRITE))
+	if (!rg->path || rg->path[0] != '/')
 		return 0;
 	return !jp->round.wp || !ck_wp_covers(jp->round.wp, rg->start, rg->end);
 }
