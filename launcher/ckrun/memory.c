@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
+#include "launcher/ckrun/stash.h"
 #include "launcher/ckrun/vdso.h"
 #include "launcher/common/ck_err.h"
 
@@ -238,6 +239,11 @@ data:
 		struct ck_src src = {snap, rg->start, -1, -1, flags, NULL, 0, 0, 0};
 
 		if ((rg->flags & CK_REG_NODATA) || ck__region_pass(jp, rg) != pass)
+			continue;
+		/* a parked process's private file mapping: copied aside now,
+		 * written after the release */
+		if (pass == 0 && jp->round.wp && (rg->flags & (CK_REG_FILE | CK_REG_SHARED)) == CK_REG_FILE &&
+		    ck_stash_take(&rc->stash, snap, p, i) == 1)
 			continue;
 		/* Only anonymous private memory: fork copies its page table, so a
 		 * page absent there was never touched. (The vDSO's pages are not

@@ -9,6 +9,7 @@
 #define CK_CKRUN_ROUND_H
 
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -57,6 +58,13 @@ struct ck_round {
 	size_t nshared;
 	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
 	size_t npipes;
+	struct ck_stash *stash; /* parked bytes copied aside (stash.c) */
+	/* mapped files' content digests, taken by a thread of their own while
+	 * the memory is written (filepages.c) */
+	pthread_t fp_th;
+	const struct ck_manifest *fp_prev;
+	int fp_started, fp_rc;
+	uint64_t fp_bytes, fp_ns;
 };
 
 /* cut.c: the consistent cut. ck_cut_ask: every process parks, records its
