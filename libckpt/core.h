@@ -19,7 +19,10 @@
 #define CK_SIG_DEFAULT 63
 
 struct ck_core {
-	int ctl_fd;        /* control channel to ckrun, -1 when not under ckrun */
+	int ctl_fd;        /* control channel to ckrun, -1 when not under ckrun (moves: fdhide.c) */
+	/* Uses of ctl_fd under way: the manager's receive, and sends (any
+	 * thread); a move of the channel waits for them (fdhide.c). */
+	volatile int ctl_recv, ctl_send;
 	int sig;           /* suspend signal */
 	int pid;           /* pid in the job's namespace */
 	int manager_tid;
@@ -135,6 +138,8 @@ void ck__channel_restored(void) CK_HIDDEN;
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* a message of len bytes with our credentials and passfd (-1: none) */
+long ck__send_fd(const void *m, size_t len, int passfd) CK_HIDDEN;
 /* checkpoint.c */
 /* park_ms: what is left of the round's bound (bound_ms, --round-timeout)
  * for parking (0: CK_PARK_TIMEOUT_MS) */
