@@ -97,6 +97,9 @@ void ck__pstate_thread_save(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__pstate_thread_restored(const struct ck_pd_thread *t) CK_HIDDEN;
 int ck__pstate_collect(void) CK_HIDDEN;
 int ck__pstate_restore(const char **what) CK_HIDDEN;
+/* the restart code, before the credentials: the saved audit login uid
+ * given back; 0, or -errno with *saved and *now (the restorer's) */
+int ck__pstate_loginuid_restore(uint32_t *saved, uint32_t *now) CK_HIDDEN;
 
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */

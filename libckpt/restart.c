@@ -83,6 +83,44 @@ static __attribute__((noreturn)) void ck__restart_fail(const char *what, long er
 	ck__restart_fail2(what, NULL, err);
 }
 
+static size_t ck__append_u32(char *to, size_t at, size_t cap, uint32_t v)
+{
+	char d[12];
+	int k = 0;
+
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) && k < 11);
+	while (k && at < cap)
+		to[at++] = d[--k];
+	return at;
+}
+
+/* The audit login uid, while we still have the restorer's credentials
+ * (CAP_AUDIT_CONTROL where ckrun is root): given back, or the restore
+ * fails naming both values. */
+static void ck__restore_loginuid(void)
+{
+	static char line[96];
+	uint32_t saved = 0, now = 0;
+	size_t n;
+	int r = ck__pstate_loginuid_restore(&saved, &now);
+
+	if (r == 0)
+		return;
+	n = ck__append(line, 0, sizeof(line) - 1, "loginuid ");
+	n = ck__append_u32(line, n, sizeof(line) - 1, saved);
+	if (r == -ENOENT) {
+		n = ck__append(line, n, sizeof(line) - 1, " (this kernel has no loginuid)");
+	} else {
+		n = ck__append(line, n, sizeof(line) - 1, " (the restoring process has ");
+		n = ck__append_u32(line, n, sizeof(line) - 1, now);
+		n = ck__append(line, n, sizeof(line) - 1, ")");
+	}
+	line[n] = 0;
+	ck__restart_fail2("cannot give the process its saved", line, r);
+}
+
 static void ck__restore_process_state(const struct ck_procdesc *pd)
 {
 	for (int s = 1; s < CK_PD_NSIG; s++) {
@@ -285,6 +323,7 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 		}
 	}
 	ck__restore_process_state(pd);
+	ck__restore_loginuid();
 	{
 		const char *why = NULL, *path = NULL;
 		long r = ck__fdstate_reopen(pd, &why, &path);
