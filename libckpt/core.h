@@ -23,6 +23,9 @@ struct ck_core {
 	/* Uses of ctl_fd under way: the manager's receive, and sends (any
 	 * thread); a move of the channel waits for them (fdhide.c). */
 	volatile int ctl_recv, ctl_send;
+	/* libckpt's own short-lived descriptors (a /proc file read while job
+	 * threads run), as number + 1 (0: free): listings skip them. */
+	volatile int priv_fd[8];
 	int sig;           /* suspend signal */
 	int pid;           /* pid in the job's namespace */
 	int manager_tid;
@@ -49,6 +52,13 @@ struct ck_core {
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	char fail[512]; /* why the current round failed */
 };
+
+/* fdhide.c: a /proc file opened (system calls only) and marked as
+ * libckpt's own, so that a listing of the job's descriptors skips it;
+ * closed and unmarked */
+long ck__open_priv(const char *path, int flags) CK_HIDDEN;
+void ck__close_priv(int fd) CK_HIDDEN;
+void ck__priv_forget(void) CK_HIDDEN; /* a fork child: the parent's marks are not ours */
 
 /* init.c: ck__core.fork_lock */
 void ck__fork_lock(void) CK_HIDDEN;

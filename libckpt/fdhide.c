@@ -40,6 +40,48 @@ static int ck__ctl(void)
 	return __atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST);
 }
 
+long ck__open_priv(const char *path, int flags)
+{
+	long fd = ck_openat(AT_FDCWD, path, flags | O_CLOEXEC, 0);
+
+	for (int i = 0; fd >= 0 && i < 8; i++) {
+		int none = 0;
+		if (__atomic_compare_exchange_n(&ck__core.priv_fd[i], &none, (int)fd + 1, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			break;
+	}
+	return fd;
+}
+
+/* unmarked first: a number the job gets next is never hidden */
+void ck__close_priv(int fd)
+{
+	for (int i = 0; i < 8; i++) {
+		int mine = fd + 1;
+		if (__atomic_compare_exchange_n(&ck__core.priv_fd[i], &mine, 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+	}
+	ck_close(fd);
+}
+
+void ck__priv_forget(void)
+{
+	for (int i = 0; i < 8; i++)
+		ck__core.priv_fd[i] = 0;
+}
+
+/* Whether fd is libckpt's: the channel, a round's /dev/userfaultfd or
+ * userfaultfd, a /proc file being read. */
+static int ck__ours(int fd)
+{
+	if (fd == ck__ctl() || fd == ck__core.devfd || fd == ck__core.fork_fd[0] || fd == ck__core.fork_fd[1])
+		return 1;
+	for (int i = 0; i < 8; i++)
+		if (__atomic_load_n(&ck__core.priv_fd[i], __ATOMIC_SEQ_CST) == fd + 1)
+			return 1;
+	return 0;
+}
+
 static long ck__seterr(long r)
 {
 	if (r < 0) {
@@ -68,11 +110,11 @@ static int ck__manager_blocked_on(int fd, int nfd)
 	while (m)
 		path[k++] = num[--m];
 	ck_memcpy(path + k, "/syscall", 9);
-	f = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	f = ck__open_priv(path, O_RDONLY);
 	if (f < 0)
 		return 0;
 	n = ck_read((int)f, buf, sizeof(buf) - 1);
-	ck_close((int)f);
+	ck__close_priv((int)f);
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
@@ -351,22 +393,20 @@ static int ck__is_own_fd_dir(int dfd)
 	return n > 0 && ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0;
 }
 
-/* Whether name is the channel's entry in a listing of dfd. */
+/* Whether name is the entry of one of libckpt's descriptors (ck__ours) in
+ * a listing of dfd. */
 static int ck__hidden(int dfd, const char *name)
 {
-	int ctl = ck__ctl();
-	char num[12];
-	int m = 0, k = 0;
+	long v = 0;
 
-	if (ctl < 0 || name[0] < '0' || name[0] > '9')
+	if (ck__ctl() < 0 || name[0] < '0' || name[0] > '9')
 		return 0;
-	do
-		num[m++] = (char)('0' + ctl % 10);
-	while ((ctl /= 10) && m < 11);
-	while (m)
-		if (name[k++] != num[--m])
+	for (const char *p = name; *p; p++) {
+		if (*p < '0' || *p > '9' || v > (1L << 31))
 			return 0;
-	return name[k] == 0 && ck__is_own_fd_dir(dfd);
+		v = v * 10 + (*p - '0');
+	}
+	return ck__ours((int)v) && ck__is_own_fd_dir(dfd);
 }
 
 struct dirent *readdir(DIR *d)

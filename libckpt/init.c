@@ -179,6 +179,7 @@ static void ck__atfork_parent(void)
 static void ck__atfork_child(void)
 {
 	ck__core.fork_lock = 0; /* the parent's, taken for this fork */
+	ck__priv_forget();
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
 	ck__core.exiting = 0;
 	/* the parent's own descriptors, open when it forked us: not ours */
