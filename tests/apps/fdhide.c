@@ -11,7 +11,7 @@
  * every later step, its descriptor and status flags checked. Checkpoints
  * land between the steps, before and after the closes and the dup2, so a
  * restore must give the job its own 1000 back.
- * Exits 1 (after printing MISMATCH lines) when a listing differs from the
+ * Exits 1 (after printing FAIL lines) when a listing differs from the
  * set it expects or a descriptor number is not the one a bare run gets.
  * Usage: fdhide [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
@@ -36,7 +36,7 @@ __attribute__((format(printf, 1, 2))) static void mismatch(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	printf("MISMATCH ");
+	printf("FAIL ");
 	vprintf(fmt, ap);
 	printf("\n");
 	va_end(ap);
@@ -251,6 +251,6 @@ int main(int argc, char **argv)
 		snprintf(p, sizeof(p), "%s/own1000", dir), unlink(p);
 		rmdir(dir);
 	}
-	printf("final %016llx%s\n", (unsigned long long)acc, bad ? " (MISMATCH above)" : "");
+	printf("final %016llx%s\n", (unsigned long long)acc, bad ? " (FAIL above)" : "");
 	return bad;
 }

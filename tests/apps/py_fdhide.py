@@ -9,7 +9,7 @@
 # descriptors with close_range before exec) whose child lists its own
 # descriptors. Checkpoints land between the steps, before and after the
 # dup2, so a restore must give the job its own 1000 back.
-# Prints MISMATCH and exits 1 when a listing differs from what it expects.
+# Prints FAIL and exits 1 when a listing differs from what it expects.
 # Usage: py_fdhide.py [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s)
 import os
 import sys
@@ -42,7 +42,7 @@ def listing(step, path, low=0):
     print("step %d %s: %s" % (step, path, " ".join(map(str, fds))))
     want = sorted(f for f in ({0, 1, 2} | held) if f >= low)
     if fds != want:
-        print("MISMATCH step %d %s: %s, expected %s" % (step, path, fds, want))
+        print("FAIL step %d %s: %s, expected %s" % (step, path, fds, want))
         bad = 1
 
 
@@ -70,7 +70,7 @@ for i in range(steps):
         r = subprocess.run([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True, check=True)
         print("step %d %s" % (i, r.stdout.strip()))
         if r.stdout.strip() != "child fds: 0 1 2":
-            print("MISMATCH step %d: the child holds more than 0-2" % i)
+            print("FAIL step %d: the child holds more than 0-2" % i)
             bad = 1
     elif i == steps - 3:
         # done with the file: a checkpoint that holds it lies 0.3 s back
@@ -85,7 +85,7 @@ for i in range(steps):
         os.write(1000, line)
         end = os.lseek(1000, 0, os.SEEK_END)
         if os.pread(1000, len(line), end - len(line)) != line:
-            print("MISMATCH step %d: read back through 1000" % i)
+            print("FAIL step %d: read back through 1000" % i)
             bad = 1
         # (not the file's length: a restore does not roll files back)
         acc = (acc * 31 + sum(line)) % (1 << 64)
@@ -93,5 +93,5 @@ for i in range(steps):
     time.sleep(0.1)
 os.unlink(own)
 os.rmdir(d)
-print("final %016x%s" % (acc, " (MISMATCH above)" if bad else ""))
+print("final %016x%s" % (acc, " (FAIL above)" if bad else ""))
 sys.exit(bad)
