@@ -91,13 +91,15 @@ static long ck__seterr(long r)
 	return r;
 }
 
-/* Whether the manager is blocked in recvmsg on fd (or on nfd): the kernel
- * then holds the socket itself, whatever the number comes to mean. */
-static int ck__manager_blocked_on(int fd, int nfd)
+/* Whether the manager is blocked in recvmsg (/proc/self/task/TID/syscall
+ * names it only while the thread is inside it): the kernel then holds the
+ * socket itself, whatever number the manager had read, even one of an
+ * earlier move. */
+static int ck__manager_in_recv(void)
 {
 	char path[64] = "/proc/self/task/", buf[128];
 	const char *p = buf;
-	long n, fdn, f;
+	long n, f;
 	int tid = ck__core.manager_tid, k = 16;
 	char num[12];
 	int m = 0;
@@ -118,17 +120,14 @@ static int ck__manager_blocked_on(int fd, int nfd)
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
-	if (strtol(p, (char **)&p, 10) != SYS_recvmsg || *p != ' ')
-		return 0;
-	fdn = strtol(p + 1, NULL, 16);
-	return fdn == fd || fdn == nfd;
+	return strtol(p, (char **)&p, 10) == SYS_recvmsg && *p == ' ';
 }
 
 /* Moves the channel off its number (a close-on-exec number above it): the
  * job takes that number next. Every signal blocked and forks held off
  * meanwhile. ck__core.ctl_fd changes before the old number is closed; a
  * send or receive of the manager's that loaded the old number is waited
- * for (ck__ctl_get/_put in ctlchan.c), unless it is a receive already
+ * for (the ctl_send and ctl_recv marks, ctlchan.c), unless it is a receive already
  * blocked in the kernel, which holds the socket, not the number. Returns
  * the number freed, or -errno. */
 static int ck__ctl_vacate(void)
@@ -148,7 +147,7 @@ static int ck__ctl_vacate(void)
 		for (int i = 0; i < 10000; i++) {
 			int recv = __atomic_load_n(&ck__core.ctl_recv, __ATOMIC_SEQ_CST);
 			int send = __atomic_load_n(&ck__core.ctl_send, __ATOMIC_SEQ_CST);
-			if (!send && (!recv || ck__manager_blocked_on(oldfd, nfd)))
+			if (!send && (!recv || ck__manager_in_recv()))
 				break;
 			ck_sys2(SYS_nanosleep, &ts, NULL);
 		}
