@@ -74,8 +74,7 @@ static void ck__send_snapshot(int uffd, int prearmed)
 	m.arg[4] = ((ck__t_parked - ck__t_ask) & 0xffffffffu) | (ck__t_recorded - ck__t_parked) << 32;
 	m.arg[5] = ck__now_us() - ck__t_recorded;
 	/* a pre-armed process's descriptor is ckrun's already */
-	ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len,
-			      prearmed ? -1 : uffd);
+	ck__send_fd(&m, __builtin_offsetof(struct ck_msg, text) + m.len, prearmed ? -1 : uffd);
 }
 
 /* Waits for one of ckrun's messages: DONE (the round's verdict: resume),

@@ -19,13 +19,13 @@
 
 long ck__read_file(const char *path, char *buf, size_t len)
 {
-	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n, got = 0;
+	long fd = ck__open_priv(path, O_RDONLY), n, got = 0;
 
 	if (fd < 0)
 		return fd;
 	while ((size_t)got < len - 1 && (n = ck_read((int)fd, buf + got, len - 1 - got)) > 0)
 		got += n;
-	ck_close((int)fd);
+	ck__close_priv((int)fd);
 	buf[got] = 0;
 	return got;
 }

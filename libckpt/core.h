@@ -19,7 +19,13 @@
 #define CK_SIG_DEFAULT 63
 
 struct ck_core {
-	int ctl_fd;        /* control channel to ckrun, -1 when not under ckrun */
+	int ctl_fd;        /* control channel to ckrun, -1 when not under ckrun (moves: fdhide.c) */
+	/* Uses of ctl_fd under way: the manager's receive, and sends (any
+	 * thread); a move of the channel waits for them (fdhide.c). */
+	volatile int ctl_recv, ctl_send;
+	/* libckpt's own short-lived descriptors (a /proc file read while job
+	 * threads run), as number + 1 (0: free): listings skip them. */
+	volatile int priv_fd[8];
 	int sig;           /* suspend signal */
 	int pid;           /* pid in the job's namespace */
 	int manager_tid;
@@ -46,6 +52,13 @@ struct ck_core {
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	char fail[512]; /* why the current round failed */
 };
+
+/* fdhide.c: a /proc file opened (system calls only) and marked as
+ * libckpt's own, so that a listing of the job's descriptors skips it;
+ * closed and unmarked */
+long ck__open_priv(const char *path, int flags) CK_HIDDEN;
+void ck__close_priv(int fd) CK_HIDDEN;
+void ck__priv_forget(void) CK_HIDDEN; /* a fork child: the parent's marks are not ours */
 
 /* init.c: ck__core.fork_lock */
 void ck__fork_lock(void) CK_HIDDEN;
@@ -94,6 +107,9 @@ void ck__pstate_thread_save(struct ck_pd_thread *t) CK_HIDDEN;
 void ck__pstate_thread_restored(const struct ck_pd_thread *t) CK_HIDDEN;
 int ck__pstate_collect(void) CK_HIDDEN;
 int ck__pstate_restore(const char **what) CK_HIDDEN;
+/* the restart code, before the credentials: the saved audit login uid
+ * given back; 0, or -errno with *saved and *now (the restorer's) */
+int ck__pstate_loginuid_restore(uint32_t *saved, uint32_t *now) CK_HIDDEN;
 
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */
@@ -135,6 +151,8 @@ void ck__channel_restored(void) CK_HIDDEN;
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* a message of len bytes with our credentials and passfd (-1: none) */
+long ck__send_fd(const void *m, size_t len, int passfd) CK_HIDDEN;
 /* checkpoint.c */
 /* park_ms: what is left of the round's bound (bound_ms, --round-timeout)
  * for parking (0: CK_PARK_TIMEOUT_MS) */

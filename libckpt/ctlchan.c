@@ -14,7 +14,19 @@
  * namespace numbers it. System calls only: runs in the snapshot child. */
 int ck__send(struct ck_msg *m)
 {
-	return (int)ck_send_with_creds(ck__core.ctl_fd, m, __builtin_offsetof(struct ck_msg, text) + m->len);
+	return (int)ck__send_fd(m, __builtin_offsetof(struct ck_msg, text) + m->len, -1);
+}
+
+/* The channel's number is read inside the ctl_send mark: a move of the
+ * channel (fdhide.c) waits until no send holds the old number. */
+long ck__send_fd(const void *m, size_t len, int passfd)
+{
+	long r;
+
+	__atomic_add_fetch(&ck__core.ctl_send, 1, __ATOMIC_SEQ_CST);
+	r = ck_send_with_creds_fd(__atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST), m, len, passfd);
+	__atomic_sub_fetch(&ck__core.ctl_send, 1, __ATOMIC_SEQ_CST);
+	return r;
 }
 
 /* One message; a descriptor that came with it is returned in *fd (the
@@ -36,9 +48,14 @@ int ck__recv_fd(struct ck_msg *m, int *fd)
 	mh.msg_iovlen = 1;
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
+	/* ctl_recv marks the number read: a move of the channel waits until
+	 * this receive has it in the kernel (fdhide.c) */
+	__atomic_store_n(&ck__core.ctl_recv, 1, __ATOMIC_SEQ_CST);
 	do
-		r = ck_sys3(SYS_recvmsg, ck__core.ctl_fd, (long)&mh, MSG_CMSG_CLOEXEC);
+		r = ck_sys3(SYS_recvmsg, __atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST), (long)&mh,
+			    MSG_CMSG_CLOEXEC);
 	while (r == -EINTR);
+	__atomic_store_n(&ck__core.ctl_recv, 0, __ATOMIC_SEQ_CST);
 	for (c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
 			ck_memcpy(&got, CMSG_DATA(c), sizeof(int));

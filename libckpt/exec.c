@@ -51,6 +51,11 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 		for (int k = 0; k < CK__NVARS; k++)
 			if (!strncmp(e, ck__names[k], strlen(ck__names[k])))
 				have[k] = 1;
+		/* the job took the channel's number (fdhide.c moved the channel,
+		 * close-on-exec): the new program attaches through the attach
+		 * socket, never through what the job holds at that number */
+		if (ck__core.ctl_fd != CK_CTL_FD && !strncmp(e, CK_CTL_ENV "=", sizeof(CK_CTL_ENV)))
+			e = CK_CTL_ENV "=-1";
 		if (!strncmp(e, "LD_PRELOAD=", 11) && ck__vars[0] && !strstr(e, "libckpt.so")) {
 			/* ours in front of the job's own list */
 			size_t a = strlen(ck__vars[0]), b = strlen(e + 11);
@@ -65,7 +70,7 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 	}
 	for (int k = 0; k < CK__NVARS; k++)
 		if (!have[k] && ck__vars[k])
-			out[n++] = ck__vars[k];
+			out[n++] = k == 1 && ck__core.ctl_fd != CK_CTL_FD ? (char *)CK_CTL_ENV "=-1" : ck__vars[k];
 	out[n] = NULL;
 	return out;
 }

@@ -30,7 +30,7 @@ static int ck__connect_attach(void)
 {
 	struct sockaddr_un sa;
 	size_t n = strlen(ck__attach_name);
-	int fd;
+	int fd, r;
 
 	if (!n || n + 1 > sizeof(sa.sun_path))
 		return -ENOENT;
@@ -41,8 +41,9 @@ static int ck__connect_attach(void)
 	sa.sun_family = AF_UNIX;
 	memcpy(sa.sun_path + 1, ck__attach_name, n); /* abstract: leading NUL */
 	if (connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n)) < 0) {
-		close(fd);
-		return -errno;
+		r = -errno;
+		ck_close(fd);
+		return r;
 	}
 	return fd;
 }
@@ -79,34 +80,36 @@ static int ck__attach(int inherited)
 	m.type = CK_MSG_HELLO;
 	m.arg[0] = (uint64_t)getpid();
 	r = ck_send_with_creds_fd(inherited, &m, __builtin_offsetof(struct ck_msg, text), sp[1]);
-	close(sp[1]);
+	ck_close(sp[1]);
 	if (r < 0) {
-		close(sp[0]);
+		ck_close(sp[0]);
 		return (int)r;
 	}
-	if (inherited == CK_CTL_FD || fcntl(CK_CTL_FD, F_GETFD) < 0 || ck__is_our_channel(CK_CTL_FD)) {
-		if (dup3(sp[0], CK_CTL_FD, 0) < 0) {
-			close(sp[0]);
-			return -errno;
+	/* system calls: the job's close, dup3 and fcntl (fdhide.c) hide the channel */
+	if (inherited == CK_CTL_FD || ck_sys2(SYS_fcntl, CK_CTL_FD, F_GETFD) < 0 || ck__is_our_channel(CK_CTL_FD)) {
+		r = ck_sys3(SYS_dup3, sp[0], CK_CTL_FD, 0);
+		if (r < 0) {
+			ck_close(sp[0]);
+			return (int)r;
 		}
 		ck__core.ctl_fd = CK_CTL_FD;
 	} else {
-		ck__core.ctl_fd = fcntl(sp[0], F_DUPFD_CLOEXEC, CK_CTL_FD + 1);
+		ck__core.ctl_fd = (int)ck_sys3(SYS_fcntl, sp[0], F_DUPFD_CLOEXEC, CK_CTL_FD + 1);
 	}
-	close(sp[0]);
+	ck_close(sp[0]);
 	if (inherited != CK_CTL_FD && inherited != ck__core.ctl_fd)
-		close(inherited);
+		ck_close(inherited);
 	if (ck__core.ctl_fd < 0)
 		return -EBADF;
 	ck__channel_ino = ck__ino_of(ck__core.ctl_fd);
 	return 0;
 }
 
-/* In a restored process: the restorer's channel is ours now. */
+/* In a restored process: the restorer's channel is ours now (the restart
+ * code set ck__core.ctl_fd to where the restorer left it). */
 void ck__channel_restored(void)
 {
-	ck__core.ctl_fd = CK_CTL_FD;
-	ck__channel_ino = ck__ino_of(CK_CTL_FD);
+	ck__channel_ino = ck__ino_of(ck__core.ctl_fd);
 }
 
 /* The manager lost its channel while ckrun still runs (the job closed our
@@ -137,11 +140,17 @@ static void ck__start_manager(void)
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Whether fd is a socket (fd 1000 may be the job's own file). */
-static int ck__is_socket(int fd)
+/* Whether fd can be an inherited channel: a UNIX SOCK_SEQPACKET socket
+ * (fd 1000 may be the job's own file, or a socket of its own). */
+static int ck__is_channel_kind(int fd)
 {
-	struct stat st;
-	return fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+	int v = 0;
+	socklen_t l = sizeof(v);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || v != AF_UNIX)
+		return 0;
+	l = sizeof(v);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &l) == 0 && v == SOCK_SEQPACKET;
 }
 
 /* In a forked child: only the forking thread exists; the manager is gone. */
@@ -170,16 +179,17 @@ static void ck__atfork_parent(void)
 static void ck__atfork_child(void)
 {
 	ck__core.fork_lock = 0; /* the parent's, taken for this fork */
+	ck__priv_forget();
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
 	ck__core.exiting = 0;
 	/* the parent's own descriptors, open when it forked us: not ours */
 	for (int i = 0; i < 2; i++) {
 		if (ck__core.fork_fd[i] >= 0 && ck__core.fork_fd[i] != ck__core.devfd)
-			close(ck__core.fork_fd[i]);
+			ck_close(ck__core.fork_fd[i]);
 		ck__core.fork_fd[i] = -1;
 	}
 	if (ck__core.devfd >= 0)
-		close(ck__core.devfd);
+		ck_close(ck__core.devfd);
 	ck__core.devfd = -1;
 	if (ck__core.ctl_fd < 0)
 		return;
@@ -207,7 +217,7 @@ __attribute__((constructor)) static void ck__init(void)
 	fd = atoi(s);
 	if (getenv("CKPT_ATTACH"))
 		snprintf(ck__attach_name, sizeof(ck__attach_name), "%s", getenv("CKPT_ATTACH"));
-	if (fd < 3 || fcntl(fd, F_GETFD) < 0 || ck__is_socket(fd) == 0)
+	if (fd < 3 || ck_sys2(SYS_fcntl, fd, F_GETFD) < 0 || !ck__is_channel_kind(fd))
 		fd = ck__connect_attach(); /* the channel was closed before exec */
 	if (fd < 0)
 		return;

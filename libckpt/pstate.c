@@ -11,7 +11,12 @@
  * memory). Which ranges are locked is kept here, in libckpt's memory, which
  * the image holds: it needs no room in the process descriptor. A lock that
  * cannot be taken back fails the restore: a job never runs with pages it
- * locked swappable, nor without the limits it set on itself. */
+ * locked swappable, nor without the limits it set on itself.
+ *
+ * The audit login uid (/proc/self/loginuid) is the process's too: kept
+ * here as well, and given back first thing in the restart, while the
+ * process still has the restorer's credentials (a change needs
+ * CAP_AUDIT_CONTROL); one that cannot be given back fails the restore. */
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -43,6 +48,55 @@ static uint32_t ck__nlocks;
 /* The parent-death signal is the thread's (PR_SET_PDEATHSIG: "the thread
  * that created this process"), not the process's: by ck__pd.threads[]. */
 static int32_t ck__pdeath[CK_PD_MAX_THREADS];
+/* The audit login uid at the cut; ck__loginuid_saved 0: no audit in the
+ * kernel (no /proc/self/loginuid), nothing to give back. */
+static uint32_t ck__loginuid;
+static int ck__loginuid_saved;
+
+/* /proc/self/loginuid: 0 with *v, or -errno. */
+static int ck__read_loginuid(uint32_t *v)
+{
+	char b[16];
+	long n = ck__read_file("/proc/self/loginuid", b, sizeof(b));
+	uint64_t x = 0;
+
+	if (n <= 0)
+		return n < 0 ? (int)n : -EIO;
+	for (const char *p = b; *p >= '0' && *p <= '9'; p++)
+		x = x * 10 + (uint64_t)(*p - '0');
+	*v = (uint32_t)x;
+	return 0;
+}
+
+int ck__pstate_loginuid_restore(uint32_t *saved, uint32_t *now)
+{
+	char b[12];
+	int k = 0, n = 0;
+	uint32_t u;
+	char d[12];
+	long fd, r;
+
+	if (!ck__loginuid_saved)
+		return 0;
+	*saved = ck__loginuid;
+	if (ck__read_loginuid(now) < 0)
+		return -ENOENT; /* saved where the kernel had audit, restored where it has none */
+	if (*now == ck__loginuid)
+		return 0;
+	u = ck__loginuid;
+	do
+		d[k++] = (char)('0' + u % 10);
+	while ((u /= 10) && k < 11);
+	while (k)
+		b[n++] = d[--k];
+	fd = ck_openat(AT_FDCWD, "/proc/self/loginuid", O_WRONLY | O_CLOEXEC, 0);
+	r = fd < 0 ? fd : ck_write((int)fd, b, (size_t)n);
+	if (fd >= 0)
+		ck_close((int)fd);
+	if (r >= 0 && ck__read_loginuid(now) == 0 && *now == ck__loginuid)
+		return 0;
+	return r < 0 ? (int)r : -EPERM;
+}
 
 void ck__pstate_thread_save(struct ck_pd_thread *t)
 {
@@ -189,6 +243,7 @@ int ck__pstate_collect(void)
 
 	ck__pd.pflags = CK_PD_P_VALID;
 	ck__nlocks = 0;
+	ck__loginuid_saved = ck__read_loginuid(&ck__loginuid) == 0;
 	n = ck__read_file("/proc/self/oom_score_adj", b, sizeof(b));
 	if (n <= 0) {
 		ck__failf("cannot read the process's oom_score_adj (/proc/self/oom_score_adj)");

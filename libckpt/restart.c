@@ -42,7 +42,7 @@ static size_t ck__append(char *to, size_t at, size_t cap, const char *s)
 }
 
 /* Ends the restart: ckrun learns why over the channel the restorer left
- * at CK_CTL_FD (it names the checkpoint in its one error line), and the
+ * (ck__core.ctl_fd, set first thing by ck__restart_main; it names the checkpoint in its one error line), and the
  * process exits 128 + errno. what2 may name the thing (a path) or be NULL. */
 static __attribute__((noreturn)) void ck__restart_fail2(const char *what, const char *what2, long err)
 {
@@ -71,7 +71,7 @@ static __attribute__((noreturn)) void ck__restart_fail2(const char *what, const 
 	m->type = CK_MSG_RST_ERROR;
 	m->len = (uint32_t)n;
 	m->arg[0] = (uint64_t)err;
-	if (ck_send_with_creds(CK_CTL_FD, m, __builtin_offsetof(struct ck_msg, text) + n) < 0) {
+	if (ck_send_with_creds(ck__core.ctl_fd, m, __builtin_offsetof(struct ck_msg, text) + n) < 0) {
 		m->text[n] = '\n';
 		ck_write(2, m->text, n + 1); /* no ckrun to tell: the job's stderr */
 	}
@@ -81,6 +81,44 @@ static __attribute__((noreturn)) void ck__restart_fail2(const char *what, const 
 static __attribute__((noreturn)) void ck__restart_fail(const char *what, long err)
 {
 	ck__restart_fail2(what, NULL, err);
+}
+
+static size_t ck__append_u32(char *to, size_t at, size_t cap, uint32_t v)
+{
+	char d[12];
+	int k = 0;
+
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) && k < 11);
+	while (k && at < cap)
+		to[at++] = d[--k];
+	return at;
+}
+
+/* The audit login uid, while we still have the restorer's credentials
+ * (CAP_AUDIT_CONTROL where ckrun is root): given back, or the restore
+ * fails naming both values. */
+static void ck__restore_loginuid(void)
+{
+	static char line[96];
+	uint32_t saved = 0, now = 0;
+	size_t n;
+	int r = ck__pstate_loginuid_restore(&saved, &now);
+
+	if (r == 0)
+		return;
+	n = ck__append(line, 0, sizeof(line) - 1, "loginuid ");
+	n = ck__append_u32(line, n, sizeof(line) - 1, saved);
+	if (r == -ENOENT) {
+		n = ck__append(line, n, sizeof(line) - 1, " (this kernel has no loginuid)");
+	} else {
+		n = ck__append(line, n, sizeof(line) - 1, " (the restoring process has ");
+		n = ck__append_u32(line, n, sizeof(line) - 1, now);
+		n = ck__append(line, n, sizeof(line) - 1, ")");
+	}
+	line[n] = 0;
+	ck__restart_fail2("cannot give the process its saved", line, r);
 }
 
 static void ck__restore_process_state(const struct ck_procdesc *pd)
@@ -240,11 +278,14 @@ static void ck__recreate_threads(const struct ck_procdesc *pd)
 }
 
 /* Entered with: rdi = the process descriptor, rsi/rdx = the restorer's
- * range to unmap. */
-__attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(struct ck_procdesc *pd, uint64_t rst, uint64_t rst_len)
+ * range to unmap, rcx = where it left our channel (CK_RST_CTL_MAGIC in the
+ * high half; a restorer without it left the channel at CK_CTL_FD). */
+__attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(struct ck_procdesc *pd, uint64_t rst, uint64_t rst_len,
+									  uint64_t ctl)
 {
 	const struct ck_pd_thread *main_thread = NULL;
 
+	ck__core.ctl_fd = (ctl >> 32) == CK_RST_CTL_MAGIC ? (int)(uint32_t)ctl : CK_CTL_FD;
 	for (uint32_t i = 0; i < pd->nthreads; i++)
 		if (pd->threads[i].flags & CK_PDT_MAIN)
 			main_thread = &pd->threads[i];
@@ -282,6 +323,7 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 		}
 	}
 	ck__restore_process_state(pd);
+	ck__restore_loginuid();
 	{
 		const char *why = NULL, *path = NULL;
 		long r = ck__fdstate_reopen(pd, &why, &path);

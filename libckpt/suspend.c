@@ -140,7 +140,7 @@ void ck__thread_restored(struct ck_pd_thread *t)
 static void ck__proc_field(const char *path, const char *key, char *out, size_t len)
 {
 	char buf[4096]; /* on the thread's stack: no TLS allocation in a handler */
-	long fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0), n;
+	long fd = ck__open_priv(path, O_RDONLY), n;
 	const char *p;
 	size_t k = 0;
 
@@ -148,7 +148,7 @@ static void ck__proc_field(const char *path, const char *key, char *out, size_t 
 	if (fd < 0)
 		return;
 	n = ck_read((int)fd, buf, sizeof(buf) - 1);
-	ck_close((int)fd);
+	ck__close_priv((int)fd);
 	buf[n > 0 ? n : 0] = 0;
 	if (!(p = key ? strstr(buf, key) : buf))
 		return;
@@ -293,11 +293,11 @@ static void ck__read_syscall(int tid, struct ck__sysinfo *out)
 	out->nr = 0;
 	out->pc = 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
+	fd = ck__open_priv(path, O_RDONLY);
 	if (fd < 0)
 		return;
 	n = ck_read((int)fd, buf, sizeof(buf) - 1);
-	ck_close((int)fd);
+	ck__close_priv((int)fd);
 	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
 		return;
 	buf[n] = 0;
@@ -323,7 +323,7 @@ static int ck__signal_new_threads(void)
 	int added = 0;
 	long fd, n;
 
-	fd = ck_openat(AT_FDCWD, "/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	fd = ck__open_priv("/proc/self/task", O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return (int)fd;
 	while ((n = ck_sys3(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
@@ -339,7 +339,7 @@ static int ck__signal_new_threads(void)
 			if (tid == ck__core.manager_tid || ck__slot_of(tid))
 				continue;
 			if (ck__pd.nthreads >= CK_PD_MAX_THREADS) {
-				ck_close((int)fd);
+				ck__close_priv((int)fd);
 				ck__failf("more than %d threads: a checkpoint holds at most %d per process", CK_PD_MAX_THREADS,
 					  CK_PD_MAX_THREADS);
 				return -E2BIG;
@@ -357,7 +357,7 @@ static int ck__signal_new_threads(void)
 			added++;
 		}
 	}
-	ck_close((int)fd);
+	ck__close_priv((int)fd);
 	return n < 0 ? (int)n : added;
 }
 

@@ -55,7 +55,7 @@ static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
 		ck_memcpy(m.text, &wi, sizeof(wi));
 		m.len = sizeof(wi);
 	}
-	return (int)ck_send_with_creds_fd(ck__core.ctl_fd, &m, __builtin_offsetof(struct ck_msg, text) + m.len, fd);
+	return (int)ck__send_fd(&m, __builtin_offsetof(struct ck_msg, text) + m.len, fd);
 }
 
 /* The job runs meanwhile: a range it unmapped or replaced since our scan

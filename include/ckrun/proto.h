@@ -26,6 +26,10 @@
 #define CK_PROTO_VERSION 2 /* 2: CK_MSG_ENV */
 
 #define CK_CTL_FD 1000
+/* The restorer jumps into the restored libckpt with its channel's number
+ * in rcx, this in the high 32 bits: CK_CTL_FD unless a descriptor of the
+ * job's own has that number (the job dup2'd onto it). */
+#define CK_RST_CTL_MAGIC 0xc7c7u
 #define CK_CTL_ENV "CKPT_CTL_FD"
 
 enum ck_msg_type {

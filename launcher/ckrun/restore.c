@@ -220,7 +220,7 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 			return -EIO;
 		}
 		if (from && msg.type == CK_MSG_RST_ERROR) {
-			ck_err_set("%s", msg.text);
+			ck_err_set("process %d: %s", from->jpid, msg.text); /* the restart code's: which process */
 			return -EIO;
 		}
 		if (from && msg.type == CK_MSG_RESTARTED && from->round.state != CK_JP_SNAPSHOT) {

@@ -40,6 +40,9 @@ __asm__(".globl ck_rst_stack_top\n.set ck_rst_stack_top, ck_rst_stack + (128 << 
 extern char __executable_start[];
 
 static struct ck_msg ck__msg;
+/* Our channel: CK_CTL_FD, unless the job's saved descriptors hold that
+ * number (ck__place_fds moves it then). */
+static int ck__ctl = CK_CTL_FD;
 static char ck__mapsbuf[65536];
 
 /* The compiler may emit calls to these for struct copies. */
@@ -67,7 +70,7 @@ static int ck__send(uint32_t type, uint64_t a0, const char *text)
 			ck__msg.len = 1000;
 		ck_memcpy(ck__msg.text, text, ck__msg.len);
 	}
-	return ck_send_with_creds(CK_CTL_FD, &ck__msg, __builtin_offsetof(struct ck_msg, text) + ck__msg.len) < 0
+	return ck_send_with_creds(ck__ctl, &ck__msg, __builtin_offsetof(struct ck_msg, text) + ck__msg.len) < 0
 		       ? -1
 		       : 0;
 }
@@ -115,7 +118,7 @@ static int ck__recv(int *fds, int max, int *nfds)
 	mh.msg_control = u.buf;
 	mh.msg_controllen = sizeof(u.buf);
 	do
-		r = ck_sys3(SYS_recvmsg, CK_CTL_FD, &mh, MSG_CMSG_CLOEXEC);
+		r = ck_sys3(SYS_recvmsg, ck__ctl, &mh, MSG_CMSG_CLOEXEC);
 	while (r == -4 /* EINTR */);
 	if (r <= 0)
 		ck_exit_group(1); /* ckrun is gone */
@@ -390,14 +393,28 @@ static void ck__place_fds(uint32_t nfds)
 		}
 		got += (uint32_t)n;
 	}
+	/* A descriptor of the job's own at CK_CTL_FD (it dup2'd onto it):
+	 * the channel goes above the parked ones, out of the job's way. */
+	for (uint32_t i = 0; i < nfds; i++)
+		if (target[i] == CK_CTL_FD || target[i] == -CK_CTL_FD - 1) {
+			long r = ck_sys3(SYS_dup3, ck__ctl, CK_FD_PARK + nfds, O_CLOEXEC);
+			if (r < 0)
+				ck__die("restorer: cannot move the channel", r);
+			ck__ctl = CK_FD_PARK + (int)nfds;
+			break;
+		}
 	/* Everything below the parking area but the channel goes. */
-	ck_sys3(SYS_close_range, 0, CK_CTL_FD - 1, 0);
-	ck_sys3(SYS_close_range, CK_CTL_FD + 1, CK_FD_PARK - 1, 0);
+	if (ck__ctl < CK_FD_PARK) {
+		ck_sys3(SYS_close_range, 0, ck__ctl - 1, 0);
+		ck_sys3(SYS_close_range, ck__ctl + 1, CK_FD_PARK - 1, 0);
+	} else {
+		ck_sys3(SYS_close_range, 0, CK_FD_PARK - 1, 0);
+	}
 	for (uint32_t i = 0; i < nfds; i++) {
 		int cloexec = target[i] < 0;
 		int t = cloexec ? -target[i] - 1 : target[i];
 		long r;
-		if (t == CK_CTL_FD || t >= CK_FD_PARK)
+		if (t == ck__ctl || t >= CK_FD_PARK)
 			ck__die("restorer: a saved descriptor number collides with the restorer's", -16);
 		r = ck_sys3(SYS_dup3, CK_FD_PARK + i, t, cloexec ? O_CLOEXEC : 0);
 		if (r < 0)
@@ -417,9 +434,9 @@ static void ck__attach(void)
 		ck_exit_group(1);
 	hello.type = CK_MSG_RST_HELLO;
 	hello.arg[0] = (uint64_t)ck_getpid();
-	r = ck_send_with_creds_fd(CK_CTL_FD, &hello, __builtin_offsetof(struct ck_msg, text), sp[1]);
+	r = ck_send_with_creds_fd(ck__ctl, &hello, __builtin_offsetof(struct ck_msg, text), sp[1]);
 	ck_close(sp[1]);
-	if (r < 0 || ck_sys3(SYS_dup3, sp[0], CK_CTL_FD, 0) < 0)
+	if (r < 0 || ck_sys3(SYS_dup3, sp[0], ck__ctl, 0) < 0)
 		ck_exit_group(1);
 	ck_close(sp[0]);
 }
@@ -634,7 +651,7 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 				 "jmpq *%1\n\t"
 				 :
 				 : "r"(l->restart_stack), "r"(l->restart_entry), "D"(l->restart_arg), "S"(base),
-				   "d"(len)
+				   "d"(len), "c"((uint64_t)CK_RST_CTL_MAGIC << 32 | (uint32_t)ck__ctl)
 				 : "memory");
 	}
 	__builtin_unreachable();

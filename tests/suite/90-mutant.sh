@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api mappath filepages vdso sockets user podman report sites}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio api mappath filepages vdso sockets user podman report sites loginuid}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -56,6 +56,7 @@ main() {
 		conformance) sample conformance '^conformance' \
 			CKPT_TEST_APPS="sgd forktree py_compute mp_pipeline memfd" CKPT_TEST_VARIANTS="default fork" \
 			-- 20-conformance.sh ;;
+		loginuid) sample loginuid '^loginuid/' -- 39-loginuid.sh ;;
 		faults) sample faults '^faults/(kill-run-|treekill|corrupt-pack)' \
 			CKPT_TEST_FAULTS="kill treekill corrupt" CKPT_TEST_KILL_TRIALS=3 -- 30-faults.sh ;;
 		stdio) sample stdio '^stdio/' -- 24-stdio.sh ;;
