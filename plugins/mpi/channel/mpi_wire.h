@@ -1,0 +1,64 @@
+/* What travels over the MPI channel: request kinds and the numbering of
+ * predefined communicators, datatypes and reduction ops. Both sides name a
+ * predefined object by its Open MPI 4.1 symbol (ompi_mpi_NAME), so the lists
+ * below are the one place that pairs a stand-in handle with the real one. */
+#ifndef CK_MPI_WIRE_H
+#define CK_MPI_WIRE_H
+
+/* Exit status of a rank (and, through the agent's MPI_Abort, of mpirun)
+ * that called something the stand-in does not support, or that was started
+ * without an agent. */
+#define CK_MPI_EXIT_UNSUPPORTED 70
+
+/* The environment variable naming the channel (a POSIX shm name). */
+#define CK_MPI_CHANNEL_ENV "CKPT_MPI_CHANNEL"
+
+enum ck_mpi_wire_op {
+	/* answer: rank in src, size in rtag, processor name in inl; the values of
+	 * the attributes MPI_TAG_UB in rlen, MPI_UNIVERSE_SIZE in count,
+	 * MPI_APPNUM in off, MPI_LASTUSEDCODE in len (-1 where unset) */
+	CK_W_HELLO = 1,
+	CK_W_FINALIZE,
+	CK_W_ABORT, /* tag: error code */
+	CK_W_BARRIER,
+	CK_W_BCAST,
+	CK_W_ALLREDUCE, /* flags in peer: 1 = in place (arena at off); else send at off, receive at off+len */
+	CK_W_REDUCE,
+	CK_W_SEND,
+	CK_W_RECV, /* answer: src, rtag, rlen (bytes received into the arena at off) */
+	CK_W_ERRHANDLER, /* comm, rop: one of CK_MPI_ERRHANDLERS */
+};
+
+#define CK_W_INPLACE 1
+
+/* Predefined communicators: X(symbol suffix) */
+#define CK_MPI_COMMS(X) X(comm_world) X(comm_self)
+
+/* Predefined datatypes: X(symbol suffix, size in bytes) */
+#define CK_MPI_TYPES(X)                                                                       \
+	X(char, 1) X(signed_char, 1) X(unsigned_char, 1) X(byte, 1) X(packed, 1) X(short, 2)   \
+	X(unsigned_short, 2) X(int, 4) X(unsigned, 4) X(long, 8) X(unsigned_long, 8)          \
+	X(long_long_int, 8) X(unsigned_long_long, 8) X(float, 4) X(double, 8)                 \
+	X(long_double, 16) X(wchar, 4) X(c_bool, 1) X(int8_t, 1) X(uint8_t, 1) X(int16_t, 2)  \
+	X(uint16_t, 2) X(int32_t, 4) X(uint32_t, 4) X(int64_t, 8) X(uint64_t, 8) X(aint, 8)  \
+	X(offset, 8) X(count, 8) X(c_float_complex, 8) X(c_double_complex, 16) X(2int, 8)     \
+	X(float_int, 8) X(double_int, 16) X(long_int, 16) X(short_int, 8)
+
+/* Predefined reduction ops: X(symbol suffix) */
+#define CK_MPI_OPS(X)                                                                          \
+	X(op_sum) X(op_max) X(op_min) X(op_prod) X(op_land) X(op_lor) X(op_lxor) X(op_band)     \
+	X(op_bor) X(op_bxor) X(op_maxloc) X(op_minloc)
+
+/* Predefined error handlers: X(symbol suffix) */
+#define CK_MPI_ERRHANDLERS(X) X(errors_are_fatal) X(errors_return)
+
+#define CK__ENUM_EH(n) CK_EH_##n,
+#define CK__ENUM_COMM(n) CK_COMM_##n,
+#define CK__ENUM_TYPE(n, s) CK_DT_##n,
+#define CK__ENUM_OP(n) CK_OP_##n,
+enum { CK_MPI_COMMS(CK__ENUM_COMM) CK_NCOMMS };
+enum { CK_MPI_TYPES(CK__ENUM_TYPE) CK_NTYPES };
+enum { CK_MPI_OPS(CK__ENUM_OP) CK_NOPS };
+enum { CK_MPI_ERRHANDLERS(CK__ENUM_EH) CK_NEHS };
+
+#endif

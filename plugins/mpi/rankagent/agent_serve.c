@@ -1,0 +1,151 @@
+/* The agent's half of each request: the real MPI call on arena memory. The
+ * wire numbers of mpi_wire.h map to the real predefined handles through the
+ * same ompi_mpi_* names the stand-in uses. Errors are the real library's
+ * (MPI_ERRORS_ARE_FATAL on the job's communicators, as in a bare run). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/mpi/channel/mpi_wire.h"
+#include "plugins/mpi/rankagent/agent.h"
+
+#define COMM_H(n) (MPI_Comm) & ompi_mpi_##n,
+#define TYPE_H(n, s) (MPI_Datatype) & ompi_mpi_##n,
+#define OP_H(n) (MPI_Op) & ompi_mpi_##n,
+#define EH_H(n) (MPI_Errhandler) & ompi_mpi_##n,
+
+static MPI_Comm comm_of(int i)
+{
+	static const MPI_Comm tab[] = { CK_MPI_COMMS(COMM_H) };
+
+	return i >= 0 && i < CK_NCOMMS ? tab[i] : MPI_COMM_NULL;
+}
+
+static MPI_Datatype type_of(int i)
+{
+	static const MPI_Datatype tab[] = { CK_MPI_TYPES(TYPE_H) };
+
+	return i >= 0 && i < CK_NTYPES ? tab[i] : MPI_DATATYPE_NULL;
+}
+
+static MPI_Op op_of(int i)
+{
+	static const MPI_Op tab[] = { CK_MPI_OPS(OP_H) };
+
+	return i >= 0 && i < CK_NOPS ? tab[i] : MPI_OP_NULL;
+}
+
+static MPI_Errhandler eh_of(int i)
+{
+	static const MPI_Errhandler tab[] = { CK_MPI_ERRHANDLERS(EH_H) };
+
+	return i >= 0 && i < CK_NEHS ? tab[i] : MPI_ERRHANDLER_NULL;
+}
+
+/* An integer attribute of MPI_COMM_WORLD, -1 if unset. */
+static int attr_int(int key)
+{
+	int *v, flag = 0;
+
+	MPI_Comm_get_attr(MPI_COMM_WORLD, key, &v, &flag);
+	return flag ? *v : -1;
+}
+
+/* Whether [off, off+len) lies in the arena. */
+static int in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len)
+{
+	return off <= ch->arena_len && len <= ch->arena_len - off;
+}
+
+void ck__agent_pin_mca(void)
+{
+	/* Collectives by coll/tuned alone, each algorithm fixed: the result
+	 * then depends on the ranks' order only, not on where they run (coll/sm
+	 * and han depend on placement, adapt on timing). */
+	static const char *const pins[][2] = {
+		{ "OMPI_MCA_coll", "^sm,han,adapt" },
+		{ "OMPI_MCA_coll_tuned_use_dynamic_rules", "1" },
+		{ "OMPI_MCA_coll_tuned_allreduce_algorithm", "4" }, /* ring */
+		{ "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0" },
+		{ "OMPI_MCA_coll_tuned_reduce_algorithm", "6" },    /* in-order binary */
+		{ "OMPI_MCA_coll_tuned_bcast_algorithm", "6" },     /* binomial */
+	};
+
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
+		setenv(pins[i][0], pins[i][1], 0);
+}
+
+int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
+{
+	MPI_Comm comm = comm_of(r->comm);
+	MPI_Datatype dt = type_of(r->dtype);
+	uint8_t *a = ch->arena + r->off;
+	MPI_Status st;
+	int n, fin = 0;
+
+	r->rc = MPI_ERR_ARG;
+	switch (r->op) {
+	case CK_W_HELLO:
+		MPI_Comm_rank(MPI_COMM_WORLD, &r->src);
+		MPI_Comm_size(MPI_COMM_WORLD, &r->rtag);
+		memset(r->inl, 0, sizeof(r->inl));
+		n = 0;
+		r->rc = MPI_Get_processor_name((char *)r->inl, &n);
+		r->rlen = (uint64_t)(int64_t)attr_int(MPI_TAG_UB);
+		r->count = (uint64_t)(int64_t)attr_int(MPI_UNIVERSE_SIZE);
+		r->off = (uint64_t)(int64_t)attr_int(MPI_APPNUM);
+		r->len = (uint64_t)(int64_t)attr_int(MPI_LASTUSEDCODE);
+		break;
+	case CK_W_FINALIZE:
+		r->rc = MPI_Finalize();
+		fin = 1;
+		break;
+	case CK_W_ABORT:
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, r->tag); /* does not return */
+		break;
+	case CK_W_BARRIER:
+		r->rc = MPI_Barrier(comm);
+		break;
+	case CK_W_BCAST:
+		if (in_arena(ch, r->off, r->len))
+			r->rc = MPI_Bcast(a, (int)r->count, dt, r->root, comm);
+		break;
+	case CK_W_ALLREDUCE:
+	case CK_W_REDUCE:
+		if (!in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len))
+			break;
+		if (r->op == CK_W_ALLREDUCE)
+			r->rc = MPI_Allreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
+					      r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
+					      op_of(r->rop), comm);
+		else
+			r->rc = MPI_Reduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
+					   r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
+					   op_of(r->rop), r->root, comm);
+		break;
+	case CK_W_SEND:
+		if (in_arena(ch, r->off, r->len))
+			r->rc = MPI_Send(a, (int)r->count, dt, r->peer, r->tag, comm);
+		break;
+	case CK_W_RECV:
+		if (!in_arena(ch, r->off, r->len))
+			break;
+		r->rc = MPI_Recv(a, (int)r->count, dt, r->peer, r->tag, comm, &st);
+		if (r->rc == MPI_SUCCESS) {
+			r->src = st.MPI_SOURCE;
+			r->rtag = st.MPI_TAG;
+			MPI_Get_count(&st, MPI_BYTE, &n);
+			r->rlen = (uint64_t)n;
+		}
+		break;
+	case CK_W_ERRHANDLER:
+		r->rc = MPI_Comm_set_errhandler(comm, eh_of(r->rop));
+		break;
+	default:
+		fprintf(stderr, "ckmpi-agent: unknown request %u from the program\n", r->op);
+		break;
+	}
+	return fin;
+}

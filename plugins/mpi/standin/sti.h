@@ -1,0 +1,57 @@
+/* The stand-in libmpi.so.40: internal interface between its files. The
+ * program's MPI calls arrive here; each becomes a request on the channel to
+ * the rank's agent, which makes the real call. Handles are the addresses of
+ * this library's own ompi_mpi_* objects (or the program's copies of them,
+ * which the dynamic linker makes this library use too). */
+#ifndef CK_STI_H
+#define CK_STI_H
+
+#include <mpi.h>
+#include <stddef.h>
+
+#include "plugins/mpi/channel/mpi_chan.h"
+#include "plugins/mpi/channel/mpi_wire.h"
+
+#pragma GCC visibility push(hidden)
+
+struct ck__sti {
+	struct ck_mpi_chan ch;
+	int inited, finalized;
+	int rank, size;
+	char host[MPI_MAX_PROCESSOR_NAME];
+	int errh[CK_NCOMMS]; /* each communicator's error handler (CK_EH_*) */
+	int tag_ub, universe, appnum, lastcode; /* predefined attributes' values */
+};
+extern struct ck__sti ck__sti;
+
+/* Prints "ckrun-mpi: FN: WHY" and ends the program with
+ * CK_MPI_EXIT_UNSUPPORTED (the agent then aborts the job with it). */
+__attribute__((noreturn, format(printf, 2, 3))) void ck__sti_die(const char *fn, const char *fmt, ...);
+/* The entry point of every MPI function the stand-in lacks. */
+__attribute__((noreturn)) void ck__sti_unsupported(const char *fn);
+
+/* Channel: a slot to fill (dies if the agent is gone), then the call. */
+struct ck_mpi_req *ck__sti_begin(const char *fn, unsigned op);
+/* Posts R, waits for the answer; returns the agent's MPI return code. The
+ * slot stays the caller's until ck__sti_end. */
+int ck__sti_call(const char *fn, struct ck_mpi_req *r);
+void ck__sti_end(struct ck_mpi_req *r);
+/* Dies naming FN unless MPI_Init ran (and Finalize did not). */
+void ck__sti_need_init(const char *fn);
+
+/* Runs the delete callbacks of COMM's attributes (MPI_Finalize: COMM_SELF). */
+void ck__sti_attr_delete_all(int comm);
+
+/* Handles to wire numbers; each dies naming FN on a handle it lacks. */
+int ck__sti_comm(const char *fn, MPI_Comm c);
+int ck__sti_type(const char *fn, MPI_Datatype t, size_t *size);
+int ck__sti_op(const char *fn, MPI_Op op);
+int ck__sti_errh(const char *fn, MPI_Errhandler eh);
+MPI_Errhandler ck__sti_errh_handle(int i);
+/* Rank and size of this process in a wire communicator. */
+int ck__sti_comm_rank(int comm);
+int ck__sti_comm_size(int comm);
+
+#pragma GCC visibility pop
+
+#endif
