@@ -7,7 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -46,9 +46,27 @@ static void wake(uint32_t *waiting, uint32_t *word)
 		futex(word, FUTEX_WAKE, 0x7fffffff, NULL);
 }
 
+/* Whether PID runs (a zombie does not: its parent may be the one waiting
+ * here). Unknown pids (0: the peer did not open yet) count as alive. */
 static int peer_alive(pid_t pid)
 {
-	return pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH;
+	char path[64], buf[256], *p;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return 1;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno != ENOENT;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the name may hold anything */
+	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
 /* Waits until *WORD != OLD; *WAITING is this side's sleep flag. Returns 0,

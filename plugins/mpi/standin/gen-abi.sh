@@ -4,8 +4,8 @@
 #     symbol's size (a program may hold copy relocations to them: the size
 #     must match, and their addresses are the predefined handles);
 #   - every function the real library exports and the stand-in's objects do
-#     not define: PMPI_X is an alias of the stand-in's MPI_X where it has
-#     one, anything else a stub that ends the program with one line naming
+#     not define: PMPI_X enters the stand-in's MPI_X where it has
+#     one (a jump to it), anything else a stub that ends the program with one line naming
 #     the function (ck__sti_unsupported).
 # So a program linked against the real library loads with every symbol it
 # names resolved, lazily bound or not, and fails only when it calls
@@ -33,7 +33,7 @@ syms=$(readelf --dyn-syms -W "$real" | awk '$7 != "UND" && $5 != "LOCAL" && ($4 
 		name = $3
 		if (name in have) next
 		if (name ~ /^PMPI_/ && (substr(name, 2) in have)) {
-			printf "\t.globl %s\n\t.type %s,@function\n\t.set %s,%s\n", name, name, name, substr(name, 2)
+			printf "\t.text\n\t.globl %s\n\t.type %s,@function\n%s:\n\tjmp %s@PLT\n\t.size %s,.-%s\n", name, name, name, substr(name, 2), name, name
 			next
 		}
 		k++
