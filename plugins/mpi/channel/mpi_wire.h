@@ -5,6 +5,8 @@
 #ifndef CK_MPI_WIRE_H
 #define CK_MPI_WIRE_H
 
+#include <stdint.h>
+
 /* Exit status of a rank (and, through the agent's MPI_Abort, of mpirun)
  * that called something the stand-in does not support, or that was started
  * without an agent. */
@@ -27,7 +29,35 @@ enum ck_mpi_wire_op {
 	CK_W_SEND,
 	CK_W_RECV, /* answer: src, rtag, rlen (bytes received into the arena at off) */
 	CK_W_ERRHANDLER, /* comm, rop: one of CK_MPI_ERRHANDLERS */
+	/* New communicators: the stand-in picks the number (root); answer: rank
+	 * in src, size in rtag; rlen 0 when the result is MPI_COMM_NULL. */
+	CK_W_COMM_DUP,   /* comm */
+	CK_W_COMM_SPLIT, /* comm, color in peer, key in tag */
+	CK_W_COMM_FREE,  /* comm */
+	CK_W_ERROR_STRING, /* tag: the code; answer: its class in src, its text in inl */
+	/* Gathers and scatters: comm, root, the layout in inl (struct ck_w_vec) */
+	CK_W_GATHER,
+	CK_W_GATHERV,
+	CK_W_ALLGATHER,
+	CK_W_ALLGATHERV,
+	CK_W_SCATTER,
+	CK_W_SCATTERV,
+	CK_W_ALLTOALL,
 };
+
+/* Where a gather's or scatter's buffers lie in the arena. The -v variants
+ * have their counts and displacements (int[comm size]) in the arena too,
+ * at cnt and dsp, for the side that has them (vectors on the receiving
+ * side of gathers, on the sending side of scatters). */
+struct ck_w_vec {
+	uint64_t soff, roff, cnt, dsp;
+	int32_t scount, stype, rcount, rtype;
+	int32_t inplace;
+};
+
+/* Communicator numbers: the predefined ones first, then those the program
+ * makes (the stand-in's table, mirrored by the agent's). */
+#define CK_MAX_COMMS 64
 
 #define CK_W_INPLACE 1
 

@@ -15,11 +15,30 @@
 #define OP_H(n) (MPI_Op) & ompi_mpi_##n,
 #define EH_H(n) (MPI_Errhandler) & ompi_mpi_##n,
 
+/* The real communicators by wire number: the predefined ones, then those
+ * the program made. */
+static MPI_Comm comms[CK_MAX_COMMS] = { CK_MPI_COMMS(COMM_H) };
+
 static MPI_Comm comm_of(int i)
 {
-	static const MPI_Comm tab[] = { CK_MPI_COMMS(COMM_H) };
+	return i >= 0 && i < CK_MAX_COMMS && comms[i] ? comms[i] : MPI_COMM_NULL;
+}
 
-	return i >= 0 && i < CK_NCOMMS ? tab[i] : MPI_COMM_NULL;
+/* DUP and SPLIT: the new communicator under number R->root. */
+static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
+{
+	MPI_Comm nc = MPI_COMM_NULL;
+
+	if (r->root < CK_NCOMMS || r->root >= CK_MAX_COMMS || comms[r->root]) /* NULL: free */
+		return MPI_ERR_COMM;
+	r->rc = r->op == CK_W_COMM_DUP ? MPI_Comm_dup(parent, &nc) : MPI_Comm_split(parent, r->peer, r->tag, &nc);
+	r->rlen = nc != MPI_COMM_NULL;
+	if (r->rc == MPI_SUCCESS && nc != MPI_COMM_NULL) {
+		comms[r->root] = nc;
+		MPI_Comm_rank(nc, &r->src);
+		MPI_Comm_size(nc, &r->rtag);
+	}
+	return r->rc;
 }
 
 static MPI_Datatype type_of(int i)
@@ -74,6 +93,41 @@ void ck__agent_pin_mca(void)
 
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
 		setenv(pins[i][0], pins[i][1], 0);
+}
+
+/* Gathers and scatters: buffers where the stand-in laid them out. */
+static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	struct ck_w_vec v;
+	uint8_t *a = ch->arena;
+	int n = 0, *cnt = NULL, *dsp = NULL, scatter = r->op == CK_W_SCATTER || r->op == CK_W_SCATTERV;
+	void *sb, *rb;
+	MPI_Datatype st, rt;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS || !in_arena(ch, v.soff, 0) ||
+	    !in_arena(ch, v.roff, 0))
+		return MPI_ERR_ARG;
+	if (v.cnt) {
+		if (!in_arena(ch, v.cnt, (uint64_t)n * sizeof(int)) || !in_arena(ch, v.dsp, (uint64_t)n * sizeof(int)))
+			return MPI_ERR_ARG;
+		cnt = (int *)(a + v.cnt);
+		dsp = (int *)(a + v.dsp);
+	}
+	sb = v.inplace && !scatter ? MPI_IN_PLACE : a + v.soff;
+	rb = v.inplace && scatter ? MPI_IN_PLACE : a + v.roff;
+	st = type_of(v.stype);
+	rt = type_of(v.rtype);
+	switch (r->op) {
+	case CK_W_GATHER: return MPI_Gather(sb, v.scount, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_GATHERV: return MPI_Gatherv(sb, v.scount, st, rb, cnt, dsp, rt, r->root, comm);
+	case CK_W_ALLGATHER: return MPI_Allgather(sb, v.scount, st, rb, v.rcount, rt, comm);
+	case CK_W_ALLGATHERV: return MPI_Allgatherv(sb, v.scount, st, rb, cnt, dsp, rt, comm);
+	case CK_W_SCATTER: return MPI_Scatter(sb, v.scount, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_SCATTERV: return MPI_Scatterv(sb, cnt, dsp, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_ALLTOALL: return MPI_Alltoall(sb, v.scount, st, rb, v.rcount, rt, comm);
+	}
+	return MPI_ERR_ARG;
 }
 
 int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
@@ -138,6 +192,34 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 			r->rtag = st.MPI_TAG;
 			MPI_Get_count(&st, MPI_BYTE, &n);
 			r->rlen = (uint64_t)n;
+		}
+		break;
+	case CK_W_COMM_DUP:
+	case CK_W_COMM_SPLIT:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : new_comm(r, comm);
+		break;
+	case CK_W_COMM_FREE:
+		if (r->comm >= CK_NCOMMS && comm != MPI_COMM_NULL) {
+			r->rc = MPI_Comm_free(&comms[r->comm]);
+			comms[r->comm] = NULL;
+		}
+		break;
+	case CK_W_GATHER:
+	case CK_W_GATHERV:
+	case CK_W_ALLGATHER:
+	case CK_W_ALLGATHERV:
+	case CK_W_SCATTER:
+	case CK_W_SCATTERV:
+	case CK_W_ALLTOALL:
+		r->rc = vec(ch, r, comm);
+		break;
+	case CK_W_ERROR_STRING:
+		memset(r->inl, 0, sizeof(r->inl));
+		if (MPI_Error_class(r->tag, &r->src) == MPI_SUCCESS) {
+			char s[MPI_MAX_ERROR_STRING];
+
+			r->rc = MPI_Error_string(r->tag, s, &n);
+			snprintf((char *)r->inl, sizeof(r->inl), "%s", s);
 		}
 		break;
 	case CK_W_ERRHANDLER:

@@ -14,12 +14,18 @@
 
 #pragma GCC visibility push(hidden)
 
+/* A communicator the program made: its handle is this object's address. */
+struct ck__comm {
+	int id, rank, size;
+};
+
 struct ck__sti {
 	struct ck_mpi_chan ch;
 	int inited, finalized;
 	int rank, size;
 	char host[MPI_MAX_PROCESSOR_NAME];
-	int errh[CK_NCOMMS]; /* each communicator's error handler (CK_EH_*) */
+	int errh[CK_MAX_COMMS]; /* each communicator's error handler (CK_EH_*) */
+	struct ck__comm *comms[CK_MAX_COMMS]; /* made by the program (numbers >= CK_NCOMMS) */
 	int tag_ub, universe, appnum, lastcode; /* predefined attributes' values */
 };
 extern struct ck__sti ck__sti;
@@ -41,6 +47,10 @@ void ck__sti_need_init(const char *fn);
 
 /* Runs the delete callbacks of COMM's attributes (MPI_Finalize: COMM_SELF). */
 void ck__sti_attr_delete_all(int comm);
+/* Copies the attributes of OLD to NEW with their copy callbacks (dup). */
+int ck__sti_attr_copy(int old, int new_);
+/* The handle of wire communicator ID. */
+MPI_Comm ck__sti_comm_handle(int id);
 
 /* Handles to wire numbers; each dies naming FN on a handle it lacks. */
 int ck__sti_comm(const char *fn, MPI_Comm c);

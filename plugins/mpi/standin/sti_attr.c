@@ -20,7 +20,7 @@ static struct keyval keys[MAX_KEYS];
 static struct {
 	int set;
 	void *val;
-} attrs[CK_NCOMMS][MAX_KEYS];
+} attrs[CK_MAX_COMMS][MAX_KEYS];
 
 int OMPI_C_MPI_COMM_NULL_COPY_FN(MPI_Comm comm, int key, void *extra, void *in, void *out, int *flag)
 {
@@ -124,9 +124,30 @@ int MPI_Comm_delete_attr(MPI_Comm comm, int key)
 	return MPI_SUCCESS;
 }
 
+int ck__sti_attr_copy(int old, int new_)
+{
+	MPI_Comm oc = ck__sti_comm_handle(old);
+	void *out;
+	int flag, rc;
+
+	for (int k = FIRST_USER_KEY; k < MAX_KEYS; k++) {
+		if (!keys[k].used || !attrs[old][k].set || !keys[k].copy)
+			continue;
+		flag = 0;
+		rc = keys[k].copy(oc, k, keys[k].extra, attrs[old][k].val, &out, &flag);
+		if (rc)
+			return rc;
+		if (flag) {
+			attrs[new_][k].set = 1;
+			attrs[new_][k].val = out;
+		}
+	}
+	return MPI_SUCCESS;
+}
+
 void ck__sti_attr_delete_all(int c)
 {
-	MPI_Comm comm = c == CK_COMM_comm_self ? MPI_COMM_SELF : MPI_COMM_WORLD;
+	MPI_Comm comm = ck__sti_comm_handle(c);
 
 	for (int k = MAX_KEYS - 1; k >= FIRST_USER_KEY; k--)
 		if (keys[k].used && attrs[c][k].set)

@@ -23,8 +23,11 @@ int ck__sti_comm(const char *fn, MPI_Comm c)
 	void *const tab[] = { CK_MPI_COMMS(COMM_ADDR) };
 	int i = find(tab, CK_NCOMMS, c);
 
+	for (int k = CK_NCOMMS; i < 0 && k < CK_MAX_COMMS; k++)
+		if (ck__sti.comms[k] && (void *)ck__sti.comms[k] == (void *)c)
+			i = k;
 	if (i < 0)
-		ck__sti_die(fn, "communicator %p is not supported (only MPI_COMM_WORLD and MPI_COMM_SELF)",
+		ck__sti_die(fn, "communicator %p is not one (MPI_COMM_WORLD, MPI_COMM_SELF or one the program made)",
 			    (void *)c);
 	return i;
 }
@@ -71,12 +74,23 @@ MPI_Errhandler ck__sti_errh_handle(int i)
 
 int ck__sti_comm_rank(int comm)
 {
+	if (comm >= CK_NCOMMS)
+		return ck__sti.comms[comm]->rank;
 	return comm == CK_COMM_comm_world ? ck__sti.rank : 0;
 }
 
 int ck__sti_comm_size(int comm)
 {
+	if (comm >= CK_NCOMMS)
+		return ck__sti.comms[comm]->size;
 	return comm == CK_COMM_comm_world ? ck__sti.size : 1;
+}
+
+MPI_Comm ck__sti_comm_handle(int id)
+{
+	void *const tab[] = { CK_MPI_COMMS(COMM_ADDR) };
+
+	return id < CK_NCOMMS ? (MPI_Comm)tab[id] : (MPI_Comm)(void *)ck__sti.comms[id];
 }
 
 int MPI_Type_size(MPI_Datatype t, int *size)
