@@ -33,3 +33,25 @@ for step in range(steps):
 comm.Barrier()
 if rank == 0:
     print("ranks", size, "host", len(MPI.Get_processor_name()) > 0, "final", " ".join(str(v) for v in w))
+
+# mpi4py's object (pickle) interface: the calls it makes underneath
+# (MPI_Comm_dup of a private communicator, attributes, Mprobe/Mrecv,
+# Allgather(v), Gather, Scatter, Comm_split/free) go through the stand-in too.
+cfg = comm.bcast({"lr": 3, "tag": "cfg"} if rank == 0 else None, root=0)
+total = comm.allreduce(rank + 1)
+squares = comm.gather(rank * rank, root=0)
+names = comm.allgather(f"r{rank}")
+part = comm.scatter([[i] * (i + 1) for i in range(size)] if rank == 0 else None, root=0)
+if rank == 0:
+    got = sorted(repr(comm.recv(source=MPI.ANY_SOURCE, tag=7)) for _ in range(1, size))
+else:
+    comm.send({"from": rank, "w0": int(w[0])}, dest=0, tag=7)
+    got = None
+sub = comm.Split(rank % 2, -rank)
+sub_info = (sub.Get_rank(), sub.Get_size(), sub.allreduce(rank))
+sub.Free()
+everything = comm.gather((cfg, total, names, part, sub_info), root=0)
+if rank == 0:
+    print("objects", squares, got)
+    for i, e in enumerate(everything):
+        print("rank", i, e)

@@ -77,16 +77,16 @@ unsupported() {
 	run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- "$T/unsup_mpi"
 	lines=$(grep -c '^ckrun-mpi: ' "$d/agent.err")
 	if [ "$(cat "$d/bare.rc")" != 0 ]; then
-		h_fail mpi/unsupported "the bare run (MPI_Comm_dup) exited $(cat "$d/bare.rc")" "$d/bare.err"
+		h_fail mpi/unsupported "the bare run (MPI_Win_create) exited $(cat "$d/bare.rc")" "$d/bare.err"
 	elif [ "$(cat "$d/agent.rc")" != 70 ]; then
 		h_fail mpi/unsupported "exit status $(cat "$d/agent.rc"), expected 70" "$d/agent" "$d/agent.err"
 	elif [ "$lines" -lt 1 ] || [ "$lines" -gt "$NP" ] ||
-	     grep '^ckrun-mpi: ' "$d/agent.err" | grep -qv '^ckrun-mpi: rank [0-9]*: MPI_Comm_dup: not supported'; then
-		h_fail mpi/unsupported "expected one line per rank naming MPI_Comm_dup" "$d/agent.err"
+	     grep '^ckrun-mpi: ' "$d/agent.err" | grep -qv '^ckrun-mpi: rank [0-9]*: MPI_Win_create: not supported'; then
+		h_fail mpi/unsupported "expected one line per rank naming MPI_Win_create" "$d/agent.err"
 	elif [ -s "$d/agent" ]; then
 		h_fail mpi/unsupported "the job went on after the unsupported call" "$d/agent"
 	else
-		h_pass "mpi/unsupported: MPI_Comm_dup named in $lines line(s), exit 70"
+		h_pass "mpi/unsupported: MPI_Win_create named in $lines line(s), exit 70"
 	fi
 	# The stand-in loaded without an agent: one line, 70.
 	LD_LIBRARY_PATH=$(dirname "$STANDIN") timeout -s KILL 30 "$T/sgd_mpi" 2 >"$d/alone" 2>"$d/alone.err"
@@ -139,6 +139,7 @@ main() {
 	abi_sizes
 	same sgd "$T/sgd_mpi" 300 16
 	same ring "$T/ring_mpi" 60
+	same split "$T/split_mpi"
 	same mpi4py "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 60
 	unsupported
 	no_leak

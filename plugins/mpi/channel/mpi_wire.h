@@ -43,7 +43,19 @@ enum ck_mpi_wire_op {
 	CK_W_SCATTER,
 	CK_W_SCATTERV,
 	CK_W_ALLTOALL,
+	/* Probes: comm, peer, tag; answer: rc, src, rtag, rlen (bytes), and
+	 * root = 1 if a message was found (the I- forms may find none). The
+	 * matched forms keep the message in the agent under number count (the
+	 * stand-in picks it); MRECV receives it (count: its number, dtype and
+	 * len: the receive buffer) like RECV. */
+	CK_W_PROBE,
+	CK_W_IPROBE,
+	CK_W_MPROBE,
+	CK_W_IMPROBE,
+	CK_W_MRECV,
 };
+
+#define CK_MAX_MESSAGES 64
 
 /* Where a gather's or scatter's buffers lie in the arena. The -v variants
  * have their counts and displacements (int[comm size]) in the arena too,

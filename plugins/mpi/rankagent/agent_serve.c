@@ -95,6 +95,56 @@ void ck__agent_pin_mca(void)
 		setenv(pins[i][0], pins[i][1], 0);
 }
 
+/* Messages taken by a matched probe, by number, until received. */
+static MPI_Message msgs[CK_MAX_MESSAGES];
+
+static void answer_status(struct ck_mpi_req *r, MPI_Status *st)
+{
+	int n = 0;
+
+	r->src = st->MPI_SOURCE;
+	r->rtag = st->MPI_TAG;
+	MPI_Get_count(st, MPI_BYTE, &n);
+	r->rlen = (uint64_t)n;
+}
+
+static int probe(struct ck_mpi_req *r, MPI_Comm comm)
+{
+	MPI_Message m = MPI_MESSAGE_NULL;
+	MPI_Status st;
+	int found = 1, rc = MPI_ERR_ARG, matched = r->op == CK_W_MPROBE || r->op == CK_W_IMPROBE;
+
+	if (matched && (r->count >= CK_MAX_MESSAGES || msgs[r->count]))
+		return MPI_ERR_ARG;
+	switch (r->op) {
+	case CK_W_PROBE: rc = MPI_Probe(r->peer, r->tag, comm, &st); break;
+	case CK_W_IPROBE: rc = MPI_Iprobe(r->peer, r->tag, comm, &found, &st); break;
+	case CK_W_MPROBE: rc = MPI_Mprobe(r->peer, r->tag, comm, &m, &st); break;
+	case CK_W_IMPROBE: rc = MPI_Improbe(r->peer, r->tag, comm, &found, &m, &st); break;
+	}
+	r->root = found;
+	if (rc == MPI_SUCCESS && found) {
+		answer_status(r, &st);
+		if (matched)
+			msgs[r->count] = m; /* MPI_MESSAGE_NO_PROC stays as it is */
+	}
+	return rc;
+}
+
+static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
+{
+	MPI_Status st;
+	int rc;
+
+	if (r->count >= CK_MAX_MESSAGES || !msgs[r->count] || !in_arena(ch, r->off, r->len))
+		return MPI_ERR_ARG;
+	rc = MPI_Mrecv(ch->arena + r->off, (int)r->peer, dt, &msgs[r->count], &st);
+	msgs[r->count] = NULL;
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &st);
+	return rc;
+}
+
 /* Gathers and scatters: buffers where the stand-in laid them out. */
 static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 {
@@ -212,6 +262,15 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_SCATTERV:
 	case CK_W_ALLTOALL:
 		r->rc = vec(ch, r, comm);
+		break;
+	case CK_W_PROBE:
+	case CK_W_IPROBE:
+	case CK_W_MPROBE:
+	case CK_W_IMPROBE:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : probe(r, comm);
+		break;
+	case CK_W_MRECV:
+		r->rc = mrecv(ch, r, dt);
 		break;
 	case CK_W_ERROR_STRING:
 		memset(r->inl, 0, sizeof(r->inl));

@@ -1,0 +1,117 @@
+/* Communicators and the gather family, unmodified MPI: MPI_Comm_split by
+ * parity and an allreduce in each half, MPI_Comm_dup with an attribute
+ * copied by MPI_COMM_DUP_FN, Allgather, Allgatherv (rank i gives i+1
+ * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
+ * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
+ * MPI_Iprobe. Rank 0 prints everything; exact integers. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define N 4096 /* enough for any -np the suite uses */
+
+static void print_ints(const char *what, const int *v, int n)
+{
+	printf("%s", what);
+	for (int i = 0; i < n; i++)
+		printf(" %d", v[i]);
+	printf("\n");
+}
+
+int main(int argc, char **argv)
+{
+	int rank, size, i, n, flag, key, *attr, srank, ssize, ssum, cnt[64], dsp[64];
+	static int a[N], b[N], c[N];
+	MPI_Comm half, dup;
+	MPI_Status st;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size > 64)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+
+	MPI_Comm_split(MPI_COMM_WORLD, rank % 2, size - rank, &half);
+	MPI_Comm_rank(half, &srank);
+	MPI_Comm_size(half, &ssize);
+	MPI_Allreduce(&rank, &ssum, 1, MPI_INT, MPI_SUM, half);
+	a[0] = rank, a[1] = srank, a[2] = ssize, a[3] = ssum;
+	MPI_Gather(a, 4, MPI_INT, b, 4, MPI_INT, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		print_ints("split (rank, rank in half, half size, half sum):", b, 4 * size);
+	MPI_Comm_free(&half);
+
+	MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &key, NULL);
+	MPI_Comm_set_attr(MPI_COMM_WORLD, key, &cnt[0]);
+	MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+	MPI_Comm_get_attr(dup, key, &attr, &flag);
+	if (!flag || attr != &cnt[0])
+		MPI_Abort(MPI_COMM_WORLD, 3);
+	MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
+	if (!flag || *attr < 32767)
+		MPI_Abort(MPI_COMM_WORLD, 4);
+
+	/* Allgatherv: rank i contributes i+1 values i*100+k, packed. */
+	for (i = 0, n = 0; i < size; i++) {
+		cnt[i] = i + 1;
+		dsp[i] = n;
+		n += i + 1;
+	}
+	for (i = 0; i <= rank; i++)
+		a[i] = rank * 100 + i;
+	MPI_Allgatherv(a, rank + 1, MPI_INT, b, cnt, dsp, MPI_INT, dup);
+	MPI_Allgather(&rank, 1, MPI_INT, c, 1, MPI_INT, dup);
+	if (rank == size - 1) /* the last rank sends its view to 0 */
+		MPI_Send(b, n, MPI_INT, 0, 1, MPI_COMM_WORLD);
+	if (rank == 0) {
+		MPI_Probe(MPI_ANY_SOURCE, 1, MPI_COMM_WORLD, &st);
+		MPI_Get_count(&st, MPI_INT, &i);
+		MPI_Recv(b, i, MPI_INT, st.MPI_SOURCE, 1, MPI_COMM_WORLD, &st);
+		printf("probed %d ints from %d\n", i, st.MPI_SOURCE);
+		print_ints("allgatherv:", b, n);
+		print_ints("allgather:", c, size);
+	}
+
+	/* Gatherv into a buffer with gaps (each block 2 apart), the gaps kept. */
+	for (i = 0; i < size; i++) {
+		cnt[i] = 1 + i % 3;
+		dsp[i] = i * 4;
+	}
+	for (i = 0; i < N; i++)
+		b[i] = -1;
+	for (i = 0; i < cnt[rank]; i++)
+		a[i] = rank * 10 + i;
+	MPI_Gatherv(a, cnt[rank], MPI_INT, b, cnt, dsp, MPI_INT, 0, dup);
+	if (rank == 0)
+		print_ints("gatherv with gaps:", b, 4 * size);
+	/* Scatterv back, shifted by one rank. */
+	for (i = 0; i < 4 * size; i++)
+		a[i] = i * 7;
+	MPI_Scatterv(a, cnt, dsp, MPI_INT, c, cnt[rank], MPI_INT, size - 1, dup);
+	MPI_Gather(c, 1, MPI_INT, b, 1, MPI_INT, 0, dup);
+	if (rank == 0)
+		print_ints("scatterv first values:", b, size);
+
+	/* Alltoall: block j of rank i is i*1000+j. */
+	for (i = 0; i < size; i++)
+		a[i] = rank * 1000 + i;
+	MPI_Alltoall(a, 1, MPI_INT, c, 1, MPI_INT, dup);
+	/* In place: the root's own block is already in the receive buffer. */
+	if (rank == 0)
+		MPI_Gather(MPI_IN_PLACE, size, MPI_INT, b, size, MPI_INT, 0, dup);
+	else
+		MPI_Gather(c, size, MPI_INT, NULL, 0, MPI_INT, 0, dup);
+	if (rank == 0) {
+		for (i = 0; i < size; i++)
+			b[i] = c[i];
+		print_ints("alltoall:", b, size * size);
+	}
+	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &flag, &st);
+	MPI_Barrier(dup);
+	MPI_Comm_free(&dup);
+	MPI_Comm_free_keyval(&key);
+	if (rank == 0)
+		printf("iprobe found %d\n", flag);
+	MPI_Finalize();
+	return 0;
+}
