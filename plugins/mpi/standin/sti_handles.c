@@ -74,14 +74,14 @@ MPI_Errhandler ck__sti_errh_handle(int i)
 
 int ck__sti_comm_rank(int comm)
 {
-	if (comm >= CK_NCOMMS)
+	if (comm >= CK_NCOMMS && comm < CK_MAX_COMMS)
 		return ck__sti.comms[comm]->rank;
 	return comm == CK_COMM_comm_world ? ck__sti.rank : 0;
 }
 
 int ck__sti_comm_size(int comm)
 {
-	if (comm >= CK_NCOMMS)
+	if (comm >= CK_NCOMMS && comm < CK_MAX_COMMS)
 		return ck__sti.comms[comm]->size;
 	return comm == CK_COMM_comm_world ? ck__sti.size : 1;
 }
@@ -90,7 +90,9 @@ MPI_Comm ck__sti_comm_handle(int id)
 {
 	void *const tab[] = { CK_MPI_COMMS(COMM_ADDR) };
 
-	return id < CK_NCOMMS ? (MPI_Comm)tab[id] : (MPI_Comm)(void *)ck__sti.comms[id];
+	if (id >= CK_NCOMMS && id < CK_MAX_COMMS)
+		return (MPI_Comm)(void *)ck__sti.comms[id];
+	return (MPI_Comm)tab[id];
 }
 
 int MPI_Type_size(MPI_Datatype t, int *size)
