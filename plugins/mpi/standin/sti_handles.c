@@ -90,9 +90,9 @@ MPI_Comm ck__sti_comm_handle(int id)
 {
 	void *const tab[] = { CK_MPI_COMMS(COMM_ADDR) };
 
-	if (id >= CK_NCOMMS && id < CK_MAX_COMMS)
-		return (MPI_Comm)(void *)ck__sti.comms[id];
-	return (MPI_Comm)tab[id];
+	if (id >= 0 && id < CK_NCOMMS)
+		return (MPI_Comm)tab[id];
+	return id < CK_MAX_COMMS ? (MPI_Comm)(void *)ck__sti.comms[id] : MPI_COMM_NULL;
 }
 
 int MPI_Type_size(MPI_Datatype t, int *size)
