@@ -140,6 +140,7 @@ main() {
 	same sgd "$T/sgd_mpi" 300 16
 	same ring "$T/ring_mpi" 60
 	same split "$T/split_mpi"
+	same nonblocking "$T/nonblock_mpi" 40
 	same mpi4py "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 60
 	unsupported
 	no_leak

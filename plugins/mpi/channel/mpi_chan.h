@@ -30,7 +30,7 @@ struct ck_mpi_req {
 	uint64_t off, len; /* a range of the arena */
 	uint64_t seq;      /* set by the channel: the request's number */
 	/* answer */
-	int32_t rc, src, rtag, pad;
+	int32_t rc, src, rtag, flag;
 	uint64_t rlen;
 	uint8_t inl[CK_MPI_CHAN_INLINE];
 };

@@ -53,6 +53,29 @@ enum ck_mpi_wire_op {
 	CK_W_MPROBE,
 	CK_W_IMPROBE,
 	CK_W_MRECV,
+	/* Nonblocking point-to-point: ISEND/IRECV as SEND/RECV, the request
+	 * kept in the agent under number root (the stand-in picks it). TEST
+	 * (root), TESTALL/WAITANY/TESTANY (count numbers, int32 in inl) complete
+	 * requests in the agent, answer in flag (TEST/TESTALL: done or not; the
+	 * -ANY: the index done, or MPI_UNDEFINED); WAIT (root) waits if needed
+	 * and hands the status of a done request back (src, rtag, rlen), which
+	 * ends it. */
+	CK_W_ISEND,
+	CK_W_IRECV,
+	CK_W_WAIT,
+	CK_W_TEST,
+	CK_W_TESTALL,
+	CK_W_WAITANY,
+	CK_W_TESTANY,
+	CK_W_SENDRECV, /* send: count/dtype/peer/tag at off; receive: ck_w_sendrecv in inl */
+};
+
+#define CK_MAX_REQUESTS 256
+#define CK_W_MAX_IDS 64 /* requests in one TESTALL/WAITANY/TESTANY */
+
+struct ck_w_sendrecv {
+	uint64_t roff, rlen;
+	int32_t rcount, rtype, source, rtag;
 };
 
 #define CK_MAX_MESSAGES 64

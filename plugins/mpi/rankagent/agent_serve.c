@@ -145,6 +145,112 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
 	return rc;
 }
 
+/* Nonblocking requests by number: the real request until it completes,
+ * then its status until WAIT hands it over. */
+static struct {
+	int used, done;
+	MPI_Request req;
+	MPI_Status st;
+} reqs[CK_MAX_REQUESTS];
+
+static int req_ok(int id)
+{
+	return id >= 0 && id < CK_MAX_REQUESTS && reqs[id].used;
+}
+
+static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt)
+{
+	int id = r->root, rc;
+
+	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !in_arena(ch, r->off, r->len))
+		return MPI_ERR_REQUEST;
+	if (r->op == CK_W_ISEND)
+		rc = MPI_Isend(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
+	else
+		rc = MPI_Irecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
+	if (rc == MPI_SUCCESS) {
+		reqs[id].used = 1;
+		reqs[id].done = 0;
+	}
+	return rc;
+}
+
+/* TEST, TESTALL, WAITANY, TESTANY: complete what the real call completes. */
+static int complete(struct ck_mpi_req *r)
+{
+	MPI_Request rq[CK_W_MAX_IDS];
+	MPI_Status st[CK_W_MAX_IDS];
+	int32_t ids[CK_W_MAX_IDS];
+	int n = r->op == CK_W_TEST ? 1 : (int)r->count, i, rc, idx = MPI_UNDEFINED, flag = 0;
+
+	if (n < 0 || n > CK_W_MAX_IDS)
+		return MPI_ERR_COUNT;
+	if (r->op == CK_W_TEST)
+		ids[0] = r->root;
+	else
+		memcpy(ids, r->inl, (size_t)n * sizeof(ids[0]));
+	for (i = 0; i < n; i++) {
+		if (!req_ok(ids[i]))
+			return MPI_ERR_REQUEST;
+		rq[i] = reqs[ids[i]].done ? MPI_REQUEST_NULL : reqs[ids[i]].req;
+	}
+	/* One done already (and not handed over): the answer, without the
+	 * real call (Waitany over the others could block). */
+	for (i = 0; r->op != CK_W_TESTALL && i < n; i++)
+		if (reqs[ids[i]].done) {
+			r->flag = r->op == CK_W_TEST ? 1 : i;
+			return MPI_SUCCESS;
+		}
+	switch (r->op) {
+	case CK_W_TEST: rc = MPI_Test(&rq[0], &flag, &st[0]); idx = flag ? 0 : MPI_UNDEFINED; break;
+	case CK_W_TESTALL: rc = MPI_Testall(n, rq, &flag, st); break;
+	case CK_W_WAITANY: rc = MPI_Waitany(n, rq, &idx, st); break;
+	default: rc = MPI_Testany(n, rq, &idx, &flag, st); break;
+	}
+	if (rc != MPI_SUCCESS)
+		return rc;
+	for (i = 0; i < n; i++) {
+		int now = r->op == CK_W_TESTALL ? flag : i == idx;
+
+		if (now && !reqs[ids[i]].done) {
+			reqs[ids[i]].done = 1;
+			reqs[ids[i]].st = r->op == CK_W_TESTALL ? st[i] : st[0];
+		}
+	}
+	r->flag = r->op == CK_W_TEST || r->op == CK_W_TESTALL ? flag : idx;
+	return MPI_SUCCESS;
+}
+
+static int wait_req(struct ck_mpi_req *r)
+{
+	int id = r->root, rc = MPI_SUCCESS;
+
+	if (!req_ok(id))
+		return MPI_ERR_REQUEST;
+	if (!reqs[id].done)
+		rc = MPI_Wait(&reqs[id].req, &reqs[id].st);
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &reqs[id].st);
+	reqs[id].used = 0;
+	return rc;
+}
+
+static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt)
+{
+	struct ck_w_sendrecv v;
+	MPI_Status st;
+	int rc;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (!in_arena(ch, r->off, r->len) || !in_arena(ch, v.roff, v.rlen))
+		return MPI_ERR_ARG;
+	rc = MPI_Sendrecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, ch->arena + v.roff, v.rcount,
+			  type_of(v.rtype), v.source, v.rtag, comm, &st);
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &st);
+	return rc;
+}
+
 /* Gathers and scatters: buffers where the stand-in laid them out. */
 static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 {
@@ -271,6 +377,22 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		break;
 	case CK_W_MRECV:
 		r->rc = mrecv(ch, r, dt);
+		break;
+	case CK_W_ISEND:
+	case CK_W_IRECV:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : start_req(ch, r, comm, dt);
+		break;
+	case CK_W_TEST:
+	case CK_W_TESTALL:
+	case CK_W_WAITANY:
+	case CK_W_TESTANY:
+		r->rc = complete(r);
+		break;
+	case CK_W_WAIT:
+		r->rc = wait_req(r);
+		break;
+	case CK_W_SENDRECV:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : sendrecv(ch, r, comm, dt);
 		break;
 	case CK_W_ERROR_STRING:
 		memset(r->inl, 0, sizeof(r->inl));

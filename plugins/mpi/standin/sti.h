@@ -23,6 +23,10 @@ struct ck__sti {
 	struct ck_mpi_chan ch;
 	int inited, finalized;
 	int rank, size;
+	/* The arena's first half serves blocking calls (each uses it from
+	 * offset 0, one at a time); the second half holds the buffers of
+	 * nonblocking calls in flight (sti_req.c allocates them). */
+	size_t scratch;
 	char host[MPI_MAX_PROCESSOR_NAME];
 	int errh[CK_MAX_COMMS]; /* each communicator's error handler (CK_EH_*) */
 	struct ck__comm *comms[CK_MAX_COMMS]; /* made by the program (numbers >= CK_NCOMMS) */

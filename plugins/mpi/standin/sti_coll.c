@@ -10,7 +10,7 @@
  * the arena. */
 static size_t seg_elems(const char *fn, size_t size, int nbuf)
 {
-	size_t n = size ? ck__sti.ch.arena_len / (size_t)nbuf / size : 0;
+	size_t n = size ? ck__sti.scratch / (size_t)nbuf / size : 0;
 
 	if (!n)
 		ck__sti_die(fn, "an element of %zu bytes does not fit the channel's arena", size);

@@ -20,9 +20,9 @@ struct side {
 
 static void need(const char *fn, uint64_t end)
 {
-	if (end > ck__sti.ch.arena_len)
-		ck__sti_die(fn, "%llu bytes exceed the agent's arena (%zu bytes; CKPT_MPI_ARENA)",
-			    (unsigned long long)end, ck__sti.ch.arena_len);
+	if (end > ck__sti.scratch)
+		ck__sti_die(fn, "%llu bytes exceed the blocking half of the agent's arena (%zu bytes; CKPT_MPI_ARENA)",
+			    (unsigned long long)end, ck__sti.scratch);
 }
 
 /* Extent in elements of a -v buffer: the end of its furthest block. */

@@ -69,6 +69,7 @@ static int init(const char *fn)
 	ck__sti.size = r->rtag;
 	memcpy(ck__sti.host, r->inl, sizeof(ck__sti.host) < sizeof(r->inl) ? sizeof(ck__sti.host) : sizeof(r->inl));
 	ck__sti.host[sizeof(ck__sti.host) - 1] = 0;
+	ck__sti.scratch = ck__sti.ch.arena_len / 2;
 	ck__sti.tag_ub = (int)r->rlen;
 	ck__sti.universe = (int)r->count;
 	ck__sti.appnum = (int)r->off;

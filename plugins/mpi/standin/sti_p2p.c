@@ -10,9 +10,9 @@ static size_t fits(const char *fn, int count, size_t size)
 {
 	size_t len = (size_t)(count < 0 ? 0 : count) * size;
 
-	if (len > ck__sti.ch.arena_len)
-		ck__sti_die(fn, "a message of %zu bytes exceeds the agent's arena (%zu bytes; CKPT_MPI_ARENA)", len,
-			    ck__sti.ch.arena_len);
+	if (len > ck__sti.scratch)
+		ck__sti_die(fn, "a message of %zu bytes exceeds the blocking half of the agent's arena (%zu bytes; CKPT_MPI_ARENA)", len,
+			    ck__sti.scratch);
 	return len;
 }
 

@@ -109,9 +109,9 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *msg, MPI_Statu
 	r = ck__sti_begin(fn, CK_W_MRECV);
 	r->dtype = ck__sti_type(fn, dt, &size);
 	len = (size_t)(count < 0 ? 0 : count) * size;
-	if (len > ck__sti.ch.arena_len)
-		ck__sti_die(fn, "a message of %zu bytes exceeds the agent's arena (%zu bytes; CKPT_MPI_ARENA)", len,
-			    ck__sti.ch.arena_len);
+	if (len > ck__sti.scratch)
+		ck__sti_die(fn, "a message of %zu bytes exceeds the blocking half of the agent's arena (%zu bytes; CKPT_MPI_ARENA)", len,
+			    ck__sti.scratch);
 	r->count = (uint64_t)id;
 	r->peer = count;
 	r->len = len;

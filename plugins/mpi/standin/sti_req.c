@@ -1,0 +1,293 @@
+/* Nonblocking point-to-point. A request in flight owns a range of the
+ * arena's second half (the buffer the agent's real MPI reads or fills) and
+ * a number under which the agent keeps the real request; the program's
+ * MPI_Request is an object of this library. Completion in the agent (Test,
+ * Testall, Waitany, Testany) only marks requests done there; MPI_Wait on a
+ * request hands its status back, copies a receive out and ends it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/mpi/standin/sti.h"
+
+struct ck__req {
+	int id, recv;
+	void *buf;
+	uint64_t off, len;
+};
+
+static struct ck__req *reqs[CK_MAX_REQUESTS];
+
+#define ALIGN(x) (((x) + 63) & ~(uint64_t)63)
+
+static int by_off(const void *a, const void *b)
+{
+	const struct ck__req *x = *(struct ck__req *const *)a, *y = *(struct ck__req *const *)b;
+
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* First fit in [scratch, arena end) among the ranges in flight. */
+static int arena_alloc(uint64_t len, uint64_t *off)
+{
+	struct ck__req *live[CK_MAX_REQUESTS];
+	uint64_t at = ALIGN(ck__sti.scratch);
+	int n = 0;
+
+	for (int i = 0; i < CK_MAX_REQUESTS; i++)
+		if (reqs[i])
+			live[n++] = reqs[i];
+	qsort(live, (size_t)n, sizeof(live[0]), by_off);
+	for (int i = 0; i < n; i++) {
+		if (live[i]->off >= at + len)
+			break;
+		at = ALIGN(live[i]->off + live[i]->len);
+	}
+	if (at + len > ck__sti.ch.arena_len)
+		return -1;
+	*off = at;
+	return 0;
+}
+
+static int start(const char *fn, unsigned op, void *buf, int count, MPI_Datatype dt, int peer, int tag,
+		 MPI_Comm comm, MPI_Request *req)
+{
+	struct ck__req *q;
+	struct ck_mpi_req *r;
+	size_t size;
+	int id = -1, c, t, rc;
+
+	ck__sti_need_init(fn);
+	c = ck__sti_comm(fn, comm);
+	t = ck__sti_type(fn, dt, &size);
+	for (int i = 0; i < CK_MAX_REQUESTS && id < 0; i++)
+		if (!reqs[i])
+			id = i;
+	if (id < 0)
+		ck__sti_die(fn, "more than %d requests in flight", CK_MAX_REQUESTS);
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		ck__sti_die(fn, "out of memory");
+	q->id = id;
+	q->recv = op == CK_W_IRECV;
+	q->buf = buf;
+	q->len = (uint64_t)(count < 0 ? 0 : count) * size;
+	if (arena_alloc(q->len, &q->off))
+		ck__sti_die(fn, "%llu bytes do not fit in the free part of the arena's nonblocking half "
+				"(%zu bytes; CKPT_MPI_ARENA)", (unsigned long long)q->len,
+			    ck__sti.ch.arena_len - ck__sti.scratch);
+	if (!q->recv)
+		memcpy(ck__sti.ch.arena + q->off, buf, q->len);
+	r = ck__sti_begin(fn, op);
+	r->comm = c;
+	r->dtype = t;
+	r->count = (uint64_t)count;
+	r->peer = peer;
+	r->tag = tag;
+	r->off = q->off;
+	r->len = q->len;
+	r->root = id;
+	rc = ck__sti_call(fn, r);
+	ck__sti_end(r);
+	if (rc != MPI_SUCCESS) {
+		free(q);
+		return rc;
+	}
+	reqs[id] = q;
+	*req = (MPI_Request)(void *)q;
+	return MPI_SUCCESS;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	return start("MPI_Isend", CK_W_ISEND, (void *)buf, count, dt, dest, tag, comm, req);
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req)
+{
+	return start("MPI_Irecv", CK_W_IRECV, buf, count, dt, source, tag, comm, req);
+}
+
+/* The stand-in's request behind a handle; NULL for MPI_REQUEST_NULL. */
+static struct ck__req *find(const char *fn, MPI_Request req)
+{
+	if (req == MPI_REQUEST_NULL)
+		return NULL;
+	for (int i = 0; i < CK_MAX_REQUESTS; i++)
+		if (reqs[i] && (void *)reqs[i] == (void *)req)
+			return reqs[i];
+	ck__sti_die(fn, "request %p is not one in flight", (void *)req);
+}
+
+static void empty_status(MPI_Status *status)
+{
+	if (status == MPI_STATUS_IGNORE)
+		return;
+	memset(status, 0, sizeof(*status));
+	status->MPI_SOURCE = MPI_ANY_SOURCE;
+	status->MPI_TAG = MPI_ANY_TAG;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *status)
+{
+	const char *fn = "MPI_Wait";
+	struct ck__req *q = find(fn, *req);
+	struct ck_mpi_req *r;
+	int rc;
+
+	if (!q) {
+		empty_status(status);
+		return MPI_SUCCESS;
+	}
+	r = ck__sti_begin(fn, CK_W_WAIT);
+	r->root = q->id;
+	rc = ck__sti_call(fn, r);
+	if (rc == MPI_SUCCESS && q->recv)
+		memcpy(q->buf, ck__sti.ch.arena + q->off, r->rlen < q->len ? r->rlen : q->len);
+	if (status != MPI_STATUS_IGNORE) {
+		status->MPI_SOURCE = r->src;
+		status->MPI_TAG = r->rtag;
+		status->MPI_ERROR = rc;
+		status->_cancelled = 0;
+		status->_ucount = r->rlen;
+	}
+	ck__sti_end(r);
+	reqs[q->id] = NULL;
+	free(q);
+	*req = MPI_REQUEST_NULL;
+	return rc;
+}
+
+/* OP over the N requests (the NULL ones left out): flag, or index into REQ. */
+static int complete(const char *fn, unsigned op, int n, MPI_Request req[], int *idx)
+{
+	struct ck_mpi_req *r;
+	int32_t ids[CK_W_MAX_IDS];
+	int map[CK_W_MAX_IDS], m = 0, rc, out;
+	struct ck__req *q;
+
+	for (int i = 0; i < n; i++) {
+		if (!(q = find(fn, req[i])))
+			continue;
+		if (m == CK_W_MAX_IDS)
+			ck__sti_die(fn, "more than %d requests in one call", CK_W_MAX_IDS);
+		map[m] = i;
+		ids[m++] = q->id;
+	}
+	if (!m) { /* nothing active */
+		*idx = op == CK_W_TESTALL || op == CK_W_TEST ? 1 : MPI_UNDEFINED;
+		return MPI_SUCCESS;
+	}
+	r = ck__sti_begin(fn, op);
+	r->count = (uint64_t)m;
+	r->root = ids[0];
+	memcpy(r->inl, ids, (size_t)m * sizeof(ids[0]));
+	rc = ck__sti_call(fn, r);
+	out = r->flag;
+	ck__sti_end(r);
+	if (op == CK_W_WAITANY || op == CK_W_TESTANY)
+		out = out == MPI_UNDEFINED || out < 0 || out >= m ? MPI_UNDEFINED : map[out];
+	*idx = out;
+	return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+	int rc = complete("MPI_Test", CK_W_TEST, 1, req, flag);
+
+	if (rc == MPI_SUCCESS && *flag)
+		return MPI_Wait(req, status);
+	return rc;
+}
+
+int MPI_Waitall(int n, MPI_Request req[], MPI_Status st[])
+{
+	int rc = MPI_SUCCESS;
+
+	for (int i = 0; i < n; i++) {
+		int one = MPI_Wait(&req[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]);
+
+		if (one != MPI_SUCCESS)
+			rc = MPI_ERR_IN_STATUS;
+	}
+	return rc;
+}
+
+int MPI_Testall(int n, MPI_Request req[], int *flag, MPI_Status st[])
+{
+	int rc = complete("MPI_Testall", CK_W_TESTALL, n, req, flag);
+
+	if (rc == MPI_SUCCESS && *flag)
+		return MPI_Waitall(n, req, st);
+	return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request req[], int *idx, MPI_Status *status)
+{
+	int rc = complete("MPI_Waitany", CK_W_WAITANY, n, req, idx);
+
+	if (rc != MPI_SUCCESS)
+		return rc;
+	if (*idx == MPI_UNDEFINED) {
+		empty_status(status);
+		return MPI_SUCCESS;
+	}
+	return MPI_Wait(&req[*idx], status);
+}
+
+int MPI_Testany(int n, MPI_Request req[], int *idx, int *flag, MPI_Status *status)
+{
+	int rc = complete("MPI_Testany", CK_W_TESTANY, n, req, idx), active = 0;
+
+	for (int i = 0; i < n; i++)
+		active |= req[i] != MPI_REQUEST_NULL;
+	*flag = !active || *idx != MPI_UNDEFINED;
+	if (rc != MPI_SUCCESS || *idx == MPI_UNDEFINED) {
+		if (*flag)
+			empty_status(status);
+		return rc;
+	}
+	return MPI_Wait(&req[*idx], status);
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
+		 MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status)
+{
+	const char *fn = "MPI_Sendrecv";
+	struct ck_w_sendrecv v;
+	struct ck_mpi_req *r;
+	size_t ss, rs;
+	int rc;
+
+	ck__sti_need_init(fn);
+	r = ck__sti_begin(fn, CK_W_SENDRECV);
+	r->comm = ck__sti_comm(fn, comm);
+	r->dtype = ck__sti_type(fn, stype, &ss);
+	memset(&v, 0, sizeof(v));
+	v.rtype = ck__sti_type(fn, rtype, &rs);
+	r->count = (uint64_t)scount;
+	r->len = (uint64_t)(scount < 0 ? 0 : scount) * ss;
+	r->peer = dest;
+	r->tag = stag;
+	v.roff = ALIGN(r->len);
+	v.rlen = (uint64_t)(rcount < 0 ? 0 : rcount) * rs;
+	v.rcount = rcount;
+	v.source = source;
+	v.rtag = rtag;
+	if (v.roff + v.rlen > ck__sti.scratch)
+		ck__sti_die(fn, "%llu bytes exceed the blocking half of the agent's arena (%zu bytes; CKPT_MPI_ARENA)",
+			    (unsigned long long)(v.roff + v.rlen), ck__sti.scratch);
+	memcpy(ck__sti.ch.arena, sbuf, r->len);
+	memcpy(r->inl, &v, sizeof(v));
+	rc = ck__sti_call(fn, r);
+	if (rc == MPI_SUCCESS)
+		memcpy(rbuf, ck__sti.ch.arena + v.roff, r->rlen < v.rlen ? r->rlen : v.rlen);
+	if (status != MPI_STATUS_IGNORE) {
+		status->MPI_SOURCE = r->src;
+		status->MPI_TAG = r->rtag;
+		status->MPI_ERROR = rc;
+		status->_cancelled = 0;
+		status->_ucount = r->rlen;
+	}
+	ck__sti_end(r);
+	return rc;
+}
