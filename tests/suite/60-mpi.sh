@@ -3,7 +3,8 @@
 # step: no checkpoint yet). Unmodified programs built with Debian's mpicc
 # and an mpi4py trainer run under `mpirun -np 4` bare and as
 # `mpirun -np 4 ckmpi-agent -- PROGRAM`: exit 0 and byte-identical output
-# (their arithmetic is exact). An unsupported call ends the job with one
+# (their arithmetic is exact), also with an arena so small that
+# reductions go in segments. An unsupported call ends the job with one
 # line per rank naming it and status 70; the stand-in without an agent
 # likewise. The stand-in exports every symbol of the real library, each
 # object at the real size. Allreduce latency (8 bytes) and throughput
@@ -138,6 +139,9 @@ main() {
 	ls /dev/shm | grep '^ckmpi-' | sort >"$H_WORK/shm.before"
 	abi_sizes
 	same sgd "$T/sgd_mpi" 300 16
+	# A 4 KiB arena (2 KiB for blocking calls): the 2400-byte gradient
+	# allreduce and the model's broadcast can only go in segments.
+	CKPT_MPI_ARENA=4096 same sgd-segmented "$T/sgd_mpi" 60 300
 	same ring "$T/ring_mpi" 60
 	same split "$T/split_mpi"
 	same nonblocking "$T/nonblock_mpi" 40
