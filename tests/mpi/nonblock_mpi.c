@@ -2,7 +2,8 @@
  * (Irecv/Isend both ways, Waitall) over STEPS steps of an integer stencil,
  * rank 0 collecting one message per rank with Waitany in arrival order,
  * MPI_Test polled until a receive completes, Testall over a send/receive
- * pair, and an MPI_Sendrecv shift. Rank 0 prints the results; exact.
+ * pair, MPI_Sendrecv shifts, and two Iallreduce (one in place) in flight
+ * together. Rank 0 prints the results; exact.
  * Usage: nonblock_mpi [STEPS] */
 #include <mpi.h>
 #include <stdio.h>
@@ -94,6 +95,19 @@ int main(int argc, char **argv)
 	MPI_Get_count(&st[0], MPI_LONG_LONG, &n);
 	if (n != 1 || st[0].MPI_SOURCE != left)
 		MPI_Abort(MPI_COMM_WORLD, 6);
+	/* Iallreduce, one in place, overlapped with a Sendrecv. */
+	{
+		long long in[3] = { rank, rank * rank, 1 }, out[3], inpl[2] = { rank + 1, -rank };
+		MPI_Request ar[2];
+
+		MPI_Iallreduce(in, out, 3, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD, &ar[0]);
+		MPI_Iallreduce(MPI_IN_PLACE, inpl, 2, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD, &ar[1]);
+		MPI_Sendrecv(&sum, 1, MPI_LONG_LONG, left, 9, &all[4], 1, MPI_LONG_LONG, right, 9, MPI_COMM_WORLD,
+			     MPI_STATUS_IGNORE);
+		MPI_Waitall(2, ar, MPI_STATUSES_IGNORE);
+		if (rank == 0)
+			printf("iallreduce: %lld %lld %lld, in place %lld %lld\n", out[0], out[1], out[2], inpl[0], inpl[1]);
+	}
 	all[3] = all[0] * 1000000 + all[1] * 1000 + all[2];
 	MPI_Gather(&all[3], 1, MPI_LONG_LONG, all + 8, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
 	if (rank == 0) {

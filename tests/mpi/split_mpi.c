@@ -40,6 +40,14 @@ int main(int argc, char **argv)
 	if (rank == 0)
 		print_ints("split (rank, rank in half, half size, half sum):", b, 4 * size);
 	MPI_Comm_free(&half);
+	/* One host here: the shared-memory split holds every rank. */
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, -rank, MPI_INFO_NULL, &half);
+	MPI_Comm_rank(half, &srank);
+	MPI_Comm_size(half, &ssize);
+	MPI_Allreduce(&srank, &ssum, 1, MPI_INT, MPI_MAX, half);
+	if (rank == 0)
+		printf("split_type shared: size %d, rank 0 is %d of them, top %d\n", ssize, srank, ssum);
+	MPI_Comm_free(&half);
 
 	MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &key, NULL);
 	MPI_Comm_set_attr(MPI_COMM_WORLD, key, &cnt[0]);

@@ -34,6 +34,7 @@ enum ck_mpi_wire_op {
 	CK_W_COMM_DUP,   /* comm */
 	CK_W_COMM_SPLIT, /* comm, color in peer, key in tag */
 	CK_W_COMM_FREE,  /* comm */
+	CK_W_COMM_SPLIT_TYPE, /* comm, split type in peer, key in tag */
 	CK_W_ERROR_STRING, /* tag: the code; answer: its class in src, its text in inl */
 	/* Gathers and scatters: comm, root, the layout in inl (struct ck_w_vec) */
 	CK_W_GATHER,
@@ -68,6 +69,7 @@ enum ck_mpi_wire_op {
 	CK_W_WAITANY,
 	CK_W_TESTANY,
 	CK_W_SENDRECV, /* send: count/dtype/peer/tag at off; receive: ck_w_sendrecv in inl */
+	CK_W_IALLREDUCE, /* as ALLREDUCE, the request kept under number root */
 };
 
 #define CK_MAX_REQUESTS 256

@@ -31,7 +31,12 @@ static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
 
 	if (r->root < CK_NCOMMS || r->root >= CK_MAX_COMMS || comms[r->root]) /* NULL: free */
 		return MPI_ERR_COMM;
-	r->rc = r->op == CK_W_COMM_DUP ? MPI_Comm_dup(parent, &nc) : MPI_Comm_split(parent, r->peer, r->tag, &nc);
+	if (r->op == CK_W_COMM_DUP)
+		r->rc = MPI_Comm_dup(parent, &nc);
+	else if (r->op == CK_W_COMM_SPLIT)
+		r->rc = MPI_Comm_split(parent, r->peer, r->tag, &nc);
+	else
+		r->rc = MPI_Comm_split_type(parent, r->peer, r->tag, MPI_INFO_NULL, &nc);
 	r->rlen = nc != MPI_COMM_NULL;
 	if (r->rc == MPI_SUCCESS && nc != MPI_COMM_NULL) {
 		comms[r->root] = nc;
@@ -164,7 +169,13 @@ static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm
 
 	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !in_arena(ch, r->off, r->len))
 		return MPI_ERR_REQUEST;
-	if (r->op == CK_W_ISEND)
+	if (r->op == CK_W_IALLREDUCE)
+		rc = in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len)
+			     ? MPI_Iallreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : ch->arena + r->off,
+					      ch->arena + r->off + (r->peer & CK_W_INPLACE ? 0 : r->len), (int)r->count,
+					      dt, op_of(r->rop), comm, &reqs[id].req)
+			     : MPI_ERR_ARG;
+	else if (r->op == CK_W_ISEND)
 		rc = MPI_Isend(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
 	else
 		rc = MPI_Irecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
@@ -352,6 +363,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		break;
 	case CK_W_COMM_DUP:
 	case CK_W_COMM_SPLIT:
+	case CK_W_COMM_SPLIT_TYPE:
 		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : new_comm(r, comm);
 		break;
 	case CK_W_COMM_FREE:
@@ -380,6 +392,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		break;
 	case CK_W_ISEND:
 	case CK_W_IRECV:
+	case CK_W_IALLREDUCE:
 		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : start_req(ch, r, comm, dt);
 		break;
 	case CK_W_TEST:

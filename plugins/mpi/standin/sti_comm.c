@@ -66,6 +66,14 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 	return make("MPI_Comm_split", CK_W_COMM_SPLIT, comm, color, key, newcomm);
 }
 
+/* Info keys are not passed on (none changes the result of a split). */
+int MPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+	if (info != MPI_INFO_NULL)
+		ck__sti_die("MPI_Comm_split_type", "an info object is not supported (MPI_INFO_NULL only)");
+	return make("MPI_Comm_split_type", CK_W_COMM_SPLIT_TYPE, comm, type, key, newcomm);
+}
+
 int MPI_Comm_free(MPI_Comm *comm)
 {
 	const char *fn = "MPI_Comm_free";

@@ -10,9 +10,11 @@
 #include "plugins/mpi/standin/sti.h"
 
 struct ck__req {
-	int id, recv;
-	void *buf;
-	uint64_t off, len;
+	int id, coll; /* coll: the result is len bytes, a receive's the message's */
+	void *buf;      /* where MPI_Wait copies the result, or NULL (a send) */
+	uint64_t off;   /* the request's range of the arena: [off, off+span) */
+	uint64_t span;
+	uint64_t out, len; /* the result in the arena: [out, out+len) */
 };
 
 static struct ck__req *reqs[CK_MAX_REQUESTS];
@@ -40,7 +42,7 @@ static int arena_alloc(uint64_t len, uint64_t *off)
 	for (int i = 0; i < n; i++) {
 		if (live[i]->off >= at + len)
 			break;
-		at = ALIGN(live[i]->off + live[i]->len);
+		at = ALIGN(live[i]->off + live[i]->span);
 	}
 	if (at + len > ck__sti.ch.arena_len)
 		return -1;
@@ -48,8 +50,11 @@ static int arena_alloc(uint64_t len, uint64_t *off)
 	return 0;
 }
 
-static int start(const char *fn, unsigned op, void *buf, int count, MPI_Datatype dt, int peer, int tag,
-		 MPI_Comm comm, MPI_Request *req)
+/* A request of kind OP: IN (LEN bytes, or NULL) copied into the arena,
+ * OUT (LEN bytes, or NULL) filled at MPI_Wait; the result lies right after
+ * the input unless in place (IN == OUT). */
+static int start(const char *fn, unsigned op, const void *in, void *out, int count, MPI_Datatype dt, int peer,
+		 int tag, int rop, MPI_Comm comm, MPI_Request *req)
 {
 	struct ck__req *q;
 	struct ck_mpi_req *r;
@@ -68,15 +73,17 @@ static int start(const char *fn, unsigned op, void *buf, int count, MPI_Datatype
 	if (!q)
 		ck__sti_die(fn, "out of memory");
 	q->id = id;
-	q->recv = op == CK_W_IRECV;
-	q->buf = buf;
+	q->buf = out;
+	q->coll = op == CK_W_IALLREDUCE;
 	q->len = (uint64_t)(count < 0 ? 0 : count) * size;
-	if (arena_alloc(q->len, &q->off))
+	q->span = in && out && in != out ? 2 * q->len : q->len;
+	if (arena_alloc(q->span, &q->off))
 		ck__sti_die(fn, "%llu bytes do not fit in the free part of the arena's nonblocking half "
 				"(%zu bytes; CKPT_MPI_ARENA)", (unsigned long long)q->len,
 			    ck__sti.ch.arena_len - ck__sti.scratch);
-	if (!q->recv)
-		memcpy(ck__sti.ch.arena + q->off, buf, q->len);
+	q->out = q->off + (q->span > q->len ? q->len : 0);
+	if (in)
+		memcpy(ck__sti.ch.arena + q->off, in, q->len);
 	r = ck__sti_begin(fn, op);
 	r->comm = c;
 	r->dtype = t;
@@ -86,6 +93,8 @@ static int start(const char *fn, unsigned op, void *buf, int count, MPI_Datatype
 	r->off = q->off;
 	r->len = q->len;
 	r->root = id;
+	r->rop = rop;
+	r->peer = op == CK_W_IALLREDUCE ? (in == out ? CK_W_INPLACE : 0) : peer;
 	rc = ck__sti_call(fn, r);
 	ck__sti_end(r);
 	if (rc != MPI_SUCCESS) {
@@ -99,12 +108,19 @@ static int start(const char *fn, unsigned op, void *buf, int count, MPI_Datatype
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, MPI_Request *req)
 {
-	return start("MPI_Isend", CK_W_ISEND, (void *)buf, count, dt, dest, tag, comm, req);
+	return start("MPI_Isend", CK_W_ISEND, buf, NULL, count, dt, dest, tag, 0, comm, req);
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Request *req)
 {
-	return start("MPI_Irecv", CK_W_IRECV, buf, count, dt, source, tag, comm, req);
+	return start("MPI_Irecv", CK_W_IRECV, NULL, buf, count, dt, source, tag, 0, comm, req);
+}
+
+int MPI_Iallreduce(const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
+		   MPI_Request *req)
+{
+	return start("MPI_Iallreduce", CK_W_IALLREDUCE, sbuf == MPI_IN_PLACE ? rbuf : sbuf, rbuf, count, dt, 0, 0,
+		     ck__sti_op("MPI_Iallreduce", op), comm, req);
 }
 
 /* The stand-in's request behind a handle; NULL for MPI_REQUEST_NULL. */
@@ -141,8 +157,8 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
 	r = ck__sti_begin(fn, CK_W_WAIT);
 	r->root = q->id;
 	rc = ck__sti_call(fn, r);
-	if (rc == MPI_SUCCESS && q->recv)
-		memcpy(q->buf, ck__sti.ch.arena + q->off, r->rlen < q->len ? r->rlen : q->len);
+	if (rc == MPI_SUCCESS && q->buf)
+		memcpy(q->buf, ck__sti.ch.arena + q->out, q->coll || r->rlen > q->len ? q->len : r->rlen);
 	if (status != MPI_STATUS_IGNORE) {
 		status->MPI_SOURCE = r->src;
 		status->MPI_TAG = r->rtag;
