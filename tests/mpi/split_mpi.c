@@ -1,6 +1,6 @@
 /* Communicators and the gather family, unmodified MPI: MPI_Comm_split by
  * parity and an allreduce in each half, MPI_Comm_dup with an attribute
- * copied by MPI_COMM_DUP_FN, Allgather, Allgatherv (rank i gives i+1
+ * copied by MPI_COMM_DUP_FN, Reduce_scatter, Alltoallv with gaps, Allgather, Allgatherv (rank i gives i+1
  * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
  * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
  * MPI_Iprobe. Rank 0 prints everything; exact integers. */
@@ -113,6 +113,41 @@ int main(int argc, char **argv)
 		for (i = 0; i < size; i++)
 			b[i] = c[i];
 		print_ints("alltoall:", b, size * size);
+	}
+	/* Reduce_scatter: block i (i+1 values) summed over the ranks to rank i. */
+	for (i = 0, n = 0; i < size; i++) {
+		cnt[i] = i + 1;
+		n += i + 1;
+	}
+	for (i = 0; i < n; i++)
+		a[i] = rank * 100 + i;
+	MPI_Reduce_scatter(a, c, cnt, MPI_INT, MPI_SUM, dup);
+	MPI_Gather(c, 1, MPI_INT, b, 1, MPI_INT, 0, dup);
+	if (rank == 0)
+		print_ints("reduce_scatter first values:", b, size);
+	/* Alltoallv: rank i sends j+1 values (i*100+j) to rank j, received 2 apart. */
+	{
+		int sc[64], sd[64], rcn[64], rd[64], off = 0;
+
+		for (i = 0; i < size; i++) {
+			sc[i] = i + 1;
+			sd[i] = off;
+			off += i + 1;
+			rcn[i] = rank + 1;
+			rd[i] = i * (rank + 3);
+		}
+		for (i = 0; i < off; i++)
+			a[i] = rank * 100 + i;
+		for (i = 0; i < N; i++)
+			c[i] = -1;
+		MPI_Alltoallv(a, sc, sd, MPI_INT, c, rcn, rd, MPI_INT, dup);
+		if (rank == size - 1)
+			MPI_Send(c, size * (rank + 3), MPI_INT, 0, 3, dup);
+		if (rank == 0) {
+			MPI_Recv(b, N, MPI_INT, size - 1, 3, dup, &st);
+			MPI_Get_count(&st, MPI_INT, &n);
+			print_ints("alltoallv at the last rank:", b, n);
+		}
 	}
 	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &flag, &st);
 	MPI_Barrier(dup);

@@ -70,10 +70,18 @@ enum ck_mpi_wire_op {
 	CK_W_TESTANY,
 	CK_W_SENDRECV, /* send: count/dtype/peer/tag at off; receive: ck_w_sendrecv in inl */
 	CK_W_IALLREDUCE, /* as ALLREDUCE, the request kept under number root */
+	CK_W_REDUCE_SCATTER, /* dtype, rop, peer: in place; ck_w_vec2 in inl (scnt: the receive counts) */
+	CK_W_ALLTOALLV,      /* ck_w_vec2 in inl */
 };
 
 #define CK_MAX_REQUESTS 256
 #define CK_W_MAX_IDS 64 /* requests in one TESTALL/WAITANY/TESTANY */
+
+/* Two buffers, each with its counts and displacements (int[comm size]). */
+struct ck_w_vec2 {
+	uint64_t soff, roff, scnt, sdsp, rcnt, rdsp;
+	int32_t stype, rtype;
+};
 
 struct ck_w_sendrecv {
 	uint64_t roff, rlen;

@@ -262,6 +262,28 @@ static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm,
 	return rc;
 }
 
+static int vec2(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	uint64_t vl;
+	struct ck_w_vec2 v;
+	uint8_t *a = ch->arena;
+	int n = 0;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return MPI_ERR_COMM;
+	vl = (uint64_t)n * sizeof(int);
+	if (!in_arena(ch, v.soff, 0) || !in_arena(ch, v.roff, 0) || !in_arena(ch, v.scnt, vl))
+		return MPI_ERR_ARG;
+	if (r->op == CK_W_REDUCE_SCATTER)
+		return MPI_Reduce_scatter(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a + v.soff, a + v.roff,
+					  (int *)(a + v.scnt), type_of(r->dtype), op_of(r->rop), comm);
+	if (!in_arena(ch, v.sdsp, vl) || !in_arena(ch, v.rcnt, vl) || !in_arena(ch, v.rdsp, vl))
+		return MPI_ERR_ARG;
+	return MPI_Alltoallv(a + v.soff, (int *)(a + v.scnt), (int *)(a + v.sdsp), type_of(v.stype), a + v.roff,
+			     (int *)(a + v.rcnt), (int *)(a + v.rdsp), type_of(v.rtype), comm);
+}
+
 /* Gathers and scatters: buffers where the stand-in laid them out. */
 static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 {
@@ -406,6 +428,10 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		break;
 	case CK_W_SENDRECV:
 		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : sendrecv(ch, r, comm, dt);
+		break;
+	case CK_W_REDUCE_SCATTER:
+	case CK_W_ALLTOALLV:
+		r->rc = vec2(ch, r, comm);
 		break;
 	case CK_W_ERROR_STRING:
 		memset(r->inl, 0, sizeof(r->inl));

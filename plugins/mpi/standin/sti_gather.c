@@ -173,3 +173,88 @@ int MPI_Alltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MPI_
 	(void)c;
 	return vcall("MPI_Alltoall", CK_W_ALLTOALL, &s, -1, comm, 1, 1);
 }
+
+/* Places N ints at *OFF in the arena; returns where. */
+static uint64_t put_ints(uint64_t *off, const int *v, int n)
+{
+	uint64_t at = *off;
+
+	memcpy(ck__sti.ch.arena + at, v, (size_t)n * sizeof(int));
+	*off = ALIGN(at + (uint64_t)n * sizeof(int));
+	return at;
+}
+
+int MPI_Reduce_scatter(const void *sb, void *rb, const int rcounts[], MPI_Datatype dt, MPI_Op op, MPI_Comm comm)
+{
+	const char *fn = "MPI_Reduce_scatter";
+	int c, n, me, rc, inplace = sb == MPI_IN_PLACE;
+	uint64_t total = 0, off = 64;
+	struct ck_w_vec2 v;
+	struct ck_mpi_req *r;
+	size_t size;
+
+	ck__sti_need_init(fn);
+	c = ck__sti_comm(fn, comm);
+	n = ck__sti_comm_size(c);
+	me = ck__sti_comm_rank(c);
+	memset(&v, 0, sizeof(v));
+	r = ck__sti_begin(fn, CK_W_REDUCE_SCATTER);
+	r->dtype = ck__sti_type(fn, dt, &size);
+	r->rop = ck__sti_op(fn, op);
+	for (int i = 0; i < n; i++)
+		total += (uint64_t)rcounts[i];
+	need(fn, off + 2 * total * size + (uint64_t)n * sizeof(int) + 256);
+	v.scnt = put_ints(&off, rcounts, n);
+	v.soff = off;
+	memcpy(ck__sti.ch.arena + v.soff, inplace ? rb : sb, total * size);
+	/* In place: the result is the first block of the input buffer. */
+	v.roff = inplace ? v.soff : ALIGN(v.soff + total * size);
+	r->comm = c;
+	r->peer = inplace ? CK_W_INPLACE : 0;
+	memcpy(r->inl, &v, sizeof(v));
+	rc = ck__sti_call(fn, r);
+	if (rc == MPI_SUCCESS)
+		memcpy(rb, ck__sti.ch.arena + v.roff, (size_t)rcounts[me] * size);
+	ck__sti_end(r);
+	return rc;
+}
+
+int MPI_Alltoallv(const void *sb, const int scounts[], const int sdispls[], MPI_Datatype st, void *rb,
+		  const int rcounts[], const int rdispls[], MPI_Datatype rt, MPI_Comm comm)
+{
+	const char *fn = "MPI_Alltoallv";
+	uint64_t sext, rext, off = 64;
+	struct ck_w_vec2 v;
+	struct ck_mpi_req *r;
+	size_t ss, rs;
+	int c, n, rc;
+
+	ck__sti_need_init(fn);
+	if (sb == MPI_IN_PLACE)
+		ck__sti_die(fn, "MPI_IN_PLACE is not supported");
+	c = ck__sti_comm(fn, comm);
+	n = ck__sti_comm_size(c);
+	memset(&v, 0, sizeof(v));
+	v.stype = ck__sti_type(fn, st, &ss);
+	v.rtype = ck__sti_type(fn, rt, &rs);
+	sext = vec_extent(scounts, sdispls, n) * ss;
+	rext = vec_extent(rcounts, rdispls, n) * rs;
+	need(fn, off + sext + rext + 4 * ((uint64_t)n * sizeof(int) + 64) + 128);
+	v.scnt = put_ints(&off, scounts, n);
+	v.sdsp = put_ints(&off, sdispls, n);
+	v.rcnt = put_ints(&off, rcounts, n);
+	v.rdsp = put_ints(&off, rdispls, n);
+	v.soff = off;
+	memcpy(ck__sti.ch.arena + v.soff, sb, sext);
+	v.roff = ALIGN(v.soff + sext);
+	r = ck__sti_begin(fn, CK_W_ALLTOALLV);
+	r->comm = c;
+	memcpy(r->inl, &v, sizeof(v));
+	rc = ck__sti_call(fn, r);
+	if (rc == MPI_SUCCESS)
+		for (int i = 0; i < n; i++) /* the blocks only: gaps stay the program's */
+			memcpy((char *)rb + (size_t)rdispls[i] * rs, ck__sti.ch.arena + v.roff + (size_t)rdispls[i] * rs,
+			       (size_t)rcounts[i] * rs);
+	ck__sti_end(r);
+	return rc;
+}
