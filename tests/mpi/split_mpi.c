@@ -1,5 +1,6 @@
 /* Communicators and the gather family, unmodified MPI: MPI_Comm_split by
- * parity and an allreduce in each half, MPI_Comm_dup with an attribute
+ * parity and an allreduce in each half, its group translated to world ranks
+ * and a subgroup (Group_incl/rank/translate_ranks/free), MPI_Comm_dup with an attribute
  * copied by MPI_COMM_DUP_FN, Reduce_scatter, Alltoallv with gaps, Allgather, Allgatherv (rank i gives i+1
  * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
  * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
@@ -39,6 +40,30 @@ int main(int argc, char **argv)
 	MPI_Gather(a, 4, MPI_INT, b, 4, MPI_INT, 0, MPI_COMM_WORLD);
 	if (rank == 0)
 		print_ints("split (rank, rank in half, half size, half sum):", b, 4 * size);
+	{ /* Groups: the half's members in world ranks; a two-member subgroup. */
+		MPI_Group hg, wg, sg;
+		int in[64], out[64], two[2] = { size - 1, 0 }, gs, gr;
+
+		MPI_Comm_group(half, &hg);
+		MPI_Comm_group(MPI_COMM_WORLD, &wg);
+		MPI_Group_size(hg, &gs);
+		for (i = 0; i < gs; i++)
+			in[i] = i;
+		MPI_Group_translate_ranks(hg, gs, in, wg, out);
+		MPI_Group_incl(wg, 2, two, &sg);
+		MPI_Group_rank(sg, &gr);
+		MPI_Group_translate_ranks(sg, 2, in, hg, out + gs);
+		a[0] = gs, a[1] = gr;
+		for (i = 0; i < gs + 2; i++)
+			a[2 + i] = out[i];
+		MPI_Gather(a, 8, MPI_INT, b, 8, MPI_INT, 0, MPI_COMM_WORLD);
+		if (rank == 0)
+			print_ints("groups (size, rank in {last,0}, world ranks of the half, {last,0} in the half):", b,
+				   8 * size);
+		MPI_Group_free(&sg);
+		MPI_Group_free(&wg);
+		MPI_Group_free(&hg);
+	}
 	MPI_Comm_free(&half);
 	/* One host here: the shared-memory split holds every rank. */
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, -rank, MPI_INFO_NULL, &half);

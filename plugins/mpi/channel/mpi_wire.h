@@ -72,6 +72,7 @@ enum ck_mpi_wire_op {
 	CK_W_IALLREDUCE, /* as ALLREDUCE, the request kept under number root */
 	CK_W_REDUCE_SCATTER, /* dtype, rop, peer: in place; ck_w_vec2 in inl (scnt: the receive counts) */
 	CK_W_ALLTOALLV,      /* ck_w_vec2 in inl */
+	CK_W_COMM_MEMBERS, /* comm; answer: the MPI_COMM_WORLD rank of each member, int32 at off */
 };
 
 #define CK_MAX_REQUESTS 256

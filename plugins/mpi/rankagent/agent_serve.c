@@ -284,6 +284,29 @@ static int vec2(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 			     (int *)(a + v.rcnt), (int *)(a + v.rdsp), type_of(v.rtype), comm);
 }
 
+/* The world ranks of COMM's members, in COMM's rank order, into the arena. */
+static int members(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	MPI_Group g, wg;
+	int n = 0, rc, *in, *out;
+
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return MPI_ERR_COMM;
+	if (!in_arena(ch, r->off, 2 * (uint64_t)n * sizeof(int)))
+		return MPI_ERR_ARG;
+	in = (int *)(ch->arena + r->off + (uint64_t)n * sizeof(int));
+	out = (int *)(ch->arena + r->off);
+	for (int i = 0; i < n; i++)
+		in[i] = i;
+	MPI_Comm_group(comm, &g);
+	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	rc = MPI_Group_translate_ranks(g, n, in, wg, out);
+	MPI_Group_free(&g);
+	MPI_Group_free(&wg);
+	r->count = (uint64_t)n;
+	return rc;
+}
+
 /* Gathers and scatters: buffers where the stand-in laid them out. */
 static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 {
@@ -432,6 +455,9 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_REDUCE_SCATTER:
 	case CK_W_ALLTOALLV:
 		r->rc = vec2(ch, r, comm);
+		break;
+	case CK_W_COMM_MEMBERS:
+		r->rc = members(ch, r, comm);
 		break;
 	case CK_W_ERROR_STRING:
 		memset(r->inl, 0, sizeof(r->inl));
