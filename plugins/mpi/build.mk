@@ -17,9 +17,10 @@ $(BUILD)/mpi/pic/%.o: plugins/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(MPI_PIC) -MMD -MP -c $< -o $@
 
-# The channel's unit test (no MPI needed).
+# The channel's unit test (no MPI needed; its own copy of the channel,
+# compiled like the tests, sanitizers included).
 $(BUILD)/tests/unit/test_mpi_chan: $(BUILD)/tests/unit/test_mpi_chan.o $(BUILD)/tests/unit/unit.o \
-		$(BUILD)/mpi/pic/channel/mpi_chan.o $(BUILD)/libcklaunch.a
+		$(BUILD)/plugins/mpi/channel/mpi_chan.o $(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
 
 .PHONY: mpi
