@@ -4,12 +4,30 @@
  * copied by MPI_COMM_DUP_FN, Reduce_scatter, Alltoallv with gaps, Allgather, Allgatherv (rank i gives i+1
  * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
  * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
- * MPI_Iprobe. Rank 0 prints everything; exact integers. */
+ * MPI_Iprobe, and a user-defined op that does not commute (matrix products)
+ * in Allreduce and Reduce. Rank 0 prints everything; exact integers. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define N 4096 /* enough for any -np the suite uses */
+
+/* A user op, associative and not commutative: 2x2 matrix products modulo
+ * a prime, inout = in x inout, element by element of arrays of matrices. */
+static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+	long long *x = in, *y = inout, r[4];
+
+	(void)dt;
+	for (int k = 0; k < *len / 4; k++, x += 4, y += 4) {
+		r[0] = (x[0] * y[0] + x[1] * y[2]) % 1000003;
+		r[1] = (x[0] * y[1] + x[1] * y[3]) % 1000003;
+		r[2] = (x[2] * y[0] + x[3] * y[2]) % 1000003;
+		r[3] = (x[2] * y[1] + x[3] * y[3]) % 1000003;
+		for (int i = 0; i < 4; i++)
+			y[i] = r[i];
+	}
+}
 
 static void print_ints(const char *what, const int *v, int n)
 {
@@ -173,6 +191,28 @@ int main(int argc, char **argv)
 			MPI_Get_count(&st, MPI_INT, &n);
 			print_ints("alltoallv at the last rank:", b, n);
 		}
+	}
+	{ /* User op: the ordered product of every rank's matrices. */
+		long long m[8], p[8];
+		MPI_Op op;
+		int commute;
+
+		for (i = 0; i < 8; i++)
+			m[i] = (rank + 2) * (i + 1) + (i % 3);
+		MPI_Op_create(matmul, 0, &op);
+		MPI_Op_commutative(op, &commute);
+		MPI_Allreduce(m, p, 8, MPI_LONG_LONG, op, dup);
+		if (rank == 0)
+			printf("user op (commute %d) allreduce: %lld %lld %lld %lld %lld %lld %lld %lld\n", commute, p[0],
+			       p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
+		MPI_Reduce(m, p, 8, MPI_LONG_LONG, op, size - 1, dup);
+		if (rank == size - 1)
+			MPI_Send(p, 8, MPI_LONG_LONG, 0, 4, dup);
+		if (rank == 0) {
+			MPI_Recv(p, 8, MPI_LONG_LONG, size - 1, 4, dup, MPI_STATUS_IGNORE);
+			printf("user op reduce: %lld %lld %lld %lld\n", p[0], p[1], p[2], p[3]);
+		}
+		MPI_Op_free(&op);
 	}
 	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &flag, &st);
 	MPI_Barrier(dup);

@@ -56,6 +56,11 @@ int ck__sti_attr_copy(int old, int new_);
 /* The handle of wire communicator ID. */
 MPI_Comm ck__sti_comm_handle(int id);
 
+/* A reduction with a user-defined op (in the job): 1 and *RC set if OP is
+ * one, 0 if it is not (ROOT < 0: Allreduce). */
+int ck__sti_user_reduce(const char *fn, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op,
+			int root, MPI_Comm comm, int *rc);
+
 /* Handles to wire numbers; each dies naming FN on a handle it lacks. */
 int ck__sti_comm(const char *fn, MPI_Comm c);
 int ck__sti_type(const char *fn, MPI_Datatype t, size_t *size);

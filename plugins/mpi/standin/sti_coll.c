@@ -69,6 +69,8 @@ static int reduce(const char *fn, unsigned op, const void *sbuf, void *rbuf, int
 	size_t size, seg, done = 0, n;
 	struct ck_mpi_req *r;
 
+	if (ck__sti_user_reduce(fn, sbuf, rbuf, count, dt, mop, root, comm, &rc))
+		return rc;
 	ck__sti_need_init(fn);
 	c = ck__sti_comm(fn, comm);
 	t = ck__sti_type(fn, dt, &size);
