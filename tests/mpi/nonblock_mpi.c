@@ -2,8 +2,9 @@
  * (Irecv/Isend both ways, Waitall) over STEPS steps of an integer stencil,
  * rank 0 collecting one message per rank with Waitany in arrival order,
  * MPI_Test polled until a receive completes, Testall over a send/receive
- * pair, MPI_Sendrecv shifts, and two Iallreduce (one in place) in flight
- * together. Rank 0 prints the results; exact.
+ * pair, MPI_Sendrecv shifts, two Iallreduce (one in place) in flight
+ * together, and derived types (a matrix column as a vector, sent blocking
+ * and not; a contiguous pair broadcast). Rank 0 prints the results; exact.
  * Usage: nonblock_mpi [STEPS] */
 #include <mpi.h>
 #include <stdio.h>
@@ -107,6 +108,32 @@ int main(int argc, char **argv)
 		MPI_Waitall(2, ar, MPI_STATUSES_IGNORE);
 		if (rank == 0)
 			printf("iallreduce: %lld %lld %lld, in place %lld %lld\n", out[0], out[1], out[2], inpl[0], inpl[1]);
+	}
+	{ /* Derived types: a matrix column (vector) to the right, blocking and
+	   * not; a row pair (contiguous) broadcast; counts in derived units. */
+		int mat[6][5], col[6], k, cnt2;
+		MPI_Datatype column, pair;
+		MPI_Request tr[2];
+
+		for (i = 0; i < 6; i++)
+			for (k = 0; k < 5; k++)
+				mat[i][k] = rank * 100 + i * 10 + k;
+		MPI_Type_vector(6, 1, 5, MPI_INT, &column);
+		MPI_Type_commit(&column);
+		MPI_Type_contiguous(2, MPI_INT, &pair);
+		MPI_Type_commit(&pair);
+		MPI_Sendrecv(&mat[0][1], 1, column, right, 10, col, 6, MPI_INT, left, 10, MPI_COMM_WORLD, &st[0]);
+		MPI_Irecv(&mat[0][4], 1, column, left, 11, MPI_COMM_WORLD, &tr[0]);
+		MPI_Isend(&mat[0][2], 1, column, right, 11, MPI_COMM_WORLD, &tr[1]);
+		MPI_Waitall(2, tr, st);
+		MPI_Get_count(&st[0], column, &cnt2);
+		MPI_Bcast(&mat[3][0], 2, pair, size - 1, MPI_COMM_WORLD);
+		if (rank == 0)
+			printf("types: column %d %d %d %d %d %d, count %d, last col %d %d, bcast %d %d %d %d\n", col[0],
+			       col[1], col[2], col[3], col[4], col[5], cnt2, mat[0][4], mat[5][4], mat[3][0], mat[3][1],
+			       mat[3][2], mat[3][3]);
+		MPI_Type_free(&column);
+		MPI_Type_free(&pair);
 	}
 	all[3] = all[0] * 1000000 + all[1] * 1000 + all[2];
 	MPI_Gather(&all[3], 1, MPI_LONG_LONG, all + 8, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);

@@ -4,8 +4,8 @@
  * copied by MPI_COMM_DUP_FN, Reduce_scatter, Alltoallv with gaps, Allgather, Allgatherv (rank i gives i+1
  * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
  * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
- * MPI_Iprobe, and a user-defined op that does not commute (matrix products)
- * in Allreduce and Reduce. Rank 0 prints everything; exact integers. */
+ * MPI_Iprobe, user-defined ops: one that commutes in Allreduce, one that
+ * does not (matrix products) in Reduce, checked. Rank 0 prints everything; exact integers. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +27,16 @@ static void matmul(void *in, void *inout, int *len, MPI_Datatype *dt)
 		for (int i = 0; i < 4; i++)
 			y[i] = r[i];
 	}
+}
+
+/* A commuting user op: element-wise products modulo a prime. */
+static void modmul(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+	long long *x = in, *y = inout;
+
+	(void)dt;
+	for (int k = 0; k < *len; k++)
+		y[k] = x[k] * y[k] % 1000003;
 }
 
 static void print_ints(const char *what, const int *v, int n)
@@ -192,27 +202,47 @@ int main(int argc, char **argv)
 			print_ints("alltoallv at the last rank:", b, n);
 		}
 	}
-	{ /* User op: the ordered product of every rank's matrices. */
-		long long m[8], p[8];
-		MPI_Op op;
-		int commute;
+	{ /* User ops: a commuting one in Allreduce; the ordered product of
+	   * every rank's matrices in Reduce, checked against the product made
+	   * here (Allreduce is not given the non-commuting op: Open MPI's ring
+	   * algorithm, pinned for determinism, assumes ops commute). */
+		long long m[8], p[8], want[8], x[8];
+		MPI_Op op, cop;
+		int commute, ccommute, r, len8 = 8;
 
 		for (i = 0; i < 8; i++)
 			m[i] = (rank + 2) * (i + 1) + (i % 3);
+		MPI_Op_create(modmul, 1, &cop);
+		MPI_Op_commutative(cop, &ccommute);
+		MPI_Allreduce(m, p, 8, MPI_LONG_LONG, cop, dup);
+		if (rank == 0)
+			printf("user op (commute %d) allreduce: %lld %lld %lld %lld %lld %lld %lld %lld\n", ccommute,
+			       p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
 		MPI_Op_create(matmul, 0, &op);
 		MPI_Op_commutative(op, &commute);
-		MPI_Allreduce(m, p, 8, MPI_LONG_LONG, op, dup);
-		if (rank == 0)
-			printf("user op (commute %d) allreduce: %lld %lld %lld %lld %lld %lld %lld %lld\n", commute, p[0],
-			       p[1], p[2], p[3], p[4], p[5], p[6], p[7]);
 		MPI_Reduce(m, p, 8, MPI_LONG_LONG, op, size - 1, dup);
-		if (rank == size - 1)
+		for (r = size - 1; r >= 0; r--) { /* want = m(0) x m(1) x ... */
+			for (i = 0; i < 8; i++)
+				x[i] = (r + 2) * (i + 1) + (i % 3);
+			if (r == size - 1)
+				for (i = 0; i < 8; i++)
+					want[i] = x[i];
+			else
+				matmul(x, want, &len8, NULL);
+		}
+		if (rank == size - 1) {
+			for (i = 0; i < 8; i++)
+				if (p[i] != want[i])
+					MPI_Abort(MPI_COMM_WORLD, 7);
 			MPI_Send(p, 8, MPI_LONG_LONG, 0, 4, dup);
+		}
 		if (rank == 0) {
 			MPI_Recv(p, 8, MPI_LONG_LONG, size - 1, 4, dup, MPI_STATUS_IGNORE);
-			printf("user op reduce: %lld %lld %lld %lld\n", p[0], p[1], p[2], p[3]);
+			printf("user op (commute %d) reduce, in rank order: %lld %lld %lld %lld\n", commute, p[0], p[1],
+			       p[2], p[3]);
 		}
 		MPI_Op_free(&op);
+		MPI_Op_free(&cop);
 	}
 	MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, dup, &flag, &st);
 	MPI_Barrier(dup);

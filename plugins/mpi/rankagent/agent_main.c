@@ -85,6 +85,18 @@ static pid_t start(char **argv, const char *lib, const char *chan)
 	return pid;
 }
 
+/* The channel's name until the program has opened it: a signal that ends
+ * the agent first (mpirun's SIGTERM when another rank aborts) removes it. */
+static char shm_path[96];
+
+static void on_signal(int sig)
+{
+	if (shm_path[0])
+		unlink(shm_path); /* shm_unlink is not async-signal-safe; this is the same */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static int status_code(int ws)
 {
 	return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
@@ -121,6 +133,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
 	}
+	snprintf(shm_path, sizeof(shm_path), "/dev/shm%s", chan);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
 	pid = start(argv + i + 1, lib, chan);
 	if (pid < 0) {
 		fprintf(stderr, "ckmpi-agent: rank %d: fork: %s\n", rank, strerror(errno));
@@ -132,6 +148,7 @@ int main(int argc, char **argv)
 		if (rc == 0) {
 			finalized |= ck__agent_serve(&ch, r);
 			if (r->op == CK_W_HELLO && named) { /* mapped by the program: the name can go */
+				shm_path[0] = 0;
 				ck_mpi_chan_unlink(chan);
 				named = 0;
 			}

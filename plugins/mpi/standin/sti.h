@@ -61,6 +61,24 @@ MPI_Comm ck__sti_comm_handle(int id);
 int ck__sti_user_reduce(const char *fn, const void *sbuf, void *rbuf, int count, MPI_Datatype dt, MPI_Op op,
 			int root, MPI_Comm comm, int *rc);
 
+/* A datatype as the channel carries it: elements of the predefined type
+ * WIRE, NBASE of them per element of the program's type; SIZE packed bytes
+ * per element, EXTENT in the program's buffer; the vector's shape if it is
+ * a derived type (sti_dtype.c). */
+struct ck__tinfo {
+	int wire, nbase, derived;
+	size_t size, extent, bsize;
+	int count, blocklen, stride;
+};
+/* Dies naming FN on a type that is neither predefined nor committed. */
+void ck__sti_tinfo(const char *fn, MPI_Datatype t, struct ck__tinfo *ti);
+void ck__sti_pack(void *dst, const void *src, size_t count, const struct ck__tinfo *ti);
+/* Unpacks BYTES packed bytes (a receive may bring less than asked). */
+void ck__sti_unpack(void *dst, const void *src, size_t bytes, const struct ck__tinfo *ti);
+int ck__sti_is_derived(MPI_Datatype t);
+/* 1 and the geometry for a derived type, 0 for a predefined one. */
+int ck__sti_type_geometry(MPI_Datatype t, size_t *size, size_t *extent);
+
 /* Handles to wire numbers; each dies naming FN on a handle it lacks. */
 int ck__sti_comm(const char *fn, MPI_Comm c);
 int ck__sti_type(const char *fn, MPI_Datatype t, size_t *size);

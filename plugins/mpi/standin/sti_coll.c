@@ -33,28 +33,29 @@ int MPI_Barrier(MPI_Comm comm)
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 {
 	const char *fn = "MPI_Bcast";
-	int c, t, me, rc = MPI_SUCCESS;
-	size_t size, seg, done = 0, n;
+	int c, me, rc = MPI_SUCCESS;
+	size_t seg, done = 0, n;
+	struct ck__tinfo ti;
 	struct ck_mpi_req *r;
 
 	ck__sti_need_init(fn);
 	c = ck__sti_comm(fn, comm);
-	t = ck__sti_type(fn, dt, &size);
-	seg = seg_elems(fn, size, 1);
+	ck__sti_tinfo(fn, dt, &ti);
+	seg = ti.size ? seg_elems(fn, ti.size, 1) : 1;
 	me = ck__sti_comm_rank(c);
 	do {
 		n = (size_t)count - done < seg ? (size_t)count - done : seg;
 		r = ck__sti_begin(fn, CK_W_BCAST);
 		r->comm = c;
-		r->dtype = t;
+		r->dtype = ti.wire;
 		r->root = root;
-		r->count = n;
-		r->len = n * size;
+		r->count = n * (size_t)ti.nbase;
+		r->len = n * ti.size;
 		if (me == root)
-			memcpy(ck__sti.ch.arena, (char *)buf + done * size, n * size);
+			ck__sti_pack(ck__sti.ch.arena, (char *)buf + done * ti.extent, n, &ti);
 		rc = ck__sti_call(fn, r);
 		if (me != root && rc == MPI_SUCCESS)
-			memcpy((char *)buf + done * size, ck__sti.ch.arena, n * size);
+			ck__sti_unpack((char *)buf + done * ti.extent, ck__sti.ch.arena, n * ti.size, &ti);
 		ck__sti_end(r);
 		done += n;
 	} while (rc == MPI_SUCCESS && done < (size_t)count);

@@ -38,8 +38,10 @@ int ck__sti_type(const char *fn, MPI_Datatype t, size_t *size)
 	static const size_t sizes[] = { CK_MPI_TYPES(TYPE_SIZE) };
 	int i = find(tab, CK_NTYPES, t);
 
+	if (i < 0 && ck__sti_is_derived(t))
+		ck__sti_die(fn, "a derived datatype is not supported here (yet: Send, Recv, Isend, Irecv, Sendrecv, Bcast only)");
 	if (i < 0)
-		ck__sti_die(fn, "datatype %p is not supported (predefined C types only)", (void *)t);
+		ck__sti_die(fn, "datatype %p is not supported (predefined C types, contiguous and vector)", (void *)t);
 	*size = sizes[i];
 	return i;
 }
@@ -97,30 +99,34 @@ MPI_Comm ck__sti_comm_handle(int id)
 
 int MPI_Type_size(MPI_Datatype t, int *size)
 {
-	size_t s;
+	size_t s, e;
 
-	ck__sti_type("MPI_Type_size", t, &s);
+	if (!ck__sti_type_geometry(t, &s, &e))
+		ck__sti_type("MPI_Type_size", t, &s);
 	*size = (int)s;
 	return MPI_SUCCESS;
 }
 
-/* Predefined types are contiguous: lower bound 0, extent = size. */
+/* Lower bound 0; a predefined type's extent is its size. The true extent of
+ * a vector is its extent (no padding at either end). */
 int MPI_Type_get_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent)
 {
-	size_t s;
+	size_t s, e;
 
-	ck__sti_type("MPI_Type_get_extent", t, &s);
+	if (!ck__sti_type_geometry(t, &s, &e))
+		ck__sti_type("MPI_Type_get_extent", t, &s), e = s;
 	*lb = 0;
-	*extent = (MPI_Aint)s;
+	*extent = (MPI_Aint)e;
 	return MPI_SUCCESS;
 }
 
 int MPI_Type_get_true_extent(MPI_Datatype t, MPI_Aint *lb, MPI_Aint *extent)
 {
-	size_t s;
+	size_t s, e;
 
-	ck__sti_type("MPI_Type_get_true_extent", t, &s);
+	if (!ck__sti_type_geometry(t, &s, &e))
+		ck__sti_type("MPI_Type_get_true_extent", t, &s), e = s;
 	*lb = 0;
-	*extent = (MPI_Aint)s;
+	*extent = (MPI_Aint)e;
 	return MPI_SUCCESS;
 }

@@ -19,20 +19,22 @@ static size_t fits(const char *fn, int count, size_t size)
 int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
 	const char *fn = "MPI_Send";
+	struct ck__tinfo ti;
 	struct ck_mpi_req *r;
-	size_t size, len;
+	size_t len;
 	int rc;
 
 	ck__sti_need_init(fn);
+	ck__sti_tinfo(fn, dt, &ti);
+	len = fits(fn, count, ti.size);
 	r = ck__sti_begin(fn, CK_W_SEND);
 	r->comm = ck__sti_comm(fn, comm);
-	r->dtype = ck__sti_type(fn, dt, &size);
-	len = fits(fn, count, size);
-	r->count = (uint64_t)count;
+	r->dtype = ti.wire;
+	r->count = (uint64_t)count * (uint64_t)ti.nbase;
 	r->peer = dest;
 	r->tag = tag;
 	r->len = len;
-	memcpy(ck__sti.ch.arena, buf, len);
+	ck__sti_pack(ck__sti.ch.arena, buf, (size_t)count, &ti);
 	rc = ck__sti_call(fn, r);
 	ck__sti_end(r);
 	return rc;
@@ -41,22 +43,24 @@ int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI
 int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
 	const char *fn = "MPI_Recv";
+	struct ck__tinfo ti;
 	struct ck_mpi_req *r;
-	size_t size, len;
+	size_t len;
 	int rc;
 
 	ck__sti_need_init(fn);
+	ck__sti_tinfo(fn, dt, &ti);
+	len = fits(fn, count, ti.size);
 	r = ck__sti_begin(fn, CK_W_RECV);
 	r->comm = ck__sti_comm(fn, comm);
-	r->dtype = ck__sti_type(fn, dt, &size);
-	len = fits(fn, count, size);
-	r->count = (uint64_t)count;
+	r->dtype = ti.wire;
+	r->count = (uint64_t)count * (uint64_t)ti.nbase;
 	r->peer = source;
 	r->tag = tag;
 	r->len = len;
 	rc = ck__sti_call(fn, r);
 	if (rc == MPI_SUCCESS)
-		memcpy(buf, ck__sti.ch.arena, r->rlen < len ? r->rlen : len);
+		ck__sti_unpack(buf, ck__sti.ch.arena, r->rlen < len ? r->rlen : len, &ti);
 	if (status != MPI_STATUS_IGNORE) {
 		status->MPI_SOURCE = r->src;
 		status->MPI_TAG = r->rtag;
@@ -70,9 +74,15 @@ int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Com
 
 int MPI_Get_count(const MPI_Status *status, MPI_Datatype dt, int *count)
 {
+	struct ck__tinfo ti;
 	size_t size;
 
-	ck__sti_type("MPI_Get_count", dt, &size);
+	ck__sti_tinfo("MPI_Get_count", dt, &ti);
+	size = ti.size;
+	if (!size) {
+		*count = 0;
+		return MPI_SUCCESS;
+	}
 	*count = status->_ucount % size ? MPI_UNDEFINED : (int)(status->_ucount / size);
 	return MPI_SUCCESS;
 }

@@ -15,6 +15,7 @@ struct ck__req {
 	uint64_t off;   /* the request's range of the arena: [off, off+span) */
 	uint64_t span;
 	uint64_t out, len; /* the result in the arena: [out, out+len) */
+	struct ck__tinfo ti; /* how the result unpacks */
 };
 
 static struct ck__req *reqs[CK_MAX_REQUESTS];
@@ -31,7 +32,7 @@ static int by_off(const void *a, const void *b)
 /* First fit in [scratch, arena end) among the ranges in flight. */
 static int arena_alloc(uint64_t len, uint64_t *off)
 {
-	struct ck__req *live[CK_MAX_REQUESTS];
+	struct ck__req *live[CK_MAX_REQUESTS] = { NULL };
 	uint64_t at = ALIGN(ck__sti.scratch);
 	int n = 0;
 
@@ -58,12 +59,16 @@ static int start(const char *fn, unsigned op, const void *in, void *out, int cou
 {
 	struct ck__req *q;
 	struct ck_mpi_req *r;
-	size_t size;
-	int id = -1, c, t, rc;
+	struct ck__tinfo ti;
+	int id = -1, c, rc;
 
 	ck__sti_need_init(fn);
 	c = ck__sti_comm(fn, comm);
-	t = ck__sti_type(fn, dt, &size);
+	memset(&ti, 0, sizeof(ti));
+	if (op == CK_W_IALLREDUCE) /* reductions: predefined types only */
+		ti.wire = ck__sti_type(fn, dt, &ti.size), ti.nbase = 1, ti.derived = 0, ti.extent = ti.size;
+	else
+		ck__sti_tinfo(fn, dt, &ti);
 	for (int i = 0; i < CK_MAX_REQUESTS && id < 0; i++)
 		if (!reqs[i])
 			id = i;
@@ -75,7 +80,8 @@ static int start(const char *fn, unsigned op, const void *in, void *out, int cou
 	q->id = id;
 	q->buf = out;
 	q->coll = op == CK_W_IALLREDUCE;
-	q->len = (uint64_t)(count < 0 ? 0 : count) * size;
+	q->ti = ti;
+	q->len = (uint64_t)(count < 0 ? 0 : count) * ti.size;
 	q->span = in && out && in != out ? 2 * q->len : q->len;
 	if (arena_alloc(q->span, &q->off))
 		ck__sti_die(fn, "%llu bytes do not fit in the free part of the arena's nonblocking half "
@@ -83,12 +89,11 @@ static int start(const char *fn, unsigned op, const void *in, void *out, int cou
 			    ck__sti.ch.arena_len - ck__sti.scratch);
 	q->out = q->off + (q->span > q->len ? q->len : 0);
 	if (in)
-		memcpy(ck__sti.ch.arena + q->off, in, q->len);
+		ck__sti_pack(ck__sti.ch.arena + q->off, in, (size_t)(count < 0 ? 0 : count), &ti);
 	r = ck__sti_begin(fn, op);
 	r->comm = c;
-	r->dtype = t;
-	r->count = (uint64_t)count;
-	r->peer = peer;
+	r->dtype = ti.wire;
+	r->count = (uint64_t)count * (uint64_t)ti.nbase;
 	r->tag = tag;
 	r->off = q->off;
 	r->len = q->len;
@@ -158,7 +163,8 @@ int MPI_Wait(MPI_Request *req, MPI_Status *status)
 	r->root = q->id;
 	rc = ck__sti_call(fn, r);
 	if (rc == MPI_SUCCESS && q->buf)
-		memcpy(q->buf, ck__sti.ch.arena + q->out, q->coll || r->rlen > q->len ? q->len : r->rlen);
+		ck__sti_unpack(q->buf, ck__sti.ch.arena + q->out, q->coll || r->rlen > q->len ? q->len : r->rlen,
+			       &q->ti);
 	if (status != MPI_STATUS_IGNORE) {
 		status->MPI_SOURCE = r->src;
 		status->MPI_TAG = r->rtag;
@@ -269,34 +275,36 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
 		 MPI_Datatype rtype, int source, int rtag, MPI_Comm comm, MPI_Status *status)
 {
 	const char *fn = "MPI_Sendrecv";
+	struct ck__tinfo st, rt;
 	struct ck_w_sendrecv v;
 	struct ck_mpi_req *r;
-	size_t ss, rs;
 	int rc;
 
 	ck__sti_need_init(fn);
+	ck__sti_tinfo(fn, stype, &st);
+	ck__sti_tinfo(fn, rtype, &rt);
 	r = ck__sti_begin(fn, CK_W_SENDRECV);
 	r->comm = ck__sti_comm(fn, comm);
-	r->dtype = ck__sti_type(fn, stype, &ss);
+	r->dtype = st.wire;
 	memset(&v, 0, sizeof(v));
-	v.rtype = ck__sti_type(fn, rtype, &rs);
-	r->count = (uint64_t)scount;
-	r->len = (uint64_t)(scount < 0 ? 0 : scount) * ss;
+	v.rtype = rt.wire;
+	r->count = (uint64_t)scount * (uint64_t)st.nbase;
+	r->len = (uint64_t)(scount < 0 ? 0 : scount) * st.size;
 	r->peer = dest;
 	r->tag = stag;
 	v.roff = ALIGN(r->len);
-	v.rlen = (uint64_t)(rcount < 0 ? 0 : rcount) * rs;
-	v.rcount = rcount;
+	v.rlen = (uint64_t)(rcount < 0 ? 0 : rcount) * rt.size;
+	v.rcount = rcount * rt.nbase;
 	v.source = source;
 	v.rtag = rtag;
 	if (v.roff + v.rlen > ck__sti.scratch)
 		ck__sti_die(fn, "%llu bytes exceed the blocking half of the agent's arena (%zu bytes; CKPT_MPI_ARENA)",
 			    (unsigned long long)(v.roff + v.rlen), ck__sti.scratch);
-	memcpy(ck__sti.ch.arena, sbuf, r->len);
+	ck__sti_pack(ck__sti.ch.arena, sbuf, (size_t)(scount < 0 ? 0 : scount), &st);
 	memcpy(r->inl, &v, sizeof(v));
 	rc = ck__sti_call(fn, r);
 	if (rc == MPI_SUCCESS)
-		memcpy(rbuf, ck__sti.ch.arena + v.roff, r->rlen < v.rlen ? r->rlen : v.rlen);
+		ck__sti_unpack(rbuf, ck__sti.ch.arena + v.roff, r->rlen < v.rlen ? r->rlen : v.rlen, &rt);
 	if (status != MPI_STATUS_IGNORE) {
 		status->MPI_SOURCE = r->src;
 		status->MPI_TAG = r->rtag;
