@@ -1,11 +1,13 @@
-/* Communicators and the gather family, unmodified MPI: MPI_Comm_split by
- * parity and an allreduce in each half, its group translated to world ranks
- * and a subgroup (Group_incl/rank/translate_ranks/free), MPI_Comm_dup with an attribute
- * copied by MPI_COMM_DUP_FN, Reduce_scatter, Alltoallv with gaps, Allgather, Allgatherv (rank i gives i+1
- * values), Gatherv and Scatterv with gaps, Alltoall, Gather/Scatter in place,
- * MPI_Probe then MPI_Recv of a message whose size the receiver learns, and
- * MPI_Iprobe, user-defined ops: one that commutes in Allreduce, one that
- * does not (matrix products) in Reduce, checked. Rank 0 prints everything; exact integers. */
+/* Communicators and the gather family, unmodified MPI. MPI_Comm_split by
+ * parity with an allreduce in each half, its group translated to world
+ * ranks and a subgroup (Group_incl/rank/translate_ranks/free);
+ * MPI_Comm_split_type (shared memory); MPI_Comm_dup with an attribute copied
+ * by MPI_COMM_DUP_FN, Comm_compare, Comm_set/get_name; Allgatherv (rank i
+ * gives i+1 values), Allgather, MPI_Probe then MPI_Recv of a message whose
+ * size the receiver learns; Gatherv and Scatterv with gaps, Alltoall, Gather
+ * in place, Reduce_scatter, Alltoallv with gaps; user-defined ops, one that
+ * commutes in Allreduce and one that does not (matrix products) in Reduce,
+ * checked; MPI_Iprobe. Rank 0 prints everything; exact integers. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +110,19 @@ int main(int argc, char **argv)
 	MPI_Comm_get_attr(dup, key, &attr, &flag);
 	if (!flag || attr != &cnt[0])
 		MPI_Abort(MPI_COMM_WORLD, 3);
+	{ /* Comparisons and names. */
+		int same, cong, vlen;
+		char name[MPI_MAX_OBJECT_NAME], ver[MPI_MAX_LIBRARY_VERSION_STRING];
+
+		MPI_Comm_compare(MPI_COMM_WORLD, MPI_COMM_WORLD, &same);
+		MPI_Comm_compare(MPI_COMM_WORLD, dup, &cong);
+		MPI_Comm_set_name(dup, "dup-of-world");
+		MPI_Comm_get_name(dup, name, &vlen);
+		MPI_Get_library_version(ver, &vlen); /* differs from the real one: not printed */
+		if (rank == 0)
+			printf("compare: world/world %s, world/dup %s, dup named %s\n", same == MPI_IDENT ? "ident" : "?",
+			       cong == MPI_CONGRUENT ? "congruent" : "?", name);
+	}
 	MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
 	if (!flag || *attr < 32767)
 		MPI_Abort(MPI_COMM_WORLD, 4);
