@@ -6,7 +6,8 @@
 # (their arithmetic is exact), also with an arena so small that
 # reductions go in segments. An unsupported call ends the job with one
 # line per rank naming it and status 70; the stand-in without an agent
-# likewise. The stand-in exports every symbol of the real library, each
+# likewise; a rank's program killed ends the job with 128+9. The stand-in
+# exports every symbol of the real library, each
 # object at the real size. Allreduce latency (8 bytes) and throughput
 # (8 MiB) through the agents against bare are printed, not asserted.
 # Open MPI comes from scripts/deps.sh, set "mpi" (installed when root).
@@ -100,6 +101,26 @@ unsupported() {
 	fi
 }
 
+# One rank's program killed (SIGKILL) while the others wait for it in a
+# collective: its agent aborts the job with 128+9, nothing hangs or stays.
+rank_killed() {
+	local d=$H_WORK/killed left
+	mkdir -p "$d"
+	run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- /bin/sh -c \
+		'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 0.5; kill -KILL $$; fi; exec "$0" 1000000' "$T/sgd_mpi"
+	for _ in $(seq 50); do # the programs die with their agents (a signal each)
+		left=$(pgrep -x sgd_mpi) || break
+		sleep 0.1
+	done
+	if [ "$(cat "$d/agent.rc")" != 137 ]; then
+		h_fail mpi/rank-killed "exit status $(cat "$d/agent.rc"), expected 137" "$d/agent.err"
+	elif [ -n "$left" ]; then
+		h_fail mpi/rank-killed "programs left running: $left"
+	else
+		h_pass "mpi/rank-killed: rank 1's program killed mid-run, the job ended with 137"
+	fi
+}
+
 # No channel left in /dev/shm by the agents of this suite.
 no_leak() {
 	local left
@@ -147,6 +168,7 @@ main() {
 	same nonblocking "$T/nonblock_mpi" 40
 	same mpi4py "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 60
 	unsupported
+	rank_killed
 	no_leak
 	bench 8 2000
 	bench $((8 << 20)) 20
