@@ -106,6 +106,7 @@ unsupported() {
 rank_killed() {
 	local d=$H_WORK/killed left
 	mkdir -p "$d"
+	# shellcheck disable=SC2016 # expanded by the rank's shell
 	run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- /bin/sh -c \
 		'if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then sleep 0.5; kill -KILL $$; fi; exec "$0" 1000000' "$T/sgd_mpi"
 	for _ in $(seq 50); do # the programs die with their agents (a signal each)
@@ -121,10 +122,18 @@ rank_killed() {
 	fi
 }
 
+# The agents' channels in /dev/shm, sorted.
+shm_names() {
+	local f
+	for f in /dev/shm/ckmpi-*; do
+		[ -e "$f" ] && echo "${f##*/}"
+	done | sort
+}
+
 # No channel left in /dev/shm by the agents of this suite.
 no_leak() {
 	local left
-	left=$(comm -13 "$H_WORK/shm.before" <(ls /dev/shm | grep '^ckmpi-' | sort))
+	left=$(comm -13 "$H_WORK/shm.before" <(shm_names))
 	if [ -n "$left" ]; then
 		h_fail mpi/no-leak "channels left in /dev/shm: $left"
 	else
@@ -157,7 +166,7 @@ main() {
 		h_fail mpi "make mpi failed" "$H_WORK/make.log"
 		return 1
 	fi
-	ls /dev/shm | grep '^ckmpi-' | sort >"$H_WORK/shm.before"
+	shm_names >"$H_WORK/shm.before"
 	abi_sizes
 	same sgd "$T/sgd_mpi" 300 16
 	# A 4 KiB arena (2 KiB for blocking calls): the 2400-byte gradient
