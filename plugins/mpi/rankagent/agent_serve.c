@@ -130,8 +130,8 @@ static int probe(struct ck_mpi_req *r, MPI_Comm comm)
 	r->root = found;
 	if (rc == MPI_SUCCESS && found) {
 		answer_status(r, &st);
-		if (matched)
-			msgs[r->count] = m; /* MPI_MESSAGE_NO_PROC stays as it is */
+		if (matched && m != MPI_MESSAGE_NO_PROC) /* the stand-in answers that one itself */
+			msgs[r->count] = m;
 	}
 	return rc;
 }
