@@ -35,15 +35,18 @@ run() {
 
 # same NAME CMD...: bare mpirun and through the agents, compared.
 same() {
-	local name=$1 d=$H_WORK/$1
+	local name=$1 d=$H_WORK/$1 served
 	shift
 	mkdir -p "$d"
 	run "$d/bare" "${MPIRUN[@]}" "$@"
-	run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- "$@"
+	CKPT_MPI_STATS=1 run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- "$@"
+	served=$(grep -c '^ckmpi-agent: rank [0-9]*: [1-9][0-9]* requests served$' "$d/agent.err")
 	if [ "$(cat "$d/bare.rc")" != 0 ] || [ ! -s "$d/bare" ]; then
 		h_fail "mpi/$name" "the bare run exited $(cat "$d/bare.rc")" "$d/bare" "$d/bare.err"
 	elif [ "$(cat "$d/agent.rc")" != 0 ]; then
 		h_fail "mpi/$name" "the run through the agents exited $(cat "$d/agent.rc")" "$d/agent" "$d/agent.err"
+	elif [ "$served" != "$NP" ]; then
+		h_fail "mpi/$name" "$served of $NP agents served requests: the program did not go through them" "$d/agent.err"
 	elif ! cmp -s "$d/bare" "$d/agent"; then
 		diff "$d/bare" "$d/agent" >"$d/diff"
 		h_fail "mpi/$name" "output through the agents differs from bare mpirun" "$d/diff"

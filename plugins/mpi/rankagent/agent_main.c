@@ -8,7 +8,8 @@
  * its status. A program that ends without MPI_Finalize (an unsupported
  * call, a crash, a non-zero exit) makes the agent abort the whole job with
  * MPI_Abort and the program's status (128+N for signal N), which mpirun
- * reports as its own. */
+ * reports as its own. With CKPT_MPI_STATS=1 it says at the end how many
+ * requests it served (the tests' proof that the program went through it). */
 #include <errno.h>
 #include <limits.h>
 #include <mpi.h>
@@ -106,6 +107,7 @@ int main(int argc, char **argv)
 {
 	char lib[PATH_MAX] = "", chan[64];
 	int i, rank = -1, rc, ws = 0, code, finalized = 0, exited = 0, named = 1;
+	unsigned long served = 0;
 	struct ck_mpi_chan ch;
 	struct ck_mpi_req *r;
 	size_t arena;
@@ -147,6 +149,7 @@ int main(int argc, char **argv)
 		rc = ck_mpi_chan_next(&ch, &r, finalized ? -1 : 100);
 		if (rc == 0) {
 			finalized |= ck__agent_serve(&ch, r);
+			served++;
 			if (r->op == CK_W_HELLO && named) { /* mapped by the program: the name can go */
 				shm_path[0] = 0;
 				ck_mpi_chan_unlink(chan);
@@ -162,6 +165,8 @@ int main(int argc, char **argv)
 		ck_mpi_chan_unlink(chan);
 	ck_mpi_chan_close(&ch);
 	code = status_code(ws);
+	if (getenv("CKPT_MPI_STATS") && !strcmp(getenv("CKPT_MPI_STATS"), "1"))
+		fprintf(stderr, "ckmpi-agent: rank %d: %lu requests served\n", rank, served);
 	if (finalized)
 		return code;
 	if (named && code == 0) { /* never used MPI: as a bare program that does not */
