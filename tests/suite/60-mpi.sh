@@ -4,7 +4,7 @@
 # and an mpi4py trainer run under `mpirun -np 4` bare and as
 # `mpirun -np 4 ckmpi-agent -- PROGRAM`: exit 0 and byte-identical output
 # (their arithmetic is exact), also with an arena so small that
-# reductions go in segments. An unsupported call ends the job with one
+# reductions go in segments, and with pipelined segments. An unsupported call ends the job with one
 # line per rank naming it and status 70; the stand-in without an agent
 # likewise; a rank's program killed ends the job with 128+9. The stand-in
 # exports every symbol of the real library, each
@@ -144,19 +144,19 @@ no_leak() {
 	fi
 }
 
-# bench BYTES ITERS: "bare-us agent-us" (report only).
+# bench BYTES ITERS [SEGMENT]: bare and through the agents (report only).
 bench() {
-	local d=$H_WORK/bench.$1 b a
+	local d=$H_WORK/bench.$1.${3:-0} b a
 	mkdir -p "$d"
 	run "$d/bare" "${MPIRUN[@]}" "$T/bench_mpi" "$1" "$2"
-	run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- "$T/bench_mpi" "$1" "$2"
+	CKPT_MPI_SEGMENT=${3:-} run "$d/agent" "${MPIRUN[@]}" "$AGENT" -- "$T/bench_mpi" "$1" "$2"
 	b=$(awk '/^allreduce/ { print $(NF - 1) }' "$d/bare")
 	a=$(awk '/^allreduce/ { print $(NF - 1) }' "$d/agent")
 	if [ -z "$b" ] || [ -z "$a" ]; then
-		h_fail "mpi/bench-$1" "no timing" "$d/bare.err" "$d/agent.err"
+		h_fail "mpi/bench-$1${3:+-seg$3}" "no timing" "$d/bare.err" "$d/agent.err"
 		return
 	fi
-	h_pass "mpi/bench-$1: allreduce of $1 bytes, -np $NP: bare $b us, through the agents $a us (x$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }'))"
+	h_pass "mpi/bench-$1${3:+-seg$3}: allreduce of $1 bytes, -np $NP: bare $b us, through the agents${3:+ (segments of $3 bytes)} $a us (x$(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }'))"
 }
 
 main() {
@@ -175,6 +175,8 @@ main() {
 	# A 4 KiB arena (2 KiB for blocking calls): the 2400-byte gradient
 	# allreduce and the model's broadcast can only go in segments.
 	CKPT_MPI_ARENA=4096 same sgd-segmented "$T/sgd_mpi" 60 300
+	# Pipelined: segments of 256 bytes, two in flight.
+	CKPT_MPI_SEGMENT=256 same sgd-pipelined "$T/sgd_mpi" 60 300
 	same ring "$T/ring_mpi" 60
 	same split "$T/split_mpi"
 	same nonblocking "$T/nonblock_mpi" 40
@@ -184,6 +186,7 @@ main() {
 	no_leak
 	bench 8 2000
 	bench $((8 << 20)) 20
+	bench $((8 << 20)) 20 $((1 << 20))
 	return "$H_FAILED"
 }
 

@@ -27,6 +27,9 @@ struct ck__sti {
 	 * offset 0, one at a time); the second half holds the buffers of
 	 * nonblocking calls in flight (sti_req.c allocates them). */
 	size_t scratch;
+	/* CKPT_MPI_SEGMENT: reductions longer than this go in segments of it,
+	 * two in flight (0: one segment per blocking half, one at a time). */
+	size_t segment;
 	char host[MPI_MAX_PROCESSOR_NAME];
 	int errh[CK_MAX_COMMS]; /* each communicator's error handler (CK_EH_*) */
 	struct ck__comm *comms[CK_MAX_COMMS]; /* made by the program (numbers >= CK_NCOMMS) */
@@ -46,6 +49,12 @@ struct ck_mpi_req *ck__sti_begin(const char *fn, unsigned op);
  * slot stays the caller's until ck__sti_end. */
 int ck__sti_call(const char *fn, struct ck_mpi_req *r);
 void ck__sti_end(struct ck_mpi_req *r);
+/* The same in pieces, for a caller with several requests in flight: the
+ * lock held over all of them, a slot, then ck_mpi_chan_post and a wait. */
+void ck__sti_lock(void);
+void ck__sti_unlock(void);
+struct ck_mpi_req *ck__sti_slot(const char *fn, unsigned op);
+int ck__sti_wait(const char *fn, struct ck_mpi_req *r);
 /* Dies naming FN unless MPI_Init ran (and Finalize did not). */
 void ck__sti_need_init(const char *fn);
 

@@ -62,13 +62,20 @@ int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm)
 	return rc;
 }
 
-/* Allreduce and Reduce (ROOT < 0: all). */
+/* Allreduce and Reduce (ROOT < 0: all). Segments go one at a time, or,
+ * with CKPT_MPI_SEGMENT, two in flight in the two quarters of the arena:
+ * the program copies one in and the previous one out while the agent
+ * reduces the one between. Every segment is one real collective with the
+ * same arguments on every rank (the segment size must be the same
+ * everywhere). */
 static int reduce(const char *fn, unsigned op, const void *sbuf, void *rbuf, int count, MPI_Datatype dt,
 		  MPI_Op mop, int root, MPI_Comm comm)
 {
-	int c, t, o, inplace = sbuf == MPI_IN_PLACE, rc = MPI_SUCCESS, gets;
-	size_t size, seg, done = 0, n;
-	struct ck_mpi_req *r;
+	int c, t, o, inplace = sbuf == MPI_IN_PLACE, rc = MPI_SUCCESS, one, gets;
+	size_t size, seg, next = 0, nseg, posted = 0, waited = 0, depth = ck__sti.segment ? 2 : 1, region;
+	const char *in = inplace ? rbuf : sbuf;
+	struct ck_mpi_req *q[2];
+	size_t qn[2], qat[2];
 
 	if (ck__sti_user_reduce(fn, sbuf, rbuf, count, dt, mop, root, comm, &rc))
 		return rc;
@@ -76,26 +83,50 @@ static int reduce(const char *fn, unsigned op, const void *sbuf, void *rbuf, int
 	c = ck__sti_comm(fn, comm);
 	t = ck__sti_type(fn, dt, &size);
 	o = ck__sti_op(fn, mop);
-	seg = seg_elems(fn, size, inplace ? 1 : 2);
+	region = ck__sti.scratch / depth;
+	seg = seg_elems(fn, size, (int)depth * (inplace ? 1 : 2));
+	if (ck__sti.segment && ck__sti.segment / size && ck__sti.segment / size < seg)
+		seg = ck__sti.segment / size;
+	nseg = count > 0 ? ((size_t)count + seg - 1) / seg : 1;
 	gets = root < 0 || ck__sti_comm_rank(c) == root;
-	do {
-		n = (size_t)count - done < seg ? (size_t)count - done : seg;
-		r = ck__sti_begin(fn, op);
-		r->comm = c;
-		r->dtype = t;
-		r->rop = o;
-		r->root = root;
-		r->count = n;
-		r->off = 0;
-		r->len = n * size;
-		r->peer = inplace ? CK_W_INPLACE : 0;
-		memcpy(ck__sti.ch.arena, (const char *)(inplace ? rbuf : sbuf) + done * size, n * size);
-		rc = ck__sti_call(fn, r);
-		if (gets && rc == MPI_SUCCESS)
-			memcpy((char *)rbuf + done * size, ck__sti.ch.arena + (inplace ? 0 : n * size), n * size);
-		ck__sti_end(r);
-		done += n;
-	} while (rc == MPI_SUCCESS && done < (size_t)count);
+	ck__sti_lock();
+	while (waited < nseg) {
+		while (posted < nseg && posted - waited < depth) {
+			size_t i = posted % depth, n = (size_t)count - next < seg ? (size_t)count - next : seg;
+			struct ck_mpi_req *r = ck__sti_slot(fn, op);
+
+			if (count <= 0)
+				n = 0;
+			r->comm = c;
+			r->dtype = t;
+			r->rop = o;
+			r->root = root;
+			r->count = n;
+			r->off = i * region;
+			r->len = n * size;
+			r->peer = inplace ? CK_W_INPLACE : 0;
+			memcpy(ck__sti.ch.arena + r->off, in + next * size, n * size);
+			ck_mpi_chan_post(&ck__sti.ch, r);
+			q[i] = r;
+			qn[i] = n;
+			qat[i] = next;
+			next += n;
+			posted++;
+		}
+		{
+			size_t i = waited % depth;
+
+			one = ck__sti_wait(fn, q[i]);
+			if (gets && one == MPI_SUCCESS && rc == MPI_SUCCESS)
+				memcpy((char *)rbuf + qat[i] * size, ck__sti.ch.arena + q[i]->off + (inplace ? 0 : qn[i] * size),
+				       qn[i] * size);
+			if (rc == MPI_SUCCESS)
+				rc = one;
+			ck_mpi_chan_release(&ck__sti.ch, q[i]);
+			waited++;
+		}
+	}
+	ck__sti_unlock();
 	return rc;
 }
 

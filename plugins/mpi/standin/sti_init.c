@@ -15,30 +15,49 @@ struct ck__sti ck__sti;
  * promised, this keeps a program that breaks the promise safe). */
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
 
-struct ck_mpi_req *ck__sti_begin(const char *fn, unsigned op)
+void ck__sti_lock(void)
 {
-	struct ck_mpi_req *r;
-
 	pthread_mutex_lock(&chan_lock);
-	r = ck__sti.ch.h ? ck_mpi_chan_slot(&ck__sti.ch) : NULL;
+}
+
+void ck__sti_unlock(void)
+{
+	pthread_mutex_unlock(&chan_lock);
+}
+
+struct ck_mpi_req *ck__sti_slot(const char *fn, unsigned op)
+{
+	struct ck_mpi_req *r = ck__sti.ch.h ? ck_mpi_chan_slot(&ck__sti.ch) : NULL;
+
 	if (!r)
 		ck__sti_die(fn, "the rank's agent is gone");
 	r->op = op;
 	return r;
 }
 
-int ck__sti_call(const char *fn, struct ck_mpi_req *r)
+int ck__sti_wait(const char *fn, struct ck_mpi_req *r)
 {
-	ck_mpi_chan_post(&ck__sti.ch, r);
 	if (ck_mpi_chan_wait(&ck__sti.ch, r))
 		ck__sti_die(fn, "the rank's agent is gone");
 	return r->rc;
 }
 
+struct ck_mpi_req *ck__sti_begin(const char *fn, unsigned op)
+{
+	ck__sti_lock();
+	return ck__sti_slot(fn, op);
+}
+
+int ck__sti_call(const char *fn, struct ck_mpi_req *r)
+{
+	ck_mpi_chan_post(&ck__sti.ch, r);
+	return ck__sti_wait(fn, r);
+}
+
 void ck__sti_end(struct ck_mpi_req *r)
 {
 	ck_mpi_chan_release(&ck__sti.ch, r);
-	pthread_mutex_unlock(&chan_lock);
+	ck__sti_unlock();
 }
 
 void ck__sti_need_init(const char *fn)
@@ -51,7 +70,7 @@ void ck__sti_need_init(const char *fn)
 
 static int init(const char *fn)
 {
-	const char *name = getenv(CK_MPI_CHANNEL_ENV);
+	const char *name = getenv(CK_MPI_CHANNEL_ENV), *pipe;
 	struct ck_mpi_req *r;
 	int rc;
 
@@ -70,6 +89,15 @@ static int init(const char *fn)
 	memcpy(ck__sti.host, r->inl, sizeof(ck__sti.host) < sizeof(r->inl) ? sizeof(ck__sti.host) : sizeof(r->inl));
 	ck__sti.host[sizeof(ck__sti.host) - 1] = 0;
 	ck__sti.scratch = ck__sti.ch.arena_len / 2;
+	pipe = getenv("CKPT_MPI_SEGMENT");
+	if (pipe && *pipe) {
+		char *end;
+		unsigned long long v = strtoull(pipe, &end, 0);
+
+		if (*end || v < 64)
+			ck__sti_die(fn, "CKPT_MPI_SEGMENT=%s: not a size of 64 bytes or more", pipe);
+		ck__sti.segment = (size_t)v;
+	}
 	ck__sti.tag_ub = (int)r->rlen;
 	ck__sti.universe = (int)r->count;
 	ck__sti.appnum = (int)r->off;
