@@ -241,3 +241,9 @@ echo "| this machine: µs per 4 KiB page written | fresh memory $(pcv first_touc
 if [ "${CKPT_BENCH_MP:-1}" != 0 ]; then
 	"$top/scripts/bench-mp.sh" "$B/bench.md" || exit 1
 fi
+
+# PyTorch training processes' first checkpoints (appends its own table);
+# CKPT_BENCH_TORCH=0 skips it
+if [ "${CKPT_BENCH_TORCH:-1}" != 0 ]; then
+	"$top/scripts/bench-torch.sh" "$B/bench.md" || exit 1
+fi

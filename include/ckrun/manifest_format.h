@@ -98,11 +98,21 @@ struct ck_mf_region {
 static_assert(sizeof(struct ck_mf_region) == 64, "manifest region record layout");
 
 #define CK_MF_STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK_MF_NSECT 8
-#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV and FILE are optional */
+#define CK_MF_NSECT 9
+#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE and FDIG are optional */
 /* Sections, in this order; each tag is its 4-byte magic. */
-#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE"}
-enum ck_mf_section { CK_MF_JOBI, CK_MF_PACK, CK_MF_CHNK, CK_MF_PROC, CK_MF_SKIP, CK_MF_TREE, CK_MF_SYSV, CK_MF_FILE };
+#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG"}
+enum ck_mf_section {
+	CK_MF_JOBI,
+	CK_MF_PACK,
+	CK_MF_CHNK,
+	CK_MF_PROC,
+	CK_MF_SKIP,
+	CK_MF_TREE,
+	CK_MF_SYSV,
+	CK_MF_FILE,
+	CK_MF_FDIG
+};
 
 struct ck_mf_shm {
 	int32_t id, key;
@@ -127,5 +137,9 @@ struct ck_mf_file {
 	int64_t mtime_ns, ctime_ns;
 };
 static_assert(sizeof(struct ck_mf_file) == 40, "manifest file record layout");
+
+/* FDIG section (after FILE, added later; readers that predate it skip it):
+ * a 32-bit count equal to FILE's, then per file its content's SHA-256, all
+ * zero where it is not known (the file changed while it was read). */
 
 #endif

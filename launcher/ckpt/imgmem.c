@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "launcher/common/ck_err.h"
+#include "launcher/image/mfile.h"
 
 #define IMG_CACHE 64 /* chunks: 16 MiB */
 
@@ -28,6 +29,7 @@ struct ckpt_img {
 	const struct ck_manifest *m;
 	const struct ck_proc *p;
 	size_t *order; /* region indexes by start address */
+	signed char *file_ok; /* per FILE record: 0 not checked, 1 the file, -1 not */
 	struct img_slot cache[IMG_CACHE];
 	unsigned next; /* round-robin victim */
 };
@@ -50,7 +52,10 @@ int ckpt_img_open(struct ck_reader *rd, const struct ck_manifest *m, const struc
 	im->m = m;
 	im->p = p;
 	im->order = calloc(p->nregions + 1, sizeof(size_t));
-	if (!im->order) {
+	im->file_ok = calloc(m->nfiles + 1, 1);
+	if (!im->order || !im->file_ok) {
+		free(im->order);
+		free(im->file_ok);
 		free(im);
 		return -ENOMEM;
 	}
@@ -70,6 +75,7 @@ void ckpt_img_close(struct ckpt_img *im)
 	for (unsigned i = 0; i < IMG_CACHE; i++)
 		free(im->cache[i].data);
 	free(im->order);
+	free(im->file_ok);
 	free(im);
 }
 
@@ -197,25 +203,19 @@ static int read_file(const struct ck_region *g, uint64_t off, void *buf, size_t 
 }
 
 /* A private mapping's pages that were the file's: only from that file (as
- * a restore checks it: size, mtime, and ctime where it is the same inode),
- * never from one that replaced it. */
-static int filepages_ok(const struct ck_manifest *m, const struct ck_region *g)
+ * a restore checks it), never from one that replaced it. */
+static int filepages_ok(struct ckpt_img *im, const struct ck_region *g)
 {
-	struct stat st;
+	const struct ck_manifest *m = im->m;
 
 	if (!(g->flags & CK_REG_FILEPAGES))
 		return 1;
 	for (size_t i = 0; i < m->nfiles; i++) {
-		const struct ck_mfile *f = &m->files[i];
-		int64_t mt, ct;
-		if (strcmp(f->path, g->path))
+		if (strcmp(m->files[i].path, g->path))
 			continue;
-		if (stat(g->path, &st) < 0)
-			return 0;
-		mt = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-		ct = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
-		return (uint64_t)st.st_size == f->size && mt == f->mtime_ns &&
-		       ((uint64_t)st.st_dev != f->dev || (uint64_t)st.st_ino != f->ino || ct == f->ctime_ns);
+		if (!im->file_ok[i]) /* once: a copy is read whole to be checked */
+			im->file_ok[i] = ck_mfile_check(im->p->pid, &m->files[i], g->path) == 0 ? 1 : -1;
+		return im->file_ok[i] > 0;
 	}
 	return 0;
 }
@@ -230,7 +230,7 @@ int ckpt_img_read(struct ckpt_img *im, uint64_t addr, void *buf, size_t len)
 		size_t take;
 		int rc;
 
-		if (!g || !ckpt_img_readable(g) || !filepages_ok(im->m, g))
+		if (!g || !ckpt_img_readable(g) || !filepages_ok(im, g))
 			return -EFAULT;
 		off = addr - g->start;
 		take = g->end - addr < len ? (size_t)(g->end - addr) : len;

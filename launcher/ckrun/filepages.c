@@ -1,9 +1,12 @@
 /* Private file mappings: pages that are still the file's are not saved.
  *
- * Round: a private mapping of a file the job cannot write through (no
- * PROT_WRITE: text, rodata, RELRO) whose path names the very file mapped
- * (stat's device and inode are the mapping's) is cut into runs by the
- * snapshot's pagemap. A page is the job's own when it is present and not a
+ * Round: a private mapping of a file (text, rodata, RELRO, and writable
+ * ones: a library's .data) whose path names the very file mapped (stat's
+ * device and inode are the mapping's) is cut into runs by the snapshot's
+ * pagemap. Both the pagemap and the job's runs are read from something that
+ * does not move: the forked snapshot, or the parked process (write
+ * protection covers only anonymous memory, so file mappings are read in
+ * pass 0, before the release). A page is the job's own when it is present and not a
  * file page (a copy-on-write copy: bit 63 set, bit 61 clear) or swapped
  * (bit 62; only anonymous pages swap): such runs stay regions saved as
  * before. Every other page (absent, or present as the file's page cache
@@ -35,6 +38,7 @@
 #include "launcher/ckrun/kinds.h"
 #include "launcher/ckrun/wpread.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/image/mfile.h"
 
 #define CK__PAGE 4096u
 #define CK__PM_PRESENT (1ull << 63)
@@ -51,7 +55,7 @@ static int ck__eligible(const struct ck_jproc *jp, const struct ck_region *rg)
 	if ((rg->flags & (CK_REG_FILE | CK_REG_SHARED | CK_REG_DELETED | CK_REG_NODATA | CK_REG_SYSV |
 			  CK_REG_PLUGIN | CK_REG_VDSO)) != CK_REG_FILE)
 		return 0;
-	if (!rg->path || rg->path[0] != '/' || (rg->prot & PROT_WRITE))
+	if (!rg->path || rg->path[0] != '/')
 		return 0;
 	return !jp->round.wp || !ck_wp_covers(jp->round.wp, rg->start, rg->end);
 }
@@ -224,6 +228,24 @@ out:
 	return r;
 }
 
+/* After the cut, while the job runs: each file's content digest, from
+ * the previous checkpoint where it is the same file, else read once. */
+int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, uint64_t *read_bytes)
+{
+	*read_bytes = 0;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		struct ck_mfile *f = &m->files[i];
+		int r;
+
+		if (f->has_digest || ck_mfile_reuse(f, prev))
+			continue;
+		if ((r = ck_mfile_digest(f)) < 0)
+			return r;
+		*read_bytes += f->size;
+	}
+	return 0;
+}
+
 /* ---- restore ---- */
 
 static const struct ck_mfile *ck__file_find(const struct ck_manifest *m, const char *path)
@@ -232,46 +254,6 @@ static const struct ck_mfile *ck__file_find(const struct ck_manifest *m, const c
 		if (!strcmp(m->files[i].path, path))
 			return &m->files[i];
 	return NULL;
-}
-
-/* One file the restore maps pages of: the one saved, or -ENXIO and a line
- * naming the process, the file and what differs. Same file: its size and
- * mtime, and, where it is the same inode, its ctime too (which touch -d
- * cannot set back). Another inode of the recorded size and mtime is taken
- * as a copy (a site the job moved to, --map-path). */
-static int ck__file_check(int32_t pid, const struct ck_mfile *f, const char *path)
-{
-	struct stat st;
-
-	if (stat(path, &st) < 0) {
-		ck_err_set("process %d: %s, whose pages it maps privately, is not here (%s)", pid, path,
-			   strerror(errno));
-		return -ENXIO;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		ck_err_set("process %d: %s, whose pages it maps privately, is no longer a regular file", pid, path);
-		return -ENXIO;
-	}
-	if ((uint64_t)st.st_size != f->size) {
-		ck_err_set("process %d: %s, whose pages it maps privately, changed since the checkpoint: %" PRIu64
-			   " bytes, %" PRIu64 " then",
-			   pid, path, (uint64_t)st.st_size, f->size);
-		return -ENXIO;
-	}
-	if (ck__ns(st.st_mtim) != f->mtime_ns) {
-		ck_err_set("process %d: %s, whose pages it maps privately, changed since the checkpoint: modified "
-			   "at %" PRId64 ".%09" PRId64 ", %" PRId64 ".%09" PRId64 " then",
-			   pid, path, ck__ns(st.st_mtim) / 1000000000, ck__ns(st.st_mtim) % 1000000000,
-			   f->mtime_ns / 1000000000, f->mtime_ns % 1000000000);
-		return -ENXIO;
-	}
-	if ((uint64_t)st.st_dev == f->dev && (uint64_t)st.st_ino == f->ino && ck__ns(st.st_ctim) != f->ctime_ns) {
-		ck_err_set("process %d: %s, whose pages it maps privately, changed since the checkpoint: its inode "
-			   "changed at %" PRId64 ".%09" PRId64 " (its size and modification time are as they were)",
-			   pid, path, ck__ns(st.st_ctim) / 1000000000, ck__ns(st.st_ctim) % 1000000000);
-		return -ENXIO;
-	}
-	return 0;
 }
 
 int ck_fp_check(const struct ck_manifest *m)
@@ -295,7 +277,7 @@ int ck_fp_check(const struct ck_manifest *m)
 			}
 			if (last && !strcmp(last, rg->path))
 				continue; /* the runs of one mapping */
-			if ((r = ck__file_check(p->pid, f, rg->path)) < 0)
+			if ((r = ck_mfile_check(p->pid, f, rg->path)) < 0)
 				return r;
 			last = rg->path;
 		}

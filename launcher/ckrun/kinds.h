@@ -189,6 +189,9 @@ int ck_mem_fill(struct ck_reader *rd, const struct ck_jproc *jp, const struct ck
  * file's own pages (CK_REG_FILEPAGES, not saved) and of the job's (saved);
  * the files' identities into m->files. */
 int ck_fp_split(struct ck_manifest *m, const struct ck_jproc *jp);
+/* After the cut: the files' content digests, taken from prev (the previous
+ * manifest) for the same file, else read (*read_bytes: how much). */
+int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, uint64_t *read_bytes);
 /* Restore, before any process is made: every file whose pages a region
  * maps is the one saved; else -ENXIO (-EBADMSG: not described) and a line. */
 int ck_fp_check(const struct ck_manifest *m);

@@ -521,8 +521,16 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
 {
 	struct ck_manifest *m = rd->m;
-	int r = ck_writer_finish(rd->w, m);
+	uint64_t t = ck_now_ns(), hashed;
+	int r;
 
+	/* the packs still upload meanwhile */
+	if ((r = ck_fp_digests(m, c->prev, &hashed)) < 0)
+		return r; /* the caller aborts the writer */
+	if (hashed && c->verbose)
+		fprintf(stderr, "ckrun: content digests of mapped files: %.1f MB read in %.2f s\n", (double)hashed / 1e6,
+			(double)(ck_now_ns() - t) / 1e9);
+	r = ck_writer_finish(rd->w, m);
 	rd->w = NULL;
 	if (r < 0)
 		return r;

@@ -107,7 +107,7 @@ struct ck_writer {
 	/* workers */
 	unsigned nthreads;
 	pthread_t *workers;
-	ZSTD_CCtx **cctx; /* one per worker */
+	ZSTD_CCtx **cctx; /* one per worker, then the caller's */
 	struct ck__slot *slots; /* 2 * nslots: batches take turns */
 	unsigned nslots;        /* per batch */
 	unsigned wk_base;       /* first slot of the current batch */
@@ -596,7 +596,7 @@ static void writer_free(struct ck_writer *w)
 		}
 		free(w->upl);
 	}
-	for (i = 0; w->cctx && i < w->nthreads; i++)
+	for (i = 0; w->cctx && i <= w->nthreads; i++)
 		ZSTD_freeCCtx(w->cctx[i]);
 	free(w->cctx);
 	for (i = 0; w->slots && i < 2 * w->nslots; i++) {
@@ -706,7 +706,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 
 	w->nslots = w->nthreads * 4 < CK__MAX_SLOTS ? w->nthreads * 4 : CK__MAX_SLOTS;
 	w->slots = calloc(2 * w->nslots, sizeof(*w->slots));
-	w->cctx = calloc(w->nthreads, sizeof(*w->cctx));
+	w->cctx = calloc(w->nthreads + 1, sizeof(*w->cctx)); /* the last: the caller's */
 	w->workers = calloc(w->nthreads, sizeof(*w->workers));
 	if (!w->slots || !w->cctx || !w->workers)
 		goto nomem;
@@ -716,7 +716,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 		if (!w->slots[i].data || !w->slots[i].cdata)
 			goto nomem;
 	}
-	for (i = 0; i < w->nthreads; i++) {
+	for (i = 0; i <= w->nthreads; i++) {
 		w->cctx[i] = ZSTD_createCCtx();
 		if (!w->cctx[i])
 			goto nomem;
@@ -780,6 +780,24 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
 		ck_err_set("checkpoint %s@%llu: region of %llu bytes is too large", w->job,
 			   (unsigned long long)w->seq, (unsigned long long)len);
 		return -EOVERFLOW;
+	}
+	if (total == 1) {
+		/* One chunk (most mappings of a library: a process has hundreds,
+		 * read while it is parked): done on this thread, since handing it
+		 * to a worker and waiting costs two wake-ups, more than the work
+		 * on a busy machine. */
+		struct ck__slot *sl = &w->slots[0];
+
+		sl->src_off = 0;
+		sl->len = (uint32_t)len;
+		sl->rc = 0;
+		sl->fn = fn;
+		sl->fn_arg = arg;
+		process_slot(w, sl, w->cctx[w->nthreads]);
+		if ((rc = commit_slot(w, sl)) < 0)
+			goto out;
+		*nchunks = 1;
+		goto out;
 	}
 	/* Batch k+1 is read, hashed and compressed while batch k is committed. */
 	while (done < total || pend_n) {

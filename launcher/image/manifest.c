@@ -161,7 +161,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	struct ck__buf b = {0};
 	struct ck_mf_head h = {0};
 	unsigned char md[CK_HASH_LEN];
-	size_t at, i;
+	size_t at, i, nfdig;
 	uint64_t n;
 
 	*out = NULL;
@@ -249,6 +249,17 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		}
 		sect_end(&b, at);
 	}
+	nfdig = 0;
+	for (i = 0; i < m->nfiles; i++)
+		nfdig += m->files[i].has_digest;
+	if (nfdig) {
+		static const uint8_t none[CK_HASH_LEN];
+		at = sect_begin(&b, CK_MF_FDIG);
+		put_u32(&b, (uint32_t)m->nfiles);
+		for (i = 0; i < m->nfiles; i++)
+			put_bytes(&b, m->files[i].has_digest ? m->files[i].digest : none, CK_HASH_LEN);
+		sect_end(&b, at);
+	}
 
 	buf_grow(&b, 0);
 	if (b.err) {
@@ -267,7 +278,8 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.frozen_ns = htole64(m->frozen_ns);
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
-	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0));
+	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0) +
+			     (nfdig ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (ck_manifest_signing()) {
@@ -622,6 +634,26 @@ static int decode_file(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+/* Digests of the FILE section's files, in its order (so after it). */
+static int decode_fdig(struct ck__rd *r, struct ck_manifest *m)
+{
+	static const uint8_t none[CK_HASH_LEN];
+	uint32_t n, i;
+	int rc;
+
+	if ((rc = take_u32(r, &n)) < 0)
+		return rc;
+	if (!m->files || n != m->nfiles)
+		return bad("%u file digests for %zu mapped files", n, m->nfiles);
+	for (i = 0; i < n; i++) {
+		struct ck_mfile *f = &m->files[i];
+		if ((rc = take(r, f->digest, CK_HASH_LEN)) < 0)
+			return rc;
+		f->has_digest = memcmp(f->digest, none, CK_HASH_LEN) != 0;
+	}
+	return 0;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -817,6 +849,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case CK_MF_TREE: rc = decode_tree(&sr, m); break;
 		case CK_MF_SYSV: rc = decode_sysv(&sr, m); break;
 		case CK_MF_FILE: rc = decode_file(&sr, m); break;
+		case CK_MF_FDIG: rc = decode_fdig(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)

@@ -82,6 +82,8 @@ struct ck_mfile {
 	char *path;
 	uint64_t dev, ino, size;
 	int64_t mtime_ns, ctime_ns;
+	uint8_t digest[CK_HASH_LEN]; /* SHA-256 of the contents (section FDIG) */
+	int has_digest;
 };
 
 /* Something left out of the checkpoint, and why (shown by ckpt inspect). */

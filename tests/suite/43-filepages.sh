@@ -5,15 +5,20 @@
 # filemap_cow (tests/apps) maps TMPDIR/filemap_cow.X/lib.dat read-only
 # twice, some pages copied on write. One checkpoint, kill -9 of the tree.
 # The checkpoint must hold lib.dat's untouched pages as filepages regions
-# (ckpt inspect). Then, each refused with exit 99 and one line naming the
-# process, the file and what changed, the store as it was:
+# (ckpt inspect), and the file's content digest (SHA-256), read once: a
+# second checkpoint takes it from the first (one "content digests" line in
+# ckrun -v's output for the two). Then, each refused with exit 99 and one
+# line naming the process, the file and what changed, the store as it was:
 #   rewrite  lib.dat rewritten in place with other bytes, its size and
-#            mtime set back (touch -d): the inode's ctime tells
+#            mtime set back (touch -d): its contents differ
+#   forged   another file of the same size and mtime (touch -r) put in its
+#            place: its contents differ (the identity alone would pass it)
 #   size     one page more
 #   gone     removed
-# copy: lib.dat replaced by a copy of the original (cp -a: another inode,
-# same size and mtime, as at another site): accepted, the resume is a
-# proven restore (h_proof) that passes the job's own checks of every page.
+# copy: lib.dat replaced by a plain copy of the original (cp: another inode
+# and another mtime, as after a transfer that keeps neither): accepted by
+# its digest, the resume is a proven restore (h_proof) that passes the
+# job's own checks of every page.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
@@ -75,6 +80,11 @@ main() {
 		h_fail filepages "the checkpoint did not commit" "$err"
 		return 1
 	fi
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$err" 'checkpoint 2 committed' 30000 "$H_PID"; then
+		h_fail filepages "checkpoint 2 did not commit" "$err"
+		return 1
+	fi
 	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
 	f=$(echo "$d"/tmp/filemap_cow.*/lib.dat)
 	if ! h_group_gone "$H_PID" || [ ! -f "$f" ]; then
@@ -87,18 +97,26 @@ main() {
 	else
 		h_fail filepages/inspect "no filepages region of $f in the checkpoint" "$d/inspect"
 	fi
+	if [ "$(grep -c 'content digests of mapped files' "$err")" = 1 ]; then
+		h_pass filepages/digest-once
+	else
+		h_fail filepages/digest-once "want one 'content digests' line for two checkpoints" "$err"
+	fi
 	cp -a "$f" "$d/orig"
 
 	head -c "$(stat -c %s "$f")" /dev/urandom | dd of="$f" conv=notrunc status=none
 	touch -d "@$(stat -c %.9Y "$d/orig")" "$f"
-	refused rewrite "$d" "$f" "changed since the checkpoint: its inode changed"
+	refused rewrite "$d" "$f" "changed since the checkpoint: its contents differ"
+	head -c "$(stat -c %s "$d/orig")" /dev/urandom >"$f.new"
+	touch -r "$d/orig" "$f.new" && mv "$f.new" "$f"
+	refused forged "$d" "$f" "changed since the checkpoint: its contents differ"
 	head -c 4096 /dev/zero >>"$f"
 	touch -d "@$(stat -c %.9Y "$d/orig")" "$f"
 	refused size "$d" "$f" "changed since the checkpoint: [0-9]* bytes"
 	rm -f "$f"
 	refused gone "$d" "$f" "is not here"
 
-	cp -a "$d/orig" "$f.new" && mv "$f.new" "$f"
+	cp "$d/orig" "$f.new" && touch -d @1000000000 "$f.new" && mv "$f.new" "$f"
 	TMPDIR=$d/tmp h_start resume "$out" "$err" --resume --store "$d/store" --job fp
 	h_wait "$H_PID" 120000
 	rc=$?

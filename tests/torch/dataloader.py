@@ -13,7 +13,10 @@ descriptors passed (the file_descriptor sharing strategy, Linux's default,
 named here: each batch's tensors go as shared-memory files over the
 workers' UNIX sockets), so that a round may find some in flight.
 
-Usage: python3 dataloader.py EPOCHS [default|persistent|fds]
+"inline": the same training with no workers (num_workers=0): the main
+process alone, for make bench's comparison.
+
+Usage: python3 dataloader.py EPOCHS [default|persistent|fds|inline]
 """
 import os
 import sys
@@ -42,6 +45,8 @@ if how == "fds":
     torch.multiprocessing.set_sharing_strategy("file_descriptor")
     dl = DataLoader(TensorDataset(X, Y), batch_size=8, shuffle=True, num_workers=4, generator=g,
                     prefetch_factor=4, pin_memory=False)
+elif how == "inline":
+    dl = DataLoader(TensorDataset(X, Y), batch_size=64, shuffle=True, num_workers=0, generator=g)
 else:
     dl = DataLoader(TensorDataset(X, Y), batch_size=64, shuffle=True, num_workers=2, generator=g,
                     persistent_workers=how == "persistent", pin_memory=False)

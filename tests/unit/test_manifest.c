@@ -465,8 +465,8 @@ static void test_tree(void)
 }
 
 /* The optional FILE section (files whose pages CK_REG_FILEPAGES regions
- * map): round trip, absent when empty (older images' bytes unchanged),
- * a relative path refused. */
+ * map) and its digests (FDIG): round trip, absent when empty (older
+ * images' bytes unchanged), a relative path refused. */
 static void test_files(void)
 {
 	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
@@ -475,10 +475,26 @@ static void test_files(void)
 
 	CHECK_EQ_INT(ck_manifest_encode(m, &plain, &plain_len), 0);
 	m->files = calloc(2, sizeof(*m->files));
-	m->files[0] = (struct ck_mfile){strdup("/usr/lib/libx.so"), 0x803, 42, 8192, 1700000000123456789LL,
-					1700000001000000000LL};
-	m->files[1] = (struct ck_mfile){strdup("/opt/y"), 1, 2, 3, -4, 5};
+	m->files[0] = (struct ck_mfile){.path = strdup("/usr/lib/libx.so"),
+					.dev = 0x803,
+					.ino = 42,
+					.size = 8192,
+					.mtime_ns = 1700000000123456789LL,
+					.ctime_ns = 1700000001000000000LL};
+	m->files[1] = (struct ck_mfile){
+		.path = strdup("/opt/y"), .dev = 1, .ino = 2, .size = 3, .mtime_ns = -4, .ctime_ns = 5};
 	m->nfiles = 2;
+	/* no digest known: no FDIG section */
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
+	CHECK(d && d->nfiles == 2 && !d->files[0].has_digest && !d->files[1].has_digest);
+	ck_manifest_free(d);
+	d = NULL;
+	free(buf);
+	buf = NULL;
+	for (int i = 0; i < CK_HASH_LEN; i++)
+		m->files[0].digest[i] = (uint8_t)(0xa0 + i);
+	m->files[0].has_digest = 1;
 	m->procs[0].regions[0].flags |= CK_REG_FILEPAGES | CK_REG_NODATA;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK(len > plain_len);
@@ -490,6 +506,8 @@ static void test_files(void)
 			      d->files[0].ino == 42 && d->files[0].size == 8192 &&
 			      d->files[0].mtime_ns == 1700000000123456789LL && d->files[0].ctime_ns == 1700000001000000000LL);
 			CHECK(!strcmp(d->files[1].path, "/opt/y") && d->files[1].mtime_ns == -4);
+			CHECK(d->files[0].has_digest && !memcmp(d->files[0].digest, m->files[0].digest, CK_HASH_LEN));
+			CHECK(!d->files[1].has_digest);
 		}
 		CHECK(d->procs[0].regions[0].flags & CK_REG_FILEPAGES);
 		ck_manifest_free(d);
