@@ -8,7 +8,7 @@
 # procps); the S3 suite's and `make bench`'s Ceph and awscli come as an extra
 # set that scripts/ceph-start.sh asks for itself, the Slurm suite's
 # daemons as the set "slurm" that it asks for, and 47-podman asks for
-# podman, runc and python3-yaml the same way. Tools by package:
+# podman, runc and python3-yaml the same way, 60-mpi the set "mpi". Tools by package:
 #   build-essential pkg-config lib*-dev   the build
 #   zstd                                  stores compressed by the tests
 #   python3                               the *.py apps, 37-sockets, 38-attach
@@ -30,6 +30,7 @@ for extra in ${CKPT_DEPS_EXTRA:-}; do
         awscli) need+=(awscli) ;;
         slurm)  need+=(slurmctld slurmd slurm-client munge) ;;
         torch)  need+=(python3-torch python3-numpy libopenblas0-pthread) ;;
+        mpi)    need+=(libopenmpi-dev openmpi-bin python3-mpi4py python3-numpy) ;;
         *)      need+=("$extra") ;;
     esac
 done

@@ -1,0 +1,479 @@
+/* The agent's half of each request: the real MPI call on arena memory. The
+ * wire numbers of mpi_wire.h map to the real predefined handles through the
+ * same ompi_mpi_* names the stand-in uses. Errors are the real library's
+ * (MPI_ERRORS_ARE_FATAL on the job's communicators, as in a bare run). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plugins/mpi/channel/mpi_wire.h"
+#include "plugins/mpi/rankagent/agent.h"
+
+#define COMM_H(n) (MPI_Comm) & ompi_mpi_##n,
+#define TYPE_H(n, s) (MPI_Datatype) & ompi_mpi_##n,
+#define OP_H(n) (MPI_Op) & ompi_mpi_##n,
+#define EH_H(n) (MPI_Errhandler) & ompi_mpi_##n,
+
+/* The real communicators by wire number: the predefined ones, then those
+ * the program made. */
+static MPI_Comm comms[CK_MAX_COMMS] = { CK_MPI_COMMS(COMM_H) };
+
+static MPI_Comm comm_of(int i)
+{
+	return i >= 0 && i < CK_MAX_COMMS && comms[i] ? comms[i] : MPI_COMM_NULL;
+}
+
+/* DUP and SPLIT: the new communicator under number R->root. */
+static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
+{
+	MPI_Comm nc = MPI_COMM_NULL;
+
+	if (r->root < CK_NCOMMS || r->root >= CK_MAX_COMMS || comms[r->root]) /* NULL: free */
+		return MPI_ERR_COMM;
+	if (r->op == CK_W_COMM_DUP)
+		r->rc = MPI_Comm_dup(parent, &nc);
+	else if (r->op == CK_W_COMM_SPLIT)
+		r->rc = MPI_Comm_split(parent, r->peer, r->tag, &nc);
+	else
+		r->rc = MPI_Comm_split_type(parent, r->peer, r->tag, MPI_INFO_NULL, &nc);
+	r->rlen = nc != MPI_COMM_NULL;
+	if (r->rc == MPI_SUCCESS && nc != MPI_COMM_NULL) {
+		comms[r->root] = nc;
+		MPI_Comm_rank(nc, &r->src);
+		MPI_Comm_size(nc, &r->rtag);
+	}
+	return r->rc;
+}
+
+static MPI_Datatype type_of(int i)
+{
+	static const MPI_Datatype tab[] = { CK_MPI_TYPES(TYPE_H) };
+
+	return i >= 0 && i < CK_NTYPES ? tab[i] : MPI_DATATYPE_NULL;
+}
+
+static MPI_Op op_of(int i)
+{
+	static const MPI_Op tab[] = { CK_MPI_OPS(OP_H) };
+
+	return i >= 0 && i < CK_NOPS ? tab[i] : MPI_OP_NULL;
+}
+
+static MPI_Errhandler eh_of(int i)
+{
+	static const MPI_Errhandler tab[] = { CK_MPI_ERRHANDLERS(EH_H) };
+
+	return i >= 0 && i < CK_NEHS ? tab[i] : MPI_ERRHANDLER_NULL;
+}
+
+/* An integer attribute of MPI_COMM_WORLD, -1 if unset. */
+static int attr_int(int key)
+{
+	int *v, flag = 0;
+
+	MPI_Comm_get_attr(MPI_COMM_WORLD, key, &v, &flag);
+	return flag ? *v : -1;
+}
+
+/* Whether [off, off+len) lies in the arena. */
+static int in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len)
+{
+	return off <= ch->arena_len && len <= ch->arena_len - off;
+}
+
+void ck__agent_pin_mca(void)
+{
+	/* Collectives by coll/tuned alone, each algorithm fixed: the result
+	 * then depends on the ranks' order only, not on where they run (coll/sm
+	 * and han depend on placement, adapt on timing). */
+	static const char *const pins[][2] = {
+		{ "OMPI_MCA_coll", "^sm,han,adapt" },
+		{ "OMPI_MCA_coll_tuned_use_dynamic_rules", "1" },
+		{ "OMPI_MCA_coll_tuned_allreduce_algorithm", "4" }, /* ring */
+		{ "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0" },
+		{ "OMPI_MCA_coll_tuned_reduce_algorithm", "6" },    /* in-order binary */
+		{ "OMPI_MCA_coll_tuned_bcast_algorithm", "6" },     /* binomial */
+	};
+
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
+		setenv(pins[i][0], pins[i][1], 0);
+}
+
+/* Messages taken by a matched probe, by number, until received. */
+static MPI_Message msgs[CK_MAX_MESSAGES];
+
+static void answer_status(struct ck_mpi_req *r, MPI_Status *st)
+{
+	int n = 0;
+
+	r->src = st->MPI_SOURCE;
+	r->rtag = st->MPI_TAG;
+	MPI_Get_count(st, MPI_BYTE, &n);
+	r->rlen = (uint64_t)n;
+}
+
+static int probe(struct ck_mpi_req *r, MPI_Comm comm)
+{
+	MPI_Message m = MPI_MESSAGE_NULL;
+	MPI_Status st;
+	int found = 1, rc = MPI_ERR_ARG, matched = r->op == CK_W_MPROBE || r->op == CK_W_IMPROBE;
+
+	if (matched && (r->count >= CK_MAX_MESSAGES || msgs[r->count]))
+		return MPI_ERR_ARG;
+	switch (r->op) {
+	case CK_W_PROBE: rc = MPI_Probe(r->peer, r->tag, comm, &st); break;
+	case CK_W_IPROBE: rc = MPI_Iprobe(r->peer, r->tag, comm, &found, &st); break;
+	case CK_W_MPROBE: rc = MPI_Mprobe(r->peer, r->tag, comm, &m, &st); break;
+	case CK_W_IMPROBE: rc = MPI_Improbe(r->peer, r->tag, comm, &found, &m, &st); break;
+	}
+	r->root = found;
+	if (rc == MPI_SUCCESS && found) {
+		answer_status(r, &st);
+		if (matched && m != MPI_MESSAGE_NO_PROC) /* the stand-in answers that one itself */
+			msgs[r->count] = m;
+	}
+	return rc;
+}
+
+static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
+{
+	MPI_Status st;
+	int rc;
+
+	if (r->count >= CK_MAX_MESSAGES || !msgs[r->count] || !in_arena(ch, r->off, r->len))
+		return MPI_ERR_ARG;
+	rc = MPI_Mrecv(ch->arena + r->off, (int)r->peer, dt, &msgs[r->count], &st);
+	msgs[r->count] = NULL;
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &st);
+	return rc;
+}
+
+/* Nonblocking requests by number: the real request until it completes,
+ * then its status until WAIT hands it over. */
+static struct {
+	int used, done;
+	MPI_Request req;
+	MPI_Status st;
+} reqs[CK_MAX_REQUESTS];
+
+static int req_ok(int id)
+{
+	return id >= 0 && id < CK_MAX_REQUESTS && reqs[id].used;
+}
+
+static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt)
+{
+	int id = r->root, rc;
+
+	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !in_arena(ch, r->off, r->len))
+		return MPI_ERR_REQUEST;
+	if (r->op == CK_W_IALLREDUCE)
+		rc = in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len)
+			     ? MPI_Iallreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : ch->arena + r->off,
+					      ch->arena + r->off + (r->peer & CK_W_INPLACE ? 0 : r->len), (int)r->count,
+					      dt, op_of(r->rop), comm, &reqs[id].req)
+			     : MPI_ERR_ARG;
+	else if (r->op == CK_W_ISEND)
+		rc = MPI_Isend(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
+	else
+		rc = MPI_Irecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
+	if (rc == MPI_SUCCESS) {
+		reqs[id].used = 1;
+		reqs[id].done = 0;
+	}
+	return rc;
+}
+
+/* TEST, TESTALL, WAITANY, TESTANY: complete what the real call completes. */
+static int complete(struct ck_mpi_req *r)
+{
+	MPI_Request rq[CK_W_MAX_IDS];
+	MPI_Status st[CK_W_MAX_IDS];
+	int32_t ids[CK_W_MAX_IDS];
+	int n = r->op == CK_W_TEST ? 1 : (int)r->count, i, rc, idx = MPI_UNDEFINED, flag = 0;
+
+	if (n < 0 || n > CK_W_MAX_IDS)
+		return MPI_ERR_COUNT;
+	if (r->op == CK_W_TEST)
+		ids[0] = r->root;
+	else
+		memcpy(ids, r->inl, (size_t)n * sizeof(ids[0]));
+	for (i = 0; i < n; i++) {
+		if (!req_ok(ids[i]))
+			return MPI_ERR_REQUEST;
+		rq[i] = reqs[ids[i]].done ? MPI_REQUEST_NULL : reqs[ids[i]].req;
+	}
+	/* One done already (and not handed over): the answer, without the
+	 * real call (Waitany over the others could block). */
+	for (i = 0; r->op != CK_W_TESTALL && i < n; i++)
+		if (reqs[ids[i]].done) {
+			r->flag = r->op == CK_W_TEST ? 1 : i;
+			return MPI_SUCCESS;
+		}
+	switch (r->op) {
+	case CK_W_TEST: rc = MPI_Test(&rq[0], &flag, &st[0]); idx = flag ? 0 : MPI_UNDEFINED; break;
+	case CK_W_TESTALL: rc = MPI_Testall(n, rq, &flag, st); break;
+	case CK_W_WAITANY: rc = MPI_Waitany(n, rq, &idx, st); break;
+	default: rc = MPI_Testany(n, rq, &idx, &flag, st); break;
+	}
+	if (rc != MPI_SUCCESS)
+		return rc;
+	for (i = 0; i < n; i++) {
+		int now = r->op == CK_W_TESTALL ? flag : i == idx;
+
+		if (now && !reqs[ids[i]].done) {
+			reqs[ids[i]].done = 1;
+			reqs[ids[i]].st = r->op == CK_W_TESTALL ? st[i] : st[0];
+		}
+	}
+	r->flag = r->op == CK_W_TEST || r->op == CK_W_TESTALL ? flag : idx;
+	return MPI_SUCCESS;
+}
+
+static int wait_req(struct ck_mpi_req *r)
+{
+	int id = r->root, rc = MPI_SUCCESS;
+
+	if (!req_ok(id))
+		return MPI_ERR_REQUEST;
+	if (!reqs[id].done)
+		rc = MPI_Wait(&reqs[id].req, &reqs[id].st);
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &reqs[id].st);
+	reqs[id].used = 0;
+	return rc;
+}
+
+static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt)
+{
+	struct ck_w_sendrecv v;
+	MPI_Status st;
+	int rc;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (!in_arena(ch, r->off, r->len) || !in_arena(ch, v.roff, v.rlen))
+		return MPI_ERR_ARG;
+	rc = MPI_Sendrecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, ch->arena + v.roff, v.rcount,
+			  type_of(v.rtype), v.source, v.rtag, comm, &st);
+	if (rc == MPI_SUCCESS)
+		answer_status(r, &st);
+	return rc;
+}
+
+static int vec2(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	uint64_t vl;
+	struct ck_w_vec2 v;
+	uint8_t *a = ch->arena;
+	int n = 0;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return MPI_ERR_COMM;
+	vl = (uint64_t)n * sizeof(int);
+	if (!in_arena(ch, v.soff, 0) || !in_arena(ch, v.roff, 0) || !in_arena(ch, v.scnt, vl))
+		return MPI_ERR_ARG;
+	if (r->op == CK_W_REDUCE_SCATTER)
+		return MPI_Reduce_scatter(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a + v.soff, a + v.roff,
+					  (int *)(a + v.scnt), type_of(r->dtype), op_of(r->rop), comm);
+	if (!in_arena(ch, v.sdsp, vl) || !in_arena(ch, v.rcnt, vl) || !in_arena(ch, v.rdsp, vl))
+		return MPI_ERR_ARG;
+	return MPI_Alltoallv(a + v.soff, (int *)(a + v.scnt), (int *)(a + v.sdsp), type_of(v.stype), a + v.roff,
+			     (int *)(a + v.rcnt), (int *)(a + v.rdsp), type_of(v.rtype), comm);
+}
+
+/* The world ranks of COMM's members, in COMM's rank order, into the arena. */
+static int members(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	MPI_Group g, wg;
+	int n = 0, rc, *in, *out;
+
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
+		return MPI_ERR_COMM;
+	if (!in_arena(ch, r->off, 2 * (uint64_t)n * sizeof(int)))
+		return MPI_ERR_ARG;
+	in = (int *)(ch->arena + r->off + (uint64_t)n * sizeof(int));
+	out = (int *)(ch->arena + r->off);
+	for (int i = 0; i < n; i++)
+		in[i] = i;
+	MPI_Comm_group(comm, &g);
+	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	rc = MPI_Group_translate_ranks(g, n, in, wg, out);
+	MPI_Group_free(&g);
+	MPI_Group_free(&wg);
+	r->count = (uint64_t)n;
+	return rc;
+}
+
+/* Gathers and scatters: buffers where the stand-in laid them out. */
+static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
+{
+	struct ck_w_vec v;
+	uint8_t *a = ch->arena;
+	int n = 0, *cnt = NULL, *dsp = NULL, scatter = r->op == CK_W_SCATTER || r->op == CK_W_SCATTERV;
+	void *sb, *rb;
+	MPI_Datatype st, rt;
+
+	memcpy(&v, r->inl, sizeof(v));
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS || !in_arena(ch, v.soff, 0) ||
+	    !in_arena(ch, v.roff, 0))
+		return MPI_ERR_ARG;
+	if (v.cnt) {
+		if (!in_arena(ch, v.cnt, (uint64_t)n * sizeof(int)) || !in_arena(ch, v.dsp, (uint64_t)n * sizeof(int)))
+			return MPI_ERR_ARG;
+		cnt = (int *)(a + v.cnt);
+		dsp = (int *)(a + v.dsp);
+	}
+	sb = v.inplace && !scatter ? MPI_IN_PLACE : a + v.soff;
+	rb = v.inplace && scatter ? MPI_IN_PLACE : a + v.roff;
+	st = type_of(v.stype);
+	rt = type_of(v.rtype);
+	switch (r->op) {
+	case CK_W_GATHER: return MPI_Gather(sb, v.scount, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_GATHERV: return MPI_Gatherv(sb, v.scount, st, rb, cnt, dsp, rt, r->root, comm);
+	case CK_W_ALLGATHER: return MPI_Allgather(sb, v.scount, st, rb, v.rcount, rt, comm);
+	case CK_W_ALLGATHERV: return MPI_Allgatherv(sb, v.scount, st, rb, cnt, dsp, rt, comm);
+	case CK_W_SCATTER: return MPI_Scatter(sb, v.scount, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_SCATTERV: return MPI_Scatterv(sb, cnt, dsp, st, rb, v.rcount, rt, r->root, comm);
+	case CK_W_ALLTOALL: return MPI_Alltoall(sb, v.scount, st, rb, v.rcount, rt, comm);
+	}
+	return MPI_ERR_ARG;
+}
+
+int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
+{
+	MPI_Comm comm = comm_of(r->comm);
+	MPI_Datatype dt = type_of(r->dtype);
+	uint8_t *a = ch->arena + r->off;
+	MPI_Status st;
+	int n, fin = 0;
+
+	r->rc = MPI_ERR_ARG;
+	switch (r->op) {
+	case CK_W_HELLO:
+		MPI_Comm_rank(MPI_COMM_WORLD, &r->src);
+		MPI_Comm_size(MPI_COMM_WORLD, &r->rtag);
+		memset(r->inl, 0, sizeof(r->inl));
+		n = 0;
+		r->rc = MPI_Get_processor_name((char *)r->inl, &n);
+		r->rlen = (uint64_t)(int64_t)attr_int(MPI_TAG_UB);
+		r->count = (uint64_t)(int64_t)attr_int(MPI_UNIVERSE_SIZE);
+		r->off = (uint64_t)(int64_t)attr_int(MPI_APPNUM);
+		r->len = (uint64_t)(int64_t)attr_int(MPI_LASTUSEDCODE);
+		break;
+	case CK_W_FINALIZE:
+		r->rc = MPI_Finalize();
+		fin = 1;
+		break;
+	case CK_W_ABORT:
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, r->tag); /* does not return */
+		break;
+	case CK_W_BARRIER:
+		r->rc = MPI_Barrier(comm);
+		break;
+	case CK_W_BCAST:
+		if (in_arena(ch, r->off, r->len))
+			r->rc = MPI_Bcast(a, (int)r->count, dt, r->root, comm);
+		break;
+	case CK_W_ALLREDUCE:
+	case CK_W_REDUCE:
+		if (!in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len))
+			break;
+		if (r->op == CK_W_ALLREDUCE)
+			r->rc = MPI_Allreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
+					      r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
+					      op_of(r->rop), comm);
+		else
+			r->rc = MPI_Reduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
+					   r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
+					   op_of(r->rop), r->root, comm);
+		break;
+	case CK_W_SEND:
+		if (in_arena(ch, r->off, r->len))
+			r->rc = MPI_Send(a, (int)r->count, dt, r->peer, r->tag, comm);
+		break;
+	case CK_W_RECV:
+		if (!in_arena(ch, r->off, r->len))
+			break;
+		r->rc = MPI_Recv(a, (int)r->count, dt, r->peer, r->tag, comm, &st);
+		if (r->rc == MPI_SUCCESS) {
+			r->src = st.MPI_SOURCE;
+			r->rtag = st.MPI_TAG;
+			MPI_Get_count(&st, MPI_BYTE, &n);
+			r->rlen = (uint64_t)n;
+		}
+		break;
+	case CK_W_COMM_DUP:
+	case CK_W_COMM_SPLIT:
+	case CK_W_COMM_SPLIT_TYPE:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : new_comm(r, comm);
+		break;
+	case CK_W_COMM_FREE:
+		if (r->comm >= CK_NCOMMS && comm != MPI_COMM_NULL) {
+			r->rc = MPI_Comm_free(&comms[r->comm]);
+			comms[r->comm] = NULL;
+		}
+		break;
+	case CK_W_GATHER:
+	case CK_W_GATHERV:
+	case CK_W_ALLGATHER:
+	case CK_W_ALLGATHERV:
+	case CK_W_SCATTER:
+	case CK_W_SCATTERV:
+	case CK_W_ALLTOALL:
+		r->rc = vec(ch, r, comm);
+		break;
+	case CK_W_PROBE:
+	case CK_W_IPROBE:
+	case CK_W_MPROBE:
+	case CK_W_IMPROBE:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : probe(r, comm);
+		break;
+	case CK_W_MRECV:
+		r->rc = mrecv(ch, r, dt);
+		break;
+	case CK_W_ISEND:
+	case CK_W_IRECV:
+	case CK_W_IALLREDUCE:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : start_req(ch, r, comm, dt);
+		break;
+	case CK_W_TEST:
+	case CK_W_TESTALL:
+	case CK_W_WAITANY:
+	case CK_W_TESTANY:
+		r->rc = complete(r);
+		break;
+	case CK_W_WAIT:
+		r->rc = wait_req(r);
+		break;
+	case CK_W_SENDRECV:
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : sendrecv(ch, r, comm, dt);
+		break;
+	case CK_W_REDUCE_SCATTER:
+	case CK_W_ALLTOALLV:
+		r->rc = vec2(ch, r, comm);
+		break;
+	case CK_W_COMM_MEMBERS:
+		r->rc = members(ch, r, comm);
+		break;
+	case CK_W_ERROR_STRING:
+		memset(r->inl, 0, sizeof(r->inl));
+		if (MPI_Error_class(r->tag, &r->src) == MPI_SUCCESS) {
+			char s[MPI_MAX_ERROR_STRING];
+
+			r->rc = MPI_Error_string(r->tag, s, &n);
+			snprintf((char *)r->inl, sizeof(r->inl), "%s", s);
+		}
+		break;
+	case CK_W_ERRHANDLER:
+		r->rc = MPI_Comm_set_errhandler(comm, eh_of(r->rop));
+		break;
+	default:
+		fprintf(stderr, "ckmpi-agent: unknown request %u from the program\n", r->op);
+		break;
+	}
+	return fin;
+}

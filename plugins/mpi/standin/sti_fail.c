@@ -1,0 +1,29 @@
+/* The stand-in's one-line failures: a call it does not support, a handle it
+ * does not know, no agent. The program ends with a documented status; the
+ * agent sees it and aborts the whole job with the same status. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "plugins/mpi/standin/sti.h"
+
+void ck__sti_die(const char *fn, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (ck__sti.inited)
+		fprintf(stderr, "ckrun-mpi: rank %d: %s: %s\n", ck__sti.rank, fn, why);
+	else
+		fprintf(stderr, "ckrun-mpi: %s: %s\n", fn, why);
+	fflush(NULL);
+	_exit(CK_MPI_EXIT_UNSUPPORTED);
+}
+
+void ck__sti_unsupported(const char *fn)
+{
+	ck__sti_die(fn, "not supported by ckrun's MPI stand-in (exit %d)", CK_MPI_EXIT_UNSUPPORTED);
+}

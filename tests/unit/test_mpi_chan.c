@@ -1,0 +1,171 @@
+/* The MPI channel (plugins/mpi/channel): names and foreign objects refused,
+ * requests answered in order across many ring wraps with several in
+ * flight, arena data both ways, a server's timeout, and each side noticing
+ * the other gone (closed, or killed without closing). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plugins/mpi/channel/mpi_chan.h"
+#include "tests/unit/unit.h"
+
+#define ROUNDS 5000
+#define BURST 5
+
+static char name[64];
+
+/* Server: answers each request with rc = seq, rlen = sum of its arena
+ * bytes, and the bytes negated in place; stops when the client closes. */
+static int serve(struct ck_mpi_chan *c)
+{
+	struct ck_mpi_req *r;
+	uint64_t n = 0;
+	int rc;
+
+	while ((rc = ck_mpi_chan_next(c, &r, 10000)) == 0) {
+		uint64_t sum = 0;
+
+		if (r->seq != n++ || r->off + r->len > c->arena_len)
+			return 2;
+		for (uint64_t i = 0; i < r->len; i++) {
+			sum += c->arena[r->off + i];
+			c->arena[r->off + i] = (uint8_t)-c->arena[r->off + i];
+		}
+		r->rc = (int)r->seq;
+		r->rlen = sum;
+		memcpy(r->inl, "pong", 5);
+		ck_mpi_chan_done(c, r);
+	}
+	return rc == -EPIPE && n == ROUNDS * BURST ? 0 : 3;
+}
+
+static void test_refusals(void)
+{
+	struct ck_mpi_chan c;
+	int fd;
+
+	CHECK_EQ_INT(ck_mpi_chan_create(&c, "no-slash", 4096), -EINVAL);
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), -ENOENT);
+	/* An object of the right size that is not a channel. */
+	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ_INT(ftruncate(fd, 1 << 20), 0);
+	close(fd);
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), -EPROTO);
+	CHECK_EQ_INT(ck_mpi_chan_create(&c, name, 4096), -EEXIST);
+	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
+}
+
+static void test_traffic(void)
+{
+	struct ck_mpi_chan s, c;
+	struct ck_mpi_req *r[BURST];
+	int ws = 0, bad = 0;
+	pid_t pid;
+
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 1 << 16), 0);
+	CHECK_EQ_INT(s.arena_len, 1 << 16);
+	pid = fork();
+	if (pid == 0)
+		_exit(serve(&s));
+	s.h->server_pid = pid; /* the child serves; this process only drops its mapping */
+	munmap(s.h, s.map_len);
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), 0);
+	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
+	for (int round = 0; round < ROUNDS && !bad; round++) {
+		for (int k = 0; k < BURST; k++) {
+			uint64_t off = (uint64_t)k * 1000;
+
+			r[k] = ck_mpi_chan_slot(&c);
+			if (!r[k]) {
+				bad = 1;
+				break;
+			}
+			r[k]->off = off;
+			r[k]->len = 1 + (uint64_t)(round + k) % 999;
+			for (uint64_t i = 0; i < r[k]->len; i++)
+				c.arena[off + i] = (uint8_t)(i + (uint64_t)round);
+			ck_mpi_chan_post(&c, r[k]);
+		}
+		for (int k = 0; k < BURST && !bad; k++) {
+			uint64_t sum = 0;
+
+			if (ck_mpi_chan_wait(&c, r[k])) {
+				bad = 2;
+				break;
+			}
+			for (uint64_t i = 0; i < r[k]->len; i++) {
+				sum += (uint8_t)(i + (uint64_t)round);
+				if (c.arena[r[k]->off + i] != (uint8_t)-(uint8_t)(i + (uint64_t)round))
+					bad = 3;
+			}
+			if (r[k]->rc != round * BURST + k || r[k]->rlen != sum || strcmp((char *)r[k]->inl, "pong"))
+				bad = 4;
+			ck_mpi_chan_release(&c, r[k]);
+		}
+	}
+	CHECK_EQ_INT(bad, 0);
+	ck_mpi_chan_close(&c);
+	CHECK_EQ_INT(waitpid(pid, &ws, 0), pid);
+	CHECK(WIFEXITED(ws));
+	CHECK_EQ_INT(WEXITSTATUS(ws), 0);
+}
+
+/* A server that times out, then a client that dies without closing, then a
+ * server that dies while the client waits. */
+static void test_peers_gone(void)
+{
+	struct ck_mpi_chan s, c;
+	struct ck_mpi_req *r;
+	int ws;
+	pid_t pid;
+
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096), 0);
+	CHECK_EQ_INT(ck_mpi_chan_next(&s, &r, 50), -ETIMEDOUT);
+	pid = fork();
+	if (pid == 0) {
+		struct ck_mpi_chan cc;
+
+		_exit(ck_mpi_chan_open(&cc, name) ? 1 : 0); /* no close */
+	}
+	CHECK_EQ_INT(waitpid(pid, &ws, 0), pid);
+	CHECK_EQ_INT(ck_mpi_chan_next(&s, &r, 5000), -EPIPE);
+	ck_mpi_chan_close(&s);
+	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
+
+	/* The server (a child, never reaped while we wait) is killed. */
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096), 0);
+	pid = fork();
+	if (pid == 0) {
+		ck_mpi_chan_next(&s, &r, 10000);
+		pause(); /* takes the request and never answers */
+		_exit(0);
+	}
+	s.h->server_pid = pid; /* the child serves, not this process */
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), 0);
+	ck_mpi_chan_unlink(name);
+	r = ck_mpi_chan_slot(&c);
+	CHECK(r != NULL);
+	if (r) {
+		ck_mpi_chan_post(&c, r);
+		usleep(100000);
+		kill(pid, SIGKILL);
+		CHECK_EQ_INT(ck_mpi_chan_wait(&c, r), -EPIPE);
+	}
+	waitpid(pid, &ws, 0);
+	ck_mpi_chan_close(&c);
+	munmap(s.h, s.map_len);
+}
+
+void ck_unit_run(void)
+{
+	snprintf(name, sizeof(name), "/ckunit-mpichan-%d", (int)getpid());
+	test_refusals();
+	test_traffic();
+	test_peers_gone();
+}
