@@ -259,6 +259,9 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	ck__channel_restored();
 	ck__core.devfd = -1; /* the saving round's, not open here */
 	ck__core.fork_fd[0] = ck__core.fork_fd[1] = -1;
+	/* /proc files the saving round had open are not here either: their
+	 * numbers may be the job's now, which a listing must not hide */
+	ck__priv_forget();
 	ck__core.wp_busy = 0; /* saved while ckrun read the process */
 	ck__core.exiting = 0;
 	ck__core.restarted = 1;
