@@ -81,10 +81,16 @@ static inline long ck_requeue_signal(int pid, int tid, int sig, const void *info
 {
 	int code;
 
+	long r;
+
 	ck_memcpy_early(&code, (const char *)info + 8, sizeof(code));
-	if (code < 0 && code != -6 /* SI_TKILL */)
-		return tid ? ck_sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, info)
-			   : ck_sys3(SYS_rt_sigqueueinfo, pid, sig, info);
+	/* The whole siginfo (an F_SETSIG signal's si_fd, a SIGCHLD's status).
+	 * The kernel lets only the target thread itself (for a process, its
+	 * main thread) queue one the kernel made (si_code >= 0) or a tkill's;
+	 * anyone else gets EPERM, and then the signal alone goes. */
+	r = tid ? ck_sys4(SYS_rt_tgsigqueueinfo, pid, tid, sig, info) : ck_sys3(SYS_rt_sigqueueinfo, pid, sig, info);
+	if (r != -1 /* -EPERM */ || (code < 0 && code != -6 /* SI_TKILL */))
+		return r;
 	return tid ? ck_sys3(SYS_tgkill, pid, tid, sig) : ck_sys2(SYS_kill, pid, sig);
 }
 

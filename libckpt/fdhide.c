@@ -140,7 +140,10 @@ static int ck__ctl_vacate(void)
 	ck__real_sigprocmask(SIG_SETMASK, &all, &old);
 	ck__fork_lock();
 	oldfd = ck__ctl();
-	nfd = (int)ck_sys3(SYS_fcntl, oldfd, F_DUPFD_CLOEXEC, oldfd + 1);
+	/* well above: a job that keeps opening would cross it again at once */
+	nfd = (int)ck_sys3(SYS_fcntl, oldfd, F_DUPFD_CLOEXEC, oldfd + 1024);
+	if (nfd < 0)
+		nfd = (int)ck_sys3(SYS_fcntl, oldfd, F_DUPFD_CLOEXEC, oldfd + 1);
 	if (nfd >= 0) {
 		__atomic_store_n(&ck__core.ctl_fd, nfd, __ATOMIC_SEQ_CST);
 		/* 2 s at most: a manager that never comes out is stuck anyway */
@@ -151,7 +154,9 @@ static int ck__ctl_vacate(void)
 				break;
 			ck_sys2(SYS_nanosleep, &ts, NULL);
 		}
-		ck_close(oldfd);
+		/* oldfd stays open: the caller puts the job's descriptor there in
+		 * one step (dup2/dup3 replace it), so no other thread's open can
+		 * take the number in between */
 	}
 	ck__fork_unlock();
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
@@ -170,8 +175,10 @@ static int ck__claim(int r, int min)
 	to = ck__ctl_vacate();
 	if (to < 0)
 		return r; /* the next number, as before */
-	if (ck_sys3(SYS_dup3, r, to, fl > 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+	if (ck_sys3(SYS_dup3, r, to, fl > 0 && (fl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		ck_close(to);
 		return r;
+	}
 	ck_close(r);
 	return to;
 }
@@ -217,7 +224,8 @@ void closefrom(int lowfd)
 		real(lowfd); /* libc's own way, or the kernel has no close_range */
 }
 
-/* dup2/dup3 onto the channel's number: the channel moves first. */
+/* dup2/dup3 onto the channel's number: the channel moves first (1), and
+ * the job's call replaces its old entry. */
 static int ck__onto(int oldfd, int newfd)
 {
 	int ctl = ck__ctl();
@@ -226,39 +234,47 @@ static int ck__onto(int oldfd, int newfd)
 		return 0;
 	if (ck_sys2(SYS_fcntl, oldfd, F_GETFD) < 0)
 		return 0; /* EBADF from the call itself */
-	return ck__ctl_vacate() < 0 ? -1 : 0;
+	return ck__ctl_vacate() < 0 ? -1 : 1;
 }
 
 int dup2(int oldfd, int newfd)
 {
 	CK_REAL(dup2);
-	int ctl = ck__ctl();
+	int ctl = ck__ctl(), moved, r;
 
 	if (ctl >= 0 && oldfd == ctl) {
 		errno = EBADF;
 		return -1;
 	}
-	if (ck__onto(oldfd, newfd) < 0) {
+	moved = ck__onto(oldfd, newfd);
+	if (moved < 0) {
 		errno = EBUSY;
 		return -1;
 	}
-	return real(oldfd, newfd);
+	r = real(oldfd, newfd);
+	if (r < 0 && moved)
+		ck_close(newfd); /* the channel's old entry */
+	return r;
 }
 
 int dup3(int oldfd, int newfd, int flags)
 {
 	CK_REAL(dup3);
-	int ctl = ck__ctl();
+	int ctl = ck__ctl(), moved, r;
 
 	if (ctl >= 0 && oldfd == ctl && newfd != oldfd) {
 		errno = EBADF;
 		return -1;
 	}
-	if (ck__onto(oldfd, newfd) < 0) {
+	moved = ck__onto(oldfd, newfd);
+	if (moved < 0) {
 		errno = EBUSY;
 		return -1;
 	}
-	return real(oldfd, newfd, flags);
+	r = real(oldfd, newfd, flags);
+	if (r < 0 && moved)
+		ck_close(newfd); /* the channel's old entry */
+	return r;
 }
 
 int dup(int fd)

@@ -180,6 +180,10 @@ static void ck__atfork_child(void)
 {
 	ck__core.fork_lock = 0; /* the parent's, taken for this fork */
 	ck__priv_forget();
+	/* the parent's manager sat in recvmsg, or a thread was sending: not
+	 * so here (a channel move would wait for them) */
+	ck__core.ctl_send = 0;
+	ck__core.ctl_recv = 0;
 	ck__core.wp_busy = 0; /* the parent's round, not ours */
 	ck__core.exiting = 0;
 	/* the parent's own descriptors, open when it forked us: not ours */

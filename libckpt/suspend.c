@@ -227,6 +227,11 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
 		ck__capture_pending(path, "SigPnd:", tid);
+		/* Process-directed ones too, where the kernel lets their siginfo
+		 * be queued again whole: on the main thread (the manager takes
+		 * what is left, collect.c). */
+		if (tid == ck__core.pid)
+			ck__capture_pending("/proc/self/status", "ShdPnd:", 0);
 	}
 	gen = ck__core.gen;
 	if (ck_ctx_save(&t->ctx) == 0) {

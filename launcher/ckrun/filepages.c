@@ -230,18 +230,20 @@ out:
 
 /* After the cut, while the job runs: each file's content digest, from
  * the previous checkpoint where it is the same file, else read once. */
-int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, uint64_t *read_bytes)
+int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, int reuse_only, const int *cancel,
+		  uint64_t *read_bytes)
 {
 	*read_bytes = 0;
 	for (size_t i = 0; i < m->nfiles; i++) {
 		struct ck_mfile *f = &m->files[i];
 		int r;
 
-		if (f->has_digest || ck_mfile_reuse(f, prev))
+		if (f->has_digest || ck_mfile_reuse(f, prev) || reuse_only)
 			continue;
-		if ((r = ck_mfile_digest(f)) < 0)
+		if ((r = ck_mfile_digest(f, cancel)) < 0)
 			return r;
-		*read_bytes += f->size;
+		if (f->has_digest)
+			*read_bytes += f->size;
 	}
 	return 0;
 }
@@ -258,14 +260,18 @@ static const struct ck_mfile *ck__file_find(const struct ck_manifest *m, const c
 
 int ck_fp_check(const struct ck_manifest *m)
 {
-	for (size_t i = 0; i < m->nprocs; i++) {
-		const struct ck_proc *p = &m->procs[i];
-		const char *last = NULL;
+	/* per FILE record: checked already (a copy is read whole, once) */
+	uint8_t *done = calloc(m->nfiles + 1, 1);
+	int r = 0;
 
-		for (size_t k = 0; k < p->nregions; k++) {
+	if (!done)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->nprocs && r == 0; i++) {
+		const struct ck_proc *p = &m->procs[i];
+
+		for (size_t k = 0; k < p->nregions && r == 0; k++) {
 			const struct ck_region *rg = &p->regions[k];
 			const struct ck_mfile *f;
-			int r;
 
 			if (!(rg->flags & CK_REG_FILEPAGES))
 				continue;
@@ -273,14 +279,15 @@ int ck_fp_check(const struct ck_manifest *m)
 				ck_err_set("process %d: region 0x%" PRIx64 "-0x%" PRIx64
 					   " maps pages of a file the checkpoint does not describe (damaged manifest)",
 					   p->pid, rg->start, rg->end);
-				return -EBADMSG;
+				r = -EBADMSG;
+				break;
 			}
-			if (last && !strcmp(last, rg->path))
-				continue; /* the runs of one mapping */
-			if ((r = ck_mfile_check(p->pid, f, rg->path)) < 0)
-				return r;
-			last = rg->path;
+			if (done[f - m->files])
+				continue;
+			r = ck_mfile_check(p->pid, f, rg->path);
+			done[f - m->files] = 1;
 		}
 	}
-	return 0;
+	free(done);
+	return r;
 }

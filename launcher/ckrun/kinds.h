@@ -190,8 +190,10 @@ int ck_mem_fill(struct ck_reader *rd, const struct ck_jproc *jp, const struct ck
  * the files' identities into m->files. */
 int ck_fp_split(struct ck_manifest *m, const struct ck_jproc *jp);
 /* After the cut: the files' content digests, taken from prev (the previous
- * manifest) for the same file, else read (*read_bytes: how much). */
-int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, uint64_t *read_bytes);
+ * manifest) for the same file, else (unless reuse_only) read until *cancel
+ * is set (*read_bytes: how much). 0 or -ENOMEM. */
+int ck_fp_digests(struct ck_manifest *m, const struct ck_manifest *prev, int reuse_only, const int *cancel,
+		  uint64_t *read_bytes);
 /* Restore, before any process is made: every file whose pages a region
  * maps is the one saved; else -ENXIO (-EBADMSG: not described) and a line. */
 int ck_fp_check(const struct ck_manifest *m);

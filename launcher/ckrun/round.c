@@ -478,13 +478,17 @@ static void ck__round_release(struct ckrun *c, struct ck_round *rd)
  * (memory.c says which region is read in which pass). */
 /* The mapped files' digests (read once per file, 0.5 s for the 550 MB a
  * PyTorch process maps) on a thread of their own while the memory is
- * written, so that they cost the round no time where a core is free. */
+ * written, so that they cost the round no time where a core is free. They
+ * are optional (without one a restore checks the file's identity): a stop
+ * round, whose grace is short, and a round without a snapshot, which keeps
+ * the job frozen to its end, only take them from the previous checkpoint,
+ * and a failing round stops the reading. */
 static void *ck__digests_thread(void *arg)
 {
 	struct ck_round *rd = arg;
 	uint64_t t = ck_now_ns();
 
-	rd->fp_rc = ck_fp_digests(rd->m, rd->fp_prev, &rd->fp_bytes);
+	rd->fp_rc = ck_fp_digests(rd->m, rd->fp_prev, 0, &rd->fp_cancel, &rd->fp_bytes);
 	rd->fp_ns = ck_now_ns() - t;
 	return NULL;
 }
@@ -492,22 +496,27 @@ static void *ck__digests_thread(void *arg)
 static void ck__digests_start(struct ckrun *c, struct ck_round *rd)
 {
 	rd->fp_prev = c->prev; /* replaced only after the commit, the thread joined */
+	if ((rd->flags & CK_ROUND_STOP) || c->nofork)
+		return;
 	rd->fp_started = pthread_create(&rd->fp_th, NULL, ck__digests_thread, rd) == 0;
 }
 
-/* Joins the digests' thread; its result, or (where it could not start) the
- * digests taken here. */
+/* Joins the digests' thread; its result, or (where it did not start) the
+ * digests taken here: from the previous checkpoint only, for the rounds
+ * above. */
 static int ck__digests_join(struct ckrun *c, struct ck_round *rd)
 {
 	if (!rd->fp_started) {
 		uint64_t t = ck_now_ns();
-		rd->fp_rc = ck_fp_digests(rd->m, c->prev, &rd->fp_bytes);
+		rd->fp_rc = ck_fp_digests(rd->m, c->prev, (rd->flags & CK_ROUND_STOP) || c->nofork, NULL,
+					  &rd->fp_bytes);
 		rd->fp_ns = ck_now_ns() - t;
-		rd->fp_started = -1;
 	} else if (rd->fp_started > 0) {
 		pthread_join(rd->fp_th, NULL);
-		rd->fp_started = -1;
 	}
+	rd->fp_started = -1;
+	if (rd->fp_rc < 0) /* (the thread's ck_err is its own) */
+		ck_err_set("out of memory while taking the mapped files' digests");
 	return rd->fp_rc;
 }
 
@@ -652,8 +661,10 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	r = 0;
 	goto out;
 fail:
-	if (rd.fp_started > 0)
+	if (rd.fp_started > 0) {
+		__atomic_store_n(&rd.fp_cancel, 1, __ATOMIC_RELAXED);
 		pthread_join(rd.fp_th, NULL);
+	}
 	if (rd.w)
 		ck_writer_abort(rd.w);
 	ck__end_round(c, &rd, r, 0);

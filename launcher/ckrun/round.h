@@ -63,7 +63,7 @@ struct ck_round {
 	 * the memory is written (filepages.c) */
 	pthread_t fp_th;
 	const struct ck_manifest *fp_prev;
-	int fp_started, fp_rc;
+	int fp_started, fp_rc, fp_cancel;
 	uint64_t fp_bytes, fp_ns;
 };
 

@@ -52,6 +52,8 @@ static int ck__stash_open(struct ck_stash **sp)
 	s->buf = malloc(CK__STASH_BUF);
 	/* /var/tmp: on disk where /tmp may be memory (tmpfs) */
 	s->fd = open(dir && *dir ? dir : "/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (s->fd < 0 && dir && *dir) /* a TMPDIR without O_TMPFILE */
+		s->fd = open("/var/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	*sp = s;
 	return s->buf ? 0 : -ENOMEM;
 }

@@ -24,6 +24,9 @@
 #include "launcher/image/mfile.h"
 
 #define CK__READ (1u << 20)
+/* Larger files (a mapped dataset) get no digest: reading them whole at a
+ * checkpoint would cost more than it protects; the identity rules stay. */
+#define CK__DIGEST_MAX (4ull << 30)
 
 static int64_t ck__ns(struct timespec t)
 {
@@ -36,8 +39,9 @@ static int ck__same_id(const struct ck_mfile *f, const struct stat *st)
 	       ck__ns(st->st_mtim) == f->mtime_ns && ck__ns(st->st_ctim) == f->ctime_ns;
 }
 
-/* SHA-256 of everything fd holds from offset 0. */
-static int ck__sha256_fd(int fd, uint8_t out[CK_HASH_LEN])
+/* SHA-256 of everything fd holds from offset 0; -ECANCELED once *cancel
+ * is set. */
+static int ck__sha256_fd(int fd, uint8_t out[CK_HASH_LEN], const int *cancel)
 {
 	EVP_MD_CTX *x = EVP_MD_CTX_new();
 	uint8_t *buf = malloc(CK__READ);
@@ -51,7 +55,12 @@ static int ck__sha256_fd(int fd, uint8_t out[CK_HASH_LEN])
 		goto out;
 	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	for (;;) {
-		ssize_t n = pread(fd, buf, CK__READ, off);
+		ssize_t n;
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+			r = -ECANCELED;
+			goto out;
+		}
+		n = pread(fd, buf, CK__READ, off);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -71,20 +80,23 @@ out:
 	return r;
 }
 
-int ck_mfile_digest(struct ck_mfile *f)
+int ck_mfile_digest(struct ck_mfile *f, const int *cancel)
 {
 	struct stat a, b;
 	uint8_t d[CK_HASH_LEN];
 	int fd, r;
 
 	f->has_digest = 0;
-	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (f->size > CK__DIGEST_MAX)
+		return 0;
+	/* O_NONBLOCK: a FIFO put at the path since must not block the open */
+	fd = open(f->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return 0; /* gone since the cut: the identity rules stay */
 	r = 0;
-	if (fstat(fd, &a) < 0 || !ck__same_id(f, &a))
+	if (fstat(fd, &a) < 0 || !S_ISREG(a.st_mode) || !ck__same_id(f, &a))
 		goto out;
-	if ((r = ck__sha256_fd(fd, d)) < 0)
+	if ((r = ck__sha256_fd(fd, d, cancel)) < 0)
 		goto out;
 	/* a write while it was read: no digest rather than a wrong one */
 	if (fstat(fd, &b) == 0 && ck__same_id(f, &b)) {
@@ -145,7 +157,7 @@ int ck_mfile_check(int32_t pid, const struct ck_mfile *f, const char *path)
 	struct stat st;
 	int fd, r;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		ck_err_set("process %d: %s, whose pages it maps privately, is not here (%s)", pid, path,
 			   strerror(errno));
@@ -171,7 +183,7 @@ int ck_mfile_check(int32_t pid, const struct ck_mfile *f, const char *path)
 		r = ck__check_identity(pid, f, path, &st);
 		goto out;
 	}
-	if ((r = ck__sha256_fd(fd, d)) < 0) {
+	if ((r = ck__sha256_fd(fd, d, NULL)) < 0) {
 		ck_err_set("process %d: %s, whose pages it maps privately, cannot be read (%s)", pid, path,
 			   strerror(-r));
 		r = -ENXIO;

@@ -8,9 +8,10 @@
 #include "launcher/image/manifest.h"
 
 /* SHA-256 of f->path into f->digest (has_digest 1) when the file there is
- * still the recorded one before and after it is read; else has_digest 0.
- * 0, or -ENOMEM. */
-int ck_mfile_digest(struct ck_mfile *f);
+ * still the recorded one before and after it is read, and not larger than
+ * 4 GiB; else has_digest 0 (also once *cancel, if given, is set). 0, or
+ * -ENOMEM. */
+int ck_mfile_digest(struct ck_mfile *f, const int *cancel);
 
 /* Takes the digest of the same file (path and identity) from prev, the
  * previous checkpoint's manifest. 1 when found. */

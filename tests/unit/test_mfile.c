@@ -58,7 +58,7 @@ static void test_digest_and_check(void)
 	snprintf(b, sizeof(b), "%s/copy.so", dir);
 	write_file(a, 'x', 3 << 20);
 	record(&f, a);
-	CHECK_EQ_INT(ck_mfile_digest(&f), 0);
+	CHECK_EQ_INT(ck_mfile_digest(&f, NULL), 0);
 	CHECK(f.has_digest);
 
 	/* the file itself, a copy with another inode and mtime: taken */
@@ -104,7 +104,28 @@ static void test_digest_and_check(void)
 	/* a file no longer the recorded one when it is read: no digest */
 	record(&g, a);
 	write_file(a, 'z', 3 << 20);
-	CHECK_EQ_INT(ck_mfile_digest(&g), 0);
+	CHECK_EQ_INT(ck_mfile_digest(&g, NULL), 0);
+	CHECK(!g.has_digest);
+
+	/* a round that failed meanwhile: the reading stops, no digest */
+	{
+		int cancel = 1;
+		record(&g, a);
+		CHECK_EQ_INT(ck_mfile_digest(&g, &cancel), 0);
+		CHECK(!g.has_digest);
+		cancel = 0;
+		CHECK_EQ_INT(ck_mfile_digest(&g, &cancel), 0);
+		CHECK(g.has_digest);
+	}
+
+	/* a FIFO at the path: refused at once, not waited on */
+	unlink(b);
+	CHECK_EQ_INT(mkfifo(b, 0600), 0);
+	CHECK_EQ_INT(ck_mfile_check(7, &f, b), -ENXIO);
+	CHECK(strstr(ck_err_msg(), "no longer a regular file") != NULL);
+	g = f;
+	g.path = b;
+	CHECK_EQ_INT(ck_mfile_digest(&g, NULL), 0);
 	CHECK(!g.has_digest);
 }
 
