@@ -239,8 +239,10 @@ int ck__collect_process(void)
 	r = ck__check_unsupported();
 	if (r < 0)
 		return r;
-	/* Process-directed pending signals (the threads took their own). */
-	ck__capture_pending("/proc/self/status", "ShdPnd:", 0);
+	/* Process-directed pending signals (the threads took their own), unless
+	 * the main thread took them as it parked (their siginfo whole). */
+	if (!__atomic_load_n(&ck__core.shd_taken, __ATOMIC_SEQ_CST))
+		ck__capture_pending("/proc/self/status", "ShdPnd:", 0);
 	if (ck__pd.nsiginfo > CK_PD_MAX_SIGINFO) {
 		ck__failf("more than %d pending signals", CK_PD_MAX_SIGINFO);
 		return -E2BIG;

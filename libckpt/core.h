@@ -50,6 +50,9 @@ struct ck_core {
 	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
+	/* the main thread took the process-directed pending signals as it
+	 * parked this round (suspend.c): the manager must not take them again */
+	volatile int shd_taken;
 	char fail[512]; /* why the current round failed */
 };
 

@@ -230,8 +230,10 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 		/* Process-directed ones too, where the kernel lets their siginfo
 		 * be queued again whole: on the main thread (the manager takes
 		 * what is left, collect.c). */
-		if (tid == ck__core.pid)
+		if (tid == ck__core.pid) {
 			ck__capture_pending("/proc/self/status", "ShdPnd:", 0);
+			__atomic_store_n(&ck__core.shd_taken, 1, __ATOMIC_SEQ_CST);
+		}
 	}
 	gen = ck__core.gen;
 	if (ck_ctx_save(&t->ctx) == 0) {
@@ -438,6 +440,7 @@ int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 	ck__pd.nthreads = 0;
 	ck__pd.nsiginfo = 0;
 	ck__core.parked = 0;
+	__atomic_store_n(&ck__core.shd_taken, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&ck__core.suspending, 1, __ATOMIC_SEQ_CST);
 	/* The manager's own slot comes first. */
 	memset(&ck__pd.threads[0], 0, sizeof(ck__pd.threads[0]));
