@@ -27,6 +27,15 @@
 /* chunk flags */
 #define CK_CHUNK_ZERO 0x1 /* all zero bytes: nothing stored */
 #define CK_CHUNK_RAW 0x2  /* stored uncompressed (zstd did not help) */
+#define CK_CHUNK_DELTA 0x4 /* stored as the pages that differ from a base chunk */
+
+/* A DELTA chunk's stored bytes: the base's SHA-256 (a chunk of the same
+ * manifest, of the same length, itself neither ZERO nor DELTA), a u64
+ * (little endian) whose bit i says page i (4 KiB; the last may be short)
+ * follows, then one zstd frame, with its content checksum, of those pages
+ * back to back. Every other page is the base's. */
+#define CK_DELTA_HDR (CK_HASH_LEN + 8)
+#define CK_DELTA_PAGE 4096u
 
 /* task flags (TREE section) */
 #define CK_TASK_ZOMBIE 0x1

@@ -77,7 +77,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	struct ck_store *s = NULL;
 	struct ckpt_opts o;
 	char job[256], when[64], dur[32], frozen[32], lb[32], sb[32];
-	size_t i, zero = 0, raw = 0, comp = 0, this_round = 0;
+	size_t i, zero = 0, raw = 0, comp = 0, delta = 0, this_round = 0;
 	uint64_t seq;
 	int a, rc;
 
@@ -107,6 +107,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 
 		zero += !!(f & CK_CHUNK_ZERO);
 		raw += !!(f & CK_CHUNK_RAW);
+		delta += !!(f & CK_CHUNK_DELTA);
 		comp += !f;
 	}
 	for (i = 0; i < m->npacks; i++)
@@ -124,7 +125,8 @@ int ckpt_cmd_inspect(int argc, char **argv)
 		printf(" %s", m->argv[i]);
 	printf("\n  cwd        %s\n", m->cwd ? m->cwd : "?");
 	printf("  data       %s of region data, %s newly stored by this round\n", lb, sb);
-	printf("  chunks     %zu: %zu zero, %zu compressed, %zu stored raw\n", m->nchunks, zero, comp, raw);
+	printf("  chunks     %zu: %zu zero, %zu compressed, %zu stored raw, %zu as pages differing from a "
+	       "parent's\n", m->nchunks, zero, comp, raw, delta);
 	printf("  packs      %zu (%zu written by this round, %zu shared with earlier ones)\n", m->npacks, this_round,
 	       m->npacks - this_round);
 	printf("  processes  %zu\n", m->nprocs);

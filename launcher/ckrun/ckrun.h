@@ -31,6 +31,8 @@ struct ck_jproc_round {
 	struct ck_wp_proc *wp_pre; /* pre-armed (PREARM_FD came; NULL: not) */
 	int prearm;                /* PREARM: 0 not asked, 1 asked, 2 armed, -errno failed */
 	struct ck_proc *mp;        /* its record in the manifest being built */
+	unsigned wadd;             /* CK_WADD_*: a parent of the job's processes (its chunks are
+				    * bases), a child (stored as deltas of its parent's) */
 	/* for -v -v: when its snapshot was announced (ckrun's clock), and its
 	 * own µs to park, record and fork */
 	uint64_t t_snap;
@@ -176,6 +178,9 @@ int ck_proc_state(pid_t pid);
 int ck_proc_gone(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */
 int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *ppid);
+/* Where its main stack starts (/proc/PID/stat); 0 if unknown. A fork keeps
+ * its parent's, an exec draws a new one. */
+uint64_t ck_proc_stack_start(pid_t pid);
 
 /* shm_sysv.c: System V shared memory of the job's IPC namespace */
 struct ck_writer;

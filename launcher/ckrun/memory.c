@@ -265,7 +265,8 @@ data:
 				continue;
 			}
 		}
-		r = ck_writer_add(w, rg->end - rg->start, ck_src_read, &src, &rg->first_chunk, &rg->nchunks);
+		r = ck_writer_add_at(w, rg->start, jp->round.wadd, rg->end - rg->start, ck_src_read, &src,
+				     &rg->first_chunk, &rg->nchunks);
 		if (r < 0) {
 			if (r == -ESRCH && ck_proc_gone(jp->pid)) {
 				ck_err_set("process %d of the job exited during the checkpoint", jp->jpid);

@@ -288,6 +288,29 @@ int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *pp
 	return found == 3 ? 0 : -ENOENT;
 }
 
+uint64_t ck_proc_stack_start(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long v = 0;
+	size_t n;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	/* fields after the command's ")": state is field 3, startstack 28 */
+	p = strrchr(buf, ')');
+	for (i = 2; p && i < 28; i++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		v = strtoull(p + 1, NULL, 10);
+	return v;
+}
+
 int ck_proc_state(pid_t pid)
 {
 	char path[64], buf[512], *p;

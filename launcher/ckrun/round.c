@@ -520,6 +520,29 @@ static int ck__digests_join(struct ckrun *c, struct ck_round *rd)
 	return rd->fp_rc;
 }
 
+/* A forked child shares most pages with its parent: the parent's chunks
+ * are kept as bases, the child's stored as the pages that differ (the
+ * parent is written first: processes are in the order they joined). Only
+ * a child that has not run exec since (its stack where its parent's is):
+ * another program's pages would cost their digests for nothing. */
+static void ck__round_wadd(struct ckrun *c)
+{
+	uint64_t *stk = calloc(c->nprocs + 1, sizeof(*stk));
+
+	for (size_t i = 0; i < c->nprocs; i++) {
+		c->procs[i].round.wadd = 0;
+		if (stk)
+			stk[i] = ck_proc_stack_start(c->procs[i].pid);
+	}
+	for (size_t i = 0; stk && i < c->nprocs; i++)
+		for (size_t j = 0; stk[i] && j < c->nprocs; j++)
+			if (i != j && c->procs[j].pd->ppid == c->procs[i].jpid && stk[j] == stk[i]) {
+				c->procs[i].round.wadd |= CK_WADD_BASE;
+				c->procs[j].round.wadd |= CK_WADD_DELTA;
+			}
+	free(stk); /* (none: nothing stored as a delta this round) */
+}
+
 static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 {
 	struct ck_manifest *m = rd->m;
@@ -527,6 +550,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 
 	if (!c->nofork && !rd->held && !rd->any_wp)
 		ck__round_release(c, rd);
+	ck__round_wadd(c);
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 0);

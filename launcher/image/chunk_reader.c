@@ -48,6 +48,12 @@ struct ck__fslot {
 	uint8_t *out; /* CK__OUT_MAX: the group's compressed chunks, decoded */
 };
 
+struct ck__hidx {
+	uint8_t hash[CK_HASH_LEN];
+	uint32_t len;
+	uint64_t idx;
+};
+
 struct ck_reader {
 	struct ck_store *s;
 	char *job;
@@ -65,17 +71,32 @@ struct ck_reader {
 	uint64_t order;
 	int quit;
 	struct ck_progress *prog; /* optional: bytes handed on */
+
+	/* deltas' bases: chunks that can be one, sorted by hash (made on the
+	 * first delta) */
+	pthread_mutex_t base_lock;
+	struct ck__hidx *by_hash;
+	size_t nby_hash;
+	int by_hash_made;
+};
+
+/* A fetch thread's buffers for a delta's base (made on its first delta). */
+struct ck__dbuf {
+	uint8_t *stored; /* the base's stored bytes, at the store's alignment */
+	uint8_t *base;   /* decoded */
+	uint8_t *pages;  /* the delta's pages */
 };
 
 static int chunk_err(struct ck_reader *r, uint64_t idx, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
 static int fetch_err(struct ck_reader *r, uint64_t idx, uint64_t span_end, int rc);
-static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx);
+static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx, struct ck__dbuf *db);
 
 static void *fetcher(void *arg)
 {
 	struct ck_reader *r = arg;
 	ZSTD_DCtx *dctx = ZSTD_createDCtx();
+	struct ck__dbuf db = {NULL, NULL, NULL};
 
 	pthread_mutex_lock(&r->lock);
 	for (;;) {
@@ -102,7 +123,7 @@ static void *fetcher(void *arg)
 		else if (!dctx)
 			rc = chunk_err(r, sl->first, -ENOMEM, "out of memory for a decoder");
 		else
-			rc = decode_group(r, sl, dctx);
+			rc = decode_group(r, sl, dctx, &db);
 		if (rc < 0)
 			snprintf(sl->err, sizeof(sl->err), "%s", ck_err_msg());
 		pthread_mutex_lock(&r->lock);
@@ -112,6 +133,9 @@ static void *fetcher(void *arg)
 	}
 	pthread_mutex_unlock(&r->lock);
 	ZSTD_freeDCtx(dctx);
+	free(db.stored);
+	free(db.base);
+	free(db.pages);
 	return NULL;
 }
 
@@ -205,6 +229,7 @@ int ck_reader_open(struct ck_store *s, const char *job, const struct ck_manifest
 	pthread_mutex_init(&r->lock, NULL);
 	pthread_cond_init(&r->work_cv, NULL);
 	pthread_cond_init(&r->done_cv, NULL);
+	pthread_mutex_init(&r->base_lock, NULL);
 	r->s = s;
 	r->m = m;
 	r->nthreads = CK__FETCH_DEFAULT;
@@ -240,6 +265,8 @@ void ck_reader_close(struct ck_reader *r)
 	free_ring(r);
 	free(r->zero);
 	free(r->job);
+	free(r->by_hash);
+	pthread_mutex_destroy(&r->base_lock);
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->work_cv);
 	pthread_cond_destroy(&r->done_cv);
@@ -281,8 +308,162 @@ static const uint8_t *chunk_data(const struct ck_reader *r, const struct ck__fsl
 	return p;
 }
 
+/* ---- deltas ---- */
+
+static int by_hash_cmp(const void *a, const void *b)
+{
+	return memcmp(((const struct ck__hidx *)a)->hash, ((const struct ck__hidx *)b)->hash, CK_HASH_LEN);
+}
+
+/* The index of a chunk that can serve as a delta's base: stored, not a
+ * delta, of the hash and length given; -1 if the manifest has none. */
+static int64_t base_lookup(struct ck_reader *r, const uint8_t *hash, uint32_t len)
+{
+	const struct ck_manifest *m = r->m;
+	size_t lo = 0, hi, i;
+
+	pthread_mutex_lock(&r->base_lock);
+	if (!r->by_hash_made) {
+		r->by_hash = malloc((m->nchunks + 1) * sizeof(*r->by_hash));
+		for (i = 0; r->by_hash && i < m->nchunks; i++) {
+			const struct ck_chunk *c = &m->chunks[i];
+
+			if (c->flags & (CK_CHUNK_ZERO | CK_CHUNK_DELTA))
+				continue;
+			memcpy(r->by_hash[r->nby_hash].hash, c->hash, CK_HASH_LEN);
+			r->by_hash[r->nby_hash].len = c->len;
+			r->by_hash[r->nby_hash++].idx = i;
+		}
+		if (r->nby_hash)
+			qsort(r->by_hash, r->nby_hash, sizeof(*r->by_hash), by_hash_cmp);
+		r->by_hash_made = 1;
+	}
+	pthread_mutex_unlock(&r->base_lock);
+	hi = r->nby_hash;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (memcmp(r->by_hash[mid].hash, hash, CK_HASH_LEN) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (i = lo; i < r->nby_hash && !memcmp(r->by_hash[i].hash, hash, CK_HASH_LEN); i++)
+		if (r->by_hash[i].len == len)
+			return (int64_t)r->by_hash[i].idx;
+	return -1;
+}
+
+/* Reads, decodes and checks chunk idx into db->base. */
+static int base_load(struct ck_reader *r, uint64_t idx, ZSTD_DCtx *dctx, struct ck__dbuf *db, const uint8_t **data)
+{
+	const struct ck_chunk *c = &r->m->chunks[idx];
+	uint64_t start = r->s->read_align ? c->off - c->off % r->s->read_align : c->off;
+	uint8_t hash[CK_HASH_LEN];
+	char key[512];
+	int rc;
+
+	snprintf(key, sizeof(key), "%s/%s", r->job, r->m->packs[c->pack]);
+	rc = ck_store_get_range(r->s, key, start, db->stored, (size_t)(c->off + c->clen - start));
+	if (rc < 0)
+		return fetch_err(r, idx, c->off + c->clen, rc);
+	*data = db->stored + (c->off - start);
+	if (!(c->flags & CK_CHUNK_RAW)) {
+		size_t n = ZSTD_decompressDCtx(dctx, db->base, c->len, *data, c->clen);
+
+		if (ZSTD_isError(n) || n != c->len)
+			return chunk_err(r, idx, -EBADMSG, "cannot decompress (the base of a delta)");
+		*data = db->base;
+	}
+	if (ck_sha256(*data, c->len, hash) < 0)
+		return chunk_err(r, idx, -EIO, "SHA-256 failed");
+	if (memcmp(hash, c->hash, CK_HASH_LEN))
+		return chunk_err(r, idx, -EBADMSG, "hash mismatch (the base of a delta)");
+	return 0;
+}
+
+/* Unpacks a delta's stored bytes: its base's hash, its page map and its
+ * pages (decoded into pages, which holds CK_CHUNK_SIZE bytes). 0, or
+ * -EBADMSG with *why. */
+static int delta_unpack(const struct ck_chunk *c, const uint8_t *stored, ZSTD_DCtx *dctx, uint8_t *pages,
+			uint64_t *map, const char **why)
+{
+	unsigned i, npages = (c->len + CK_DELTA_PAGE - 1) / CK_DELTA_PAGE;
+	size_t want = 0, n;
+
+	*map = 0;
+	for (i = 0; i < 8; i++)
+		*map |= (uint64_t)stored[CK_HASH_LEN + i] << (8 * i);
+	if (c->clen <= CK_DELTA_HDR || (npages < 64 && (*map >> npages)) || !*map) {
+		*why = "bad delta header";
+		return -EBADMSG;
+	}
+	for (i = 0; i < npages; i++)
+		if (*map & (1ull << i))
+			want += i + 1 < npages ? CK_DELTA_PAGE : c->len - i * CK_DELTA_PAGE;
+	n = dctx ? ZSTD_decompressDCtx(dctx, pages, CK_CHUNK_SIZE, stored + CK_DELTA_HDR, c->clen - CK_DELTA_HDR)
+		 : ZSTD_decompress(pages, CK_CHUNK_SIZE, stored + CK_DELTA_HDR, c->clen - CK_DELTA_HDR);
+	if (ZSTD_isError(n)) {
+		*why = "cannot decompress";
+		return -EBADMSG;
+	}
+	if (n != want) {
+		*why = "length mismatch";
+		return -EBADMSG;
+	}
+	return 0;
+}
+
+/* Chunk idx, a delta: its base read and its pages laid over it, into out. */
+static int delta_decode(struct ck_reader *r, uint64_t idx, const uint8_t *stored, uint8_t *out, ZSTD_DCtx *dctx,
+			struct ck__dbuf *db)
+{
+	const struct ck_chunk *c = &r->m->chunks[idx];
+	unsigned i, npages = (c->len + CK_DELTA_PAGE - 1) / CK_DELTA_PAGE;
+	const uint8_t *base = NULL;
+	const char *why;
+	uint64_t map;
+	size_t pos = 0;
+	int64_t b;
+	int rc;
+
+	if (!db->stored) {
+		size_t align = r->s->read_align > 64 ? r->s->read_align : 64;
+		void *p = NULL;
+
+		if (posix_memalign(&p, align, 2 * CK_CHUNK_SIZE + 2 * align))
+			p = NULL;
+		db->stored = p;
+		db->base = malloc(CK_CHUNK_SIZE);
+		db->pages = malloc(CK_CHUNK_SIZE);
+		if (!db->stored || !db->base || !db->pages)
+			return chunk_err(r, idx, -ENOMEM, "out of memory for a delta");
+	}
+	rc = delta_unpack(c, stored, dctx, db->pages, &map, &why);
+	if (rc < 0)
+		return chunk_err(r, idx, rc, "%s", why);
+	b = base_lookup(r, stored, c->len);
+	if (b < 0)
+		return chunk_err(r, idx, -EBADMSG, "its base chunk (%02x%02x%02x%02x...) is not in the checkpoint",
+				 stored[0], stored[1], stored[2], stored[3]);
+	rc = base_load(r, (uint64_t)b, dctx, db, &base);
+	if (rc < 0)
+		return rc;
+	for (i = 0; i < npages; i++) {
+		size_t off = (size_t)i * CK_DELTA_PAGE, n = c->len - off < CK_DELTA_PAGE ? c->len - off : CK_DELTA_PAGE;
+
+		if (map & (1ull << i)) {
+			memcpy(out + off, db->pages + pos, n);
+			pos += n;
+		} else {
+			memcpy(out + off, base + off, n);
+		}
+	}
+	return 0;
+}
+
 /* Decompresses and checks every chunk of a fetched group (worker thread). */
-static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx)
+static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dctx, struct ck__dbuf *db)
 {
 	size_t pos = 0;
 	uint64_t idx;
@@ -293,7 +474,12 @@ static int decode_group(struct ck_reader *r, struct ck__fslot *sl, ZSTD_DCtx *dc
 		uint8_t hash[CK_HASH_LEN];
 		const uint8_t *data = chunk_data(r, sl, idx, &pos);
 
-		if (!(c->flags & CK_CHUNK_RAW)) {
+		if (c->flags & CK_CHUNK_DELTA) {
+			int rc = delta_decode(r, idx, stored, (uint8_t *)data, dctx, db);
+
+			if (rc < 0)
+				return rc;
+		} else if (!(c->flags & CK_CHUNK_RAW)) {
 			size_t n = ZSTD_decompressDCtx(dctx, (uint8_t *)data, c->len, stored, c->clen);
 
 			if (ZSTD_isError(n))
@@ -508,6 +694,14 @@ int ck_chunk_verify(const struct ck_chunk *c, const void *stored, void *scratch,
 	const void *data = stored;
 
 	*why = NULL;
+	if (c->flags & CK_CHUNK_DELTA) {
+		uint64_t map;
+
+		/* Without its base only the stored bytes can be checked: the
+		 * frame's own checksum; its base is checked as a chunk of its
+		 * own, and a restore checks the whole. */
+		return delta_unpack(c, stored, NULL, scratch, &map, why);
+	}
 	if (c->flags & CK_CHUNK_ZERO) {
 		memset(scratch, 0, c->len);
 		data = scratch;

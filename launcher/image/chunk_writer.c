@@ -26,6 +26,8 @@
 #include "launcher/common/ck_err.h"
 
 #define CK__MAX_SLOTS 64
+#define CK__PAGES (CK_CHUNK_SIZE / CK_DELTA_PAGE)
+#define CK__PDIG 16 /* bytes of a page's SHA-256 kept as its digest */
 
 /* Where an already stored chunk lives; pack is an index into the previous
  * manifest's packs (from_prev) or into the new one's. */
@@ -50,6 +52,20 @@ struct ck__slot {
 	char err[512];
 	ck_read_fn fn; /* where its bytes come from */
 	void *fn_arg;
+	uint64_t vaddr; /* its address in the process (with how) */
+	unsigned how;   /* CK_WADD_* */
+	int has_pdig;
+	uint8_t (*pdig)[CK__PDIG]; /* CK__PAGES page digests */
+	uint8_t *pages;            /* CK_CHUNK_SIZE: a delta's pages, back to back */
+};
+
+/* A chunk of a CK_WADD_BASE region: what a later chunk at its address is
+ * compared with, page by page. */
+struct ck__base {
+	uint64_t vaddr;
+	uint8_t hash[CK_HASH_LEN];
+	uint32_t len;
+	uint8_t pdig[CK__PAGES][CK__PDIG];
 };
 
 struct ck_writer;
@@ -85,6 +101,13 @@ struct ck_writer {
 	size_t tab_cap, tab_n;
 	pthread_mutex_t tab_lock;
 	uint8_t zero_hash[CK_HASH_LEN]; /* of CK_CHUNK_SIZE zero bytes */
+
+	/* bases by address: entries, and an open-addressing index (i + 1) */
+	struct ck__base *bases;
+	size_t nbases, bases_cap;
+	uint32_t *bidx;
+	size_t bidx_cap;
+	pthread_mutex_t base_lock;
 
 	/* pack being filled */
 	uint8_t *cur;
@@ -181,6 +204,143 @@ static int tab_insert(struct ck_writer *w, const struct ck__ent *ne)
 		if (e->len == ne->len && !memcmp(e->hash, ne->hash, CK_HASH_LEN))
 			return 0; /* first location wins */
 	}
+}
+
+/* ---- bases for deltas ---- */
+
+static size_t base_slot(uint64_t vaddr, size_t cap)
+{
+	return (size_t)((vaddr / CK_DELTA_PAGE) * 0x9e3779b97f4a7c15ull >> 17) & (cap - 1);
+}
+
+static const struct ck__base *base_find(struct ck_writer *w, uint64_t vaddr)
+{
+	size_t i;
+
+	if (!w->bidx_cap)
+		return NULL;
+	for (i = base_slot(vaddr, w->bidx_cap); w->bidx[i]; i = (i + 1) & (w->bidx_cap - 1))
+		if (w->bases[w->bidx[i] - 1].vaddr == vaddr)
+			return &w->bases[w->bidx[i] - 1];
+	return NULL;
+}
+
+/* Records a BASE chunk (the first at an address wins). Caller holds
+ * base_lock. */
+static int base_add(struct ck_writer *w, const struct ck__slot *sl)
+{
+	size_t i;
+
+	if (base_find(w, sl->vaddr))
+		return 0;
+	if (w->nbases == w->bases_cap) {
+		size_t cap = w->bases_cap ? w->bases_cap * 2 : 256;
+		struct ck__base *v = realloc(w->bases, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		w->bases = v;
+		w->bases_cap = cap;
+	}
+	if ((w->nbases + 1) * 2 > w->bidx_cap) {
+		size_t cap = w->bidx_cap ? w->bidx_cap * 2 : 512, j;
+		uint32_t *t = calloc(cap, sizeof(*t));
+
+		if (!t)
+			return -ENOMEM;
+		for (j = 0; j < w->nbases; j++) {
+			for (i = base_slot(w->bases[j].vaddr, cap); t[i]; i = (i + 1) & (cap - 1))
+				;
+			t[i] = (uint32_t)j + 1;
+		}
+		free(w->bidx);
+		w->bidx = t;
+		w->bidx_cap = cap;
+	}
+	struct ck__base *b = &w->bases[w->nbases];
+
+	b->vaddr = sl->vaddr;
+	memcpy(b->hash, sl->hash, CK_HASH_LEN);
+	b->len = sl->len;
+	memcpy(b->pdig, sl->pdig, sizeof(b->pdig));
+	for (i = base_slot(b->vaddr, w->bidx_cap); w->bidx[i]; i = (i + 1) & (w->bidx_cap - 1))
+		;
+	w->bidx[i] = (uint32_t)++w->nbases;
+	return 0;
+}
+
+static uint32_t page_len(uint32_t len, unsigned i)
+{
+	uint32_t off = i * CK_DELTA_PAGE;
+
+	return len - off < CK_DELTA_PAGE ? len - off : CK_DELTA_PAGE;
+}
+
+/* Digest of every page: the leading bytes of its SHA-256, so that two
+ * pages compare equal only when their bytes are. */
+static int page_digests(struct ck__slot *sl)
+{
+	uint8_t h[CK_HASH_LEN];
+	unsigned i, n = (sl->len + CK_DELTA_PAGE - 1) / CK_DELTA_PAGE;
+
+	for (i = 0; i < n; i++) {
+		if (ck_sha256(sl->data + i * CK_DELTA_PAGE, page_len(sl->len, i), h) < 0)
+			return -EIO;
+		memcpy(sl->pdig[i], h, CK__PDIG);
+	}
+	sl->has_pdig = 1;
+	return 0;
+}
+
+/* Stores the chunk as the pages that differ from the BASE chunk at its
+ * address, when there is one and at most three quarters of the pages
+ * differ. 1 if done (cdata, clen, flags set), 0 if not worth it. */
+static int delta_try(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cctx)
+{
+	uint8_t bhash[CK_HASH_LEN], bdig[CK__PAGES][CK__PDIG];
+	unsigned i, n = 0, npages = (sl->len + CK_DELTA_PAGE - 1) / CK_DELTA_PAGE;
+	uint64_t map = 0;
+	size_t pos = 0, z;
+	const struct ck__base *b;
+	int have;
+
+	pthread_mutex_lock(&w->base_lock);
+	b = base_find(w, sl->vaddr);
+	have = b && b->len == sl->len;
+	if (have) {
+		memcpy(bhash, b->hash, CK_HASH_LEN);
+		memcpy(bdig, b->pdig, sizeof(bdig));
+	}
+	pthread_mutex_unlock(&w->base_lock);
+	if (!have)
+		return 0;
+	if (!sl->has_pdig && page_digests(sl) < 0)
+		return 0;
+	for (i = 0; i < npages; i++) {
+		if (!memcmp(sl->pdig[i], bdig[i], CK__PDIG))
+			continue;
+		map |= 1ull << i;
+		memcpy(sl->pages + pos, sl->data + i * CK_DELTA_PAGE, page_len(sl->len, i));
+		pos += page_len(sl->len, i);
+		n++;
+	}
+	if (n == 0 || n * 4 > npages * 3)
+		return 0;
+	/* the frame checks itself: a copy (ckpt cp) can verify it without
+	 * the base; a restore checks the whole chunk's SHA-256 as always */
+	ZSTD_CCtx_reset(cctx, ZSTD_reset_session_and_parameters);
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, w->level)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1)))
+		return 0;
+	z = ZSTD_compress2(cctx, sl->cdata + CK_DELTA_HDR, ZSTD_compressBound(CK_CHUNK_SIZE), sl->pages, pos);
+	if (ZSTD_isError(z) || CK_DELTA_HDR + z >= sl->len)
+		return 0;
+	memcpy(sl->cdata, bhash, CK_HASH_LEN);
+	for (i = 0; i < 8; i++)
+		sl->cdata[CK_HASH_LEN + i] = (uint8_t)(map >> (8 * i));
+	sl->flags = CK_CHUNK_DELTA;
+	sl->clen = (uint32_t)(CK_DELTA_HDR + z);
+	return 1;
 }
 
 /* ---- helpers ---- */
@@ -356,6 +516,7 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 	sl->found = 0;
 	sl->flags = 0;
 	sl->clen = 0;
+	sl->has_pdig = 0;
 	rc = sl->fn(sl->fn_arg, sl->src_off, sl->data, sl->len);
 	if (rc < 0) {
 		sl->rc = rc;
@@ -376,6 +537,11 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 		snprintf(sl->err, sizeof(sl->err), "SHA-256 failed");
 		return;
 	}
+	if ((sl->how & CK_WADD_BASE) && page_digests(sl) < 0) {
+		sl->rc = -EIO;
+		snprintf(sl->err, sizeof(sl->err), "SHA-256 failed");
+		return;
+	}
 	pthread_mutex_lock(&w->tab_lock);
 	e = tab_find(w, sl->hash, sl->len);
 	if (e) {
@@ -385,6 +551,8 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 	pthread_mutex_unlock(&w->tab_lock);
 	if (sl->found)
 		return; /* stored before: no need to compress */
+	if ((sl->how & CK_WADD_DELTA) && delta_try(w, sl, cctx))
+		return;
 	n = ZSTD_compressCCtx(cctx, sl->cdata, ZSTD_compressBound(CK_CHUNK_SIZE), sl->data, sl->len, w->level);
 	if (ZSTD_isError(n) || n >= sl->len) {
 		sl->flags = CK_CHUNK_RAW;
@@ -495,6 +663,20 @@ static int ent_pack(struct ck_writer *w, const struct ck__ent *e, uint32_t *idx)
 	return 0;
 }
 
+/* A BASE region's chunk, now in the table, becomes the base for its
+ * address (a delta's base is never a delta itself: one read restores it). */
+static int keep_base(struct ck_writer *w, const struct ck__slot *sl, const struct ck_chunk *c)
+{
+	int rc;
+
+	if (!(sl->how & CK_WADD_BASE) || !sl->has_pdig || (c->flags & (CK_CHUNK_DELTA | CK_CHUNK_ZERO)))
+		return 0;
+	pthread_mutex_lock(&w->base_lock);
+	rc = base_add(w, sl);
+	pthread_mutex_unlock(&w->base_lock);
+	return rc;
+}
+
 /* Appends one processed chunk, in order, to the table and the pack. */
 static int commit_slot(struct ck_writer *w, struct ck__slot *sl)
 {
@@ -532,7 +714,7 @@ static int commit_slot(struct ck_writer *w, struct ck__slot *sl)
 		c->clen = sl->ent.clen;
 		c->flags = sl->ent.flags;
 		c->off = sl->ent.off;
-		return 0;
+		return keep_base(w, sl, c);
 	}
 	if (w->cur_open && w->cur_len + sl->clen > w->pack_size) {
 		rc = seal_pack(w);
@@ -562,7 +744,7 @@ static int commit_slot(struct ck_writer *w, struct ck__slot *sl)
 	pthread_mutex_lock(&w->tab_lock);
 	rc = tab_insert(w, &ne);
 	pthread_mutex_unlock(&w->tab_lock);
-	return rc;
+	return rc < 0 ? rc : keep_base(w, sl, c);
 }
 
 /* ---- public ---- */
@@ -602,7 +784,12 @@ static void writer_free(struct ck_writer *w)
 	for (i = 0; w->slots && i < 2 * w->nslots; i++) {
 		free(w->slots[i].data);
 		free(w->slots[i].cdata);
+		free(w->slots[i].pdig);
+		free(w->slots[i].pages);
 	}
+	free(w->bases);
+	free(w->bidx);
+	pthread_mutex_destroy(&w->base_lock);
 	free(w->slots);
 	for (j = 0; j < w->npacks; j++)
 		free(w->packs[j]);
@@ -642,6 +829,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 	if (!w)
 		goto nomem;
 	pthread_mutex_init(&w->tab_lock, NULL);
+	pthread_mutex_init(&w->base_lock, NULL);
 	pthread_mutex_init(&w->up_lock, NULL);
 	pthread_cond_init(&w->up_cv, NULL);
 	pthread_mutex_init(&w->wk_lock, NULL);
@@ -689,7 +877,8 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 			const struct ck_chunk *c = &prev->chunks[i];
 			struct ck__ent e;
 
-			if ((c->flags & CK_CHUNK_ZERO) || c->pack >= prev->npacks)
+			/* (a delta is reused only in the round that has its base) */
+			if ((c->flags & (CK_CHUNK_ZERO | CK_CHUNK_DELTA)) || c->pack >= prev->npacks)
 				continue;
 			memset(&e, 0, sizeof(e));
 			memcpy(e.hash, c->hash, CK_HASH_LEN);
@@ -712,8 +901,10 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 		goto nomem;
 	for (i = 0; i < 2 * w->nslots; i++) {
 		w->slots[i].data = malloc(CK_CHUNK_SIZE);
-		w->slots[i].cdata = malloc(ZSTD_compressBound(CK_CHUNK_SIZE));
-		if (!w->slots[i].data || !w->slots[i].cdata)
+		w->slots[i].cdata = malloc(CK_DELTA_HDR + ZSTD_compressBound(CK_CHUNK_SIZE));
+		w->slots[i].pdig = malloc(CK__PAGES * CK__PDIG);
+		w->slots[i].pages = malloc(CK_CHUNK_SIZE);
+		if (!w->slots[i].data || !w->slots[i].cdata || !w->slots[i].pdig || !w->slots[i].pages)
 			goto nomem;
 	}
 	for (i = 0; i <= w->nthreads; i++) {
@@ -766,6 +957,12 @@ nomem:
 int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, uint64_t *first_chunk,
 		  uint32_t *nchunks)
 {
+	return ck_writer_add_at(w, 0, 0, len, fn, arg, first_chunk, nchunks);
+}
+
+int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t len, ck_read_fn fn, void *arg,
+		     uint64_t *first_chunk, uint32_t *nchunks)
+{
 	uint64_t total = (len + CK_CHUNK_SIZE - 1) / CK_CHUNK_SIZE, done = 0, off = 0;
 	unsigned turn = 0, pend_base = 0, pend_n = 0;
 	int rc = 0;
@@ -793,6 +990,8 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
 		sl->rc = 0;
 		sl->fn = fn;
 		sl->fn_arg = arg;
+		sl->vaddr = vaddr;
+		sl->how = vaddr % CK_DELTA_PAGE ? 0 : how;
 		process_slot(w, sl, w->cctx[w->nthreads]);
 		if ((rc = commit_slot(w, sl)) < 0)
 			goto out;
@@ -813,6 +1012,8 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
 			sl->rc = 0;
 			sl->fn = fn;
 			sl->fn_arg = arg;
+			sl->vaddr = vaddr + off;
+			sl->how = vaddr % CK_DELTA_PAGE ? 0 : how;
 			off += sl->len;
 		}
 		if (pend_n)

@@ -41,6 +41,16 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
  * the writer only accepts ck_writer_abort (finish fails too). */
 int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, uint64_t *first_chunk,
 		  uint32_t *nchunks);
+/* The same for len bytes that live at address vaddr of a process (vaddr
+ * page-aligned), where how (CK_WADD_*) lets a chunk be stored as the pages
+ * that differ from the chunk an earlier region stored at the same address:
+ * a forked process shares most of its parent's pages, and the few it wrote
+ * (reference counts, allocator headers) would otherwise store whole 256 KiB
+ * chunks again. */
+#define CK_WADD_BASE 0x1  /* its chunks' page digests are kept: later ones may be stored against them */
+#define CK_WADD_DELTA 0x2 /* its chunks may be stored against a BASE chunk at the same address */
+int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t len, ck_read_fn fn, void *arg,
+		     uint64_t *first_chunk, uint32_t *nchunks);
 /* Flushes the last pack, waits for every upload, and moves the chunk and pack
  * tables and byte counts into m. After this, commit m. The writer is freed
  * whether this succeeds or not. */

@@ -18,7 +18,7 @@
 static const char ck__mf_magic[8] = CK_MF_MAGIC;
 static const char ck__sect_names[CK_MF_NSECT][5] = CK_MF_SECT_TAGS;
 
-#define CK__CHUNK_FLAGS (CK_CHUNK_ZERO | CK_CHUNK_RAW)
+#define CK__CHUNK_FLAGS (CK_CHUNK_ZERO | CK_CHUNK_RAW | CK_CHUNK_DELTA)
 
 /* ---- encoding ---- */
 
@@ -681,7 +681,7 @@ static int validate(const struct ck_manifest *m)
 			goto out;
 		}
 		if (c->flags & CK_CHUNK_ZERO) {
-			if (c->clen || (c->flags & CK_CHUNK_RAW)) {
+			if (c->clen || (c->flags & (CK_CHUNK_RAW | CK_CHUNK_DELTA))) {
 				rc = bad("chunk %zu: zero chunk with stored bytes", i);
 				goto out;
 			}
@@ -691,7 +691,8 @@ static int validate(const struct ck_manifest *m)
 			rc = bad("chunk %zu: pack index %u out of range (%zu packs)", i, c->pack, m->npacks);
 			goto out;
 		}
-		if (c->clen == 0 || c->clen > 2 * CK_CHUNK_SIZE || ((c->flags & CK_CHUNK_RAW) && c->clen != c->len)) {
+		if (c->clen == 0 || c->clen > 2 * CK_CHUNK_SIZE || ((c->flags & CK_CHUNK_RAW) && c->clen != c->len) ||
+		    ((c->flags & CK_CHUNK_DELTA) && ((c->flags & CK_CHUNK_RAW) || c->clen <= CK_DELTA_HDR))) {
 			rc = bad("chunk %zu: bad stored length %u", i, c->clen);
 			goto out;
 		}

@@ -19,6 +19,15 @@
 # and another mtime, as after a transfer that keeps neither): accepted by
 # its digest, the resume is a proven restore (h_proof) that passes the
 # job's own checks of every page.
+#
+# cowpages: neither are a forked worker's pages that are its parent's.
+# mp_cowpages (tests/apps: 16 MiB of bytes that do not compress, two
+# forked workers flipping bytes in a few pages each step) checkpointed
+# once: ckpt inspect counts chunks stored as the pages that differ from
+# the parent's, and the round stores less than 1.5 times the buffer (each
+# worker stored whole would make it 3); kill -9, resume: a proven restore
+# with the bare run's output (every process's digest of its whole buffer at
+# every step).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
@@ -55,11 +64,59 @@ wait_file() {
 	done
 }
 
+cowpages() {
+	local d=$H_WORK/cow err out rc why stored n
+	mkdir -p "$d"
+	err=$d/ckrun.err out=$d/out
+	h_app_cmd mp_cowpages 3
+	why=$(h_run_bare mp_cowpages "$d/bare" "$d/bare.err" 120)
+	if [ "${why% *}" != 0 ]; then
+		h_fail filepages/cowpages "bare run failed" "$d/bare.err"
+		return
+	fi
+	: >"$err"
+	h_start new "$out" "$err" --store "$d/store" --job cow
+	if ! h_wait_origin "$H_PID" "$err" 10000 || ! h_wait_line "$out" '^process 2 step 10 ' 20000 "$H_PID"; then
+		h_fail filepages/cowpages "the job did not start" "$err" "$out"
+		return
+	fi
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$err" 'checkpoint 1 committed' 30000 "$H_PID"; then
+		h_fail filepages/cowpages "the checkpoint did not commit" "$err"
+		return
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	"$CKPT" inspect --store "$d/store" cow >"$d/inspect" 2>&1
+	n=$(sed -n 's/.* \([0-9]*\) as pages differing from a parent.s$/\1/p' "$d/inspect")
+	stored=$(sed -n 's/.*committed: 3 process(es), [0-9]* bytes of memory, \([0-9]*\) stored.*/\1/p' "$err")
+	if [ -z "$n" ] || [ "$n" -lt 64 ]; then
+		h_fail filepages/cowpages "want 64 or more chunks stored as differing pages, found '$n'" "$d/inspect"
+		return
+	fi
+	if [ -z "$stored" ] || (( stored > 16 * 1024 * 1024 * 3 / 2 )); then
+		h_fail filepages/cowpages "3 processes sharing 16 MiB stored '$stored' bytes (want < 1.5 x 16 MiB)" "$err"
+		return
+	fi
+	h_start resume "$out" "$err" --resume --store "$d/store" --job cow
+	h_wait "$H_PID" 120000
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail filepages/cowpages "the resumed job exited $rc" "$err" "$out"
+	elif ! why=$(h_proof "$err"); then
+		h_fail filepages/cowpages "$why" "$err"
+	elif ! cmp -s "$out" "$d/bare"; then
+		h_diff_excerpt "$d/bare" "$out" "$d/diff"
+		h_fail filepages/cowpages "output differs from the bare run's" "$d/diff"
+	else
+		h_pass filepages/cowpages
+	fi
+}
+
 main() {
 	local d err out f rc why
 	h_seed_init
-	if ! h_have_ckrun || ! h_have_ckpt || [ ! -x "$APP" ]; then
-		h_fail filepages "ckrun, ckpt or filemap_cow is not built; run make"
+	if ! h_have_ckrun || ! h_have_ckpt || [ ! -x "$APP" ] || [ ! -x "$H_APPS_BIN/mp_cowpages" ]; then
+		h_fail filepages "ckrun, ckpt, filemap_cow or mp_cowpages is not built; run make"
 		return 1
 	fi
 	h_init filepages
@@ -129,6 +186,7 @@ main() {
 	else
 		h_pass filepages/copy
 	fi
+	cowpages
 	return "$H_FAILED"
 }
 

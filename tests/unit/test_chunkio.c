@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "launcher/image/chunk.h"
 #include "launcher/image/chunkio.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/image/manifest.h"
@@ -505,6 +506,178 @@ static void test_uploads_in_flight(void)
 	ck_unit_rmtree(dir);
 }
 
+
+/* Regions at the same address in a parent (BASE) and its forked children
+ * (DELTA): a child's chunk that differs in a few pages is stored as those
+ * pages; read back exactly, through a store, across a second round. */
+struct dreg {
+	struct mem m;
+	uint64_t vaddr;
+	unsigned how;
+	uint64_t first;
+	uint32_t n;
+};
+
+static int write_deltas(struct ck_store *s, uint64_t seq, const struct ck_manifest *prev, struct dreg *r, int nr,
+			struct ck_manifest **out)
+{
+	struct ck_writer_opts o = {.level = 1, .threads = 2, .pack_size = 1u << 20};
+	struct ck_manifest *m = calloc(1, sizeof(*m));
+	struct ck_writer *w;
+	int i, rc;
+
+	m->seq = seq;
+	rc = ck_writer_open(s, "job", seq, prev, &o, &w);
+	for (i = 0; rc == 0 && i < nr; i++) {
+		rc = ck_writer_add_at(w, r[i].vaddr, r[i].how, r[i].m.len, mem_read, &r[i].m, &r[i].first, &r[i].n);
+		if (rc < 0)
+			ck_writer_abort(w);
+	}
+	if (rc == 0)
+		rc = ck_writer_finish(w, m);
+	if (rc == 0)
+		rc = ck_manifest_commit(s, m);
+	if (rc < 0) {
+		ck_manifest_free(m);
+		m = NULL;
+	}
+	*out = m;
+	return rc;
+}
+
+static unsigned count_flag(const struct ck_manifest *m, const struct dreg *r, uint32_t flag)
+{
+	unsigned k = 0;
+
+	for (uint32_t i = 0; i < r->n; i++)
+		k += !!(m->chunks[r->first + i].flags & flag);
+	return k;
+}
+
+static void change_pages(uint8_t *p, unsigned chunk, unsigned npages)
+{
+	for (unsigned i = 0; i < npages; i++)
+		p[(size_t)chunk * CK_CHUNK_SIZE + i * 4096 + 100] ^= 0x5a;
+}
+
+static void test_delta(void)
+{
+	char *dir = ck_unit_tmpdir();
+	struct ck_store *s = NULL;
+	size_t len = 8 * CK_CHUNK_SIZE - 1000, i;
+	struct dreg r[5];
+	struct ck_manifest *m = NULL, *m2 = NULL, *back = NULL;
+	uint64_t va = 0x7f0000000000ull;
+
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	memset(r, 0, sizeof(r));
+	for (i = 0; i < 5; i++) {
+		r[i].m.p = malloc(len);
+		r[i].m.len = len;
+		r[i].m.fail_at = -1;
+		r[i].vaddr = va;
+	}
+	/* the parent: words (compressible, as memory is) */
+	for (i = 0; i < len; i++)
+		r[0].m.p[i] = (uint8_t)(xorshift() % 16);
+	r[0].how = CK_WADD_BASE;
+	memcpy(r[1].m.p, r[0].m.p, len);
+	change_pages(r[1].m.p, 1, 1);  /* one page: a delta */
+	change_pages(r[1].m.p, 2, 64); /* every page: stored whole */
+	change_pages(r[1].m.p, 3, 48); /* three quarters: a delta */
+	change_pages(r[1].m.p, 4, 49); /* more: stored whole */
+	r[1].m.p[len - 1] ^= 1;        /* the last chunk's short page */
+	r[1].how = CK_WADD_DELTA;
+	memcpy(r[2].m.p, r[1].m.p, len); /* a second child, the same bytes */
+	r[2].how = CK_WADD_DELTA;
+	memcpy(r[3].m.p, r[1].m.p, len); /* not a child: no delta */
+	r[3].m.p[0] ^= 2;
+	r[3].m.p[CK_CHUNK_SIZE + 200] ^= 2;
+	r[3].how = 0;
+	memcpy(r[4].m.p, r[3].m.p, len); /* a child, but elsewhere */
+	r[4].m.p[1] ^= 2;
+	r[4].m.p[CK_CHUNK_SIZE + 201] ^= 2;
+	r[4].vaddr = va + 4096 * 3;
+	r[4].how = CK_WADD_DELTA;
+	CHECK_EQ_INT(write_deltas(s, 1, NULL, r, 5, &m), 0);
+	if (!m)
+		goto out;
+	CHECK_EQ_INT(count_flag(m, &r[0], CK_CHUNK_DELTA), 0);
+	CHECK_EQ_INT(count_flag(m, &r[1], CK_CHUNK_DELTA), 3);
+	CHECK(m->chunks[r[1].first + 1].flags & CK_CHUNK_DELTA);
+	CHECK(m->chunks[r[1].first + 3].flags & CK_CHUNK_DELTA);
+	CHECK(m->chunks[r[1].first + 7].flags & CK_CHUNK_DELTA);
+	CHECK(m->chunks[r[1].first + 1].clen < 4096);
+	CHECK_EQ_INT(count_flag(m, &r[2], CK_CHUNK_DELTA), 3); /* the first child's, again */
+	CHECK_EQ_INT(m->chunks[r[2].first + 1].off, m->chunks[r[1].first + 1].off);
+	/* (their chunks that equal the first child's are its deltas) */
+	for (i = 3; i < 5; i++) {
+		CHECK(!(m->chunks[r[i].first].flags & CK_CHUNK_DELTA));
+		CHECK(!(m->chunks[r[i].first + 1].flags & CK_CHUNK_DELTA));
+	}
+	for (i = 0; i < 5; i++)
+		CHECK_EQ_INT(read_back(s, m, r[i].first, r[i].n, &r[i].m), 0);
+	/* the manifest as stored passes the decoder's checks */
+	CHECK_EQ_INT(ck_manifest_load(s, "job", 1, &back), 0);
+	if (back)
+		CHECK_EQ_INT(read_back(s, back, r[1].first, r[1].n, &r[1].m), 0);
+	ck_manifest_free(back);
+	{
+		/* a copy's check: the frame, without the base */
+		const struct ck_chunk *c = &m->chunks[r[1].first + 1];
+		char *path = pack_path(dir, m, c->pack);
+		uint8_t *st = malloc(c->clen), *scratch = malloc(CK_CHUNK_SIZE);
+		const char *why;
+		int fd = open(path, O_RDWR);
+
+		CHECK(fd >= 0 && pread(fd, st, c->clen, (off_t)c->off) == (ssize_t)c->clen);
+		CHECK_EQ_INT(ck_chunk_verify(c, st, scratch, &why), 0);
+		st[c->clen - 2] ^= 0x10;
+		CHECK_EQ_INT(ck_chunk_verify(c, st, scratch, &why), -EBADMSG);
+		st[c->clen - 2] ^= 0x10;
+		st[CK_HASH_LEN] = 0; /* no page */
+		st[CK_HASH_LEN + 1] = 0;
+		CHECK_EQ_INT(ck_chunk_verify(c, st, scratch, &why), -EBADMSG);
+		CHECK(why && !strcmp(why, "bad delta header"));
+		close(fd);
+		free(st);
+		free(scratch);
+		free(path);
+	}
+	/* a second round: the child's deltas are made again against the
+	 * parent's chunks (reused from round 1) */
+	change_pages(r[1].m.p, 5, 2);
+	CHECK_EQ_INT(write_deltas(s, 2, m, r, 2, &m2), 0);
+	if (m2) {
+		CHECK_EQ_INT(count_flag(m2, &r[1], CK_CHUNK_DELTA), 4);
+		CHECK(m2->stored_bytes < CK_CHUNK_SIZE);
+		CHECK_EQ_INT(read_back(s, m2, r[1].first, r[1].n, &r[1].m), 0);
+	}
+	{
+		/* the parent's chunk, the base, corrupted in its pack: the
+		 * child's read names it */
+		const struct ck_chunk *b = &m->chunks[r[0].first + 1];
+		char *path = pack_path(dir, m, b->pack);
+		int fd = open(path, O_RDWR);
+		uint8_t x;
+
+		CHECK(fd >= 0 && pread(fd, &x, 1, (off_t)b->off + b->clen / 2) == 1);
+		x ^= 0xff;
+		CHECK(pwrite(fd, &x, 1, (off_t)b->off + b->clen / 2) == 1);
+		close(fd);
+		free(path);
+		CHECK(read_back(s, m, r[1].first, r[1].n, &r[1].m) == -EBADMSG);
+		CHECK(strstr(ck_err_msg(), "the base of a delta") != NULL);
+	}
+out:
+	ck_manifest_free(m);
+	ck_manifest_free(m2);
+	for (i = 0; i < 5; i++)
+		free(r[i].m.p);
+	ck_store_close(s);
+	ck_unit_rmtree(dir);
+}
+
 void ck_unit_run(void)
 {
 	test_bounded(); /* first: it measures the peak memory */
@@ -512,4 +685,5 @@ void ck_unit_run(void)
 	test_sparse();
 	test_rounds();
 	test_uploads_in_flight();
+	test_delta();
 }
