@@ -3,7 +3,10 @@
  * State exercised: a TCP connection with TCP_NODELAY, SO_KEEPALIVE, set
  * SO_RCVBUF/SO_SNDBUF and O_NONBLOCK on one end, TCP_KEEPIDLE/KEEPINTVL/
  * KEEPCNT, IP_TOS, IP_TTL, SO_PRIORITY, SO_OOBINLINE and SO_RCVTIMEO/
- * SO_SNDTIMEO on both (the last three on the UNIX pair too), a UNIX stream socketpair
+ * SO_SNDTIMEO on both (the last three on the UNIX pair too), TCP_USER_TIMEOUT
+ * and, where the process may (root), SO_MARK on both, an IPv6 datagram
+ * socket bound to ::1 with IPV6_TCLASS and IPV6_UNICAST_HOPS (where the
+ * machine has IPv6), a UNIX stream socketpair
  * with O_NONBLOCK, a listening socket with SO_REUSEADDR, and a second
  * connection the child makes at the start that the parent accepts only at
  * the end (it waits in the listener's queue through every checkpoint; the
@@ -32,6 +35,7 @@ struct opts {
 	int nodelay, keepalive, rcvbuf, sndbuf, nonblock;
 	int keepidle, keepintvl, keepcnt, tos, ttl, prio, oobinline;
 	long rcvtimeo_ms, sndtimeo_ms;
+	int user_timeout, mark;
 };
 
 static long timeout_ms(int fd, int name)
@@ -67,6 +71,8 @@ static struct opts read_opts(int fd, int tcp)
 	o.oobinline = getopt_int(fd, SOL_SOCKET, SO_OOBINLINE);
 	o.rcvtimeo_ms = timeout_ms(fd, SO_RCVTIMEO);
 	o.sndtimeo_ms = timeout_ms(fd, SO_SNDTIMEO);
+	o.user_timeout = tcp ? getopt_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT) : 0;
+	o.mark = getopt_int(fd, SOL_SOCKET, SO_MARK);
 	return o;
 }
 
@@ -75,7 +81,8 @@ static int same(struct opts a, struct opts b)
 	return a.nodelay == b.nodelay && a.keepalive == b.keepalive && a.rcvbuf == b.rcvbuf && a.sndbuf == b.sndbuf &&
 	       a.nonblock == b.nonblock && a.keepidle == b.keepidle && a.keepintvl == b.keepintvl &&
 	       a.keepcnt == b.keepcnt && a.tos == b.tos && a.ttl == b.ttl && a.prio == b.prio &&
-	       a.oobinline == b.oobinline && a.rcvtimeo_ms == b.rcvtimeo_ms && a.sndtimeo_ms == b.sndtimeo_ms;
+	       a.oobinline == b.oobinline && a.rcvtimeo_ms == b.rcvtimeo_ms && a.sndtimeo_ms == b.sndtimeo_ms &&
+	       a.user_timeout == b.user_timeout && a.mark == b.mark;
 }
 
 static void configure(int fd, int tcp, int nonblock)
@@ -90,7 +97,7 @@ static void configure(int fd, int tcp, int nonblock)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	{
 		/* options a restore must set again (not the kernel's defaults) */
-		int idle = 77, intvl = 13, cnt = 5, tos = 0x10, ttl = 33, prio = 3;
+		int idle = 77, intvl = 13, cnt = 5, tos = 0x10, ttl = 33, prio = 3, uto = 12345, mark = 0x2a;
 		struct timeval rt = {1, 500000}, wt = {2, 250000};
 		if (tcp) {
 			setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
@@ -98,7 +105,10 @@ static void configure(int fd, int tcp, int nonblock)
 			setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 			setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof(tos));
 			setsockopt(fd, IPPROTO_IP, IP_TTL, &ttl, sizeof(ttl));
+			setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &uto, sizeof(uto));
 		}
+		/* (needs CAP_NET_ADMIN: read back, whatever the outcome) */
+		setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
 		setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
 		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
@@ -185,7 +195,9 @@ int main(int argc, char **argv)
 		_exit(bad ? 7 : 0);
 	}
 	{
-		int s = accept(lfd, NULL, NULL), bad = 0, late;
+		int s = accept(lfd, NULL, NULL), bad = 0, late, v6 = socket(AF_INET6, SOCK_DGRAM, 0);
+		int tclass = 0x28, hops = 17;
+		struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
 		struct opts want, wantu;
 		close(up[1]);
 		if (s < 0) {
@@ -194,6 +206,13 @@ int main(int argc, char **argv)
 		}
 		configure(s, 1, 0);
 		configure(up[0], 0, 1);
+		/* no IPv6 here: nothing to check */
+		if (v6 >= 0 && (bind(v6, (struct sockaddr *)&a6, sizeof(a6)) < 0 ||
+				setsockopt(v6, IPPROTO_IPV6, IPV6_TCLASS, &tclass, sizeof(tclass)) < 0 ||
+				setsockopt(v6, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &hops, sizeof(hops)) < 0)) {
+			close(v6);
+			v6 = -1;
+		}
 		want = read_opts(s, 1);
 		wantu = read_opts(up[0], 0);
 		for (int i = 0; i < steps; i++) {
@@ -205,6 +224,9 @@ int main(int argc, char **argv)
 			}
 			acc = acc * 1099511628211ull ^ w;
 			if (!same(read_opts(s, 1), want) || !same(read_opts(up[0], 0), wantu))
+				bad++;
+			if (v6 >= 0 && (getopt_int(v6, IPPROTO_IPV6, IPV6_TCLASS) != tclass ||
+					getopt_int(v6, IPPROTO_IPV6, IPV6_UNICAST_HOPS) != hops))
 				bad++;
 			if (i % 20 == 0)
 				printf("step %d: acc %016llx\n", i, (unsigned long long)acc);

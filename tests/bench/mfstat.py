@@ -8,7 +8,10 @@ include/ckrun/FORMAT.md) and prints one line per process:
 
 UNIQUE_STORED: the stored (compressed) bytes of the distinct chunks the
 process's regions name, i.e. what a checkpoint of that process alone would
-store (chunks are content-addressed: the same bytes are stored once). Then
+store (chunks are content-addressed: the same bytes are stored once). A
+forked worker's chunks stored as the pages that differ from its parent's
+(DELTA) count with those bytes only: its figure is what it adds to its
+parent's, not what it would store alone. Then
 a line "job STORED": the distinct chunks of every process. For a first
 checkpoint (nothing from an earlier one), the ratio of the two is what the
 other processes add.

@@ -74,6 +74,9 @@ enum ck_sock_state {
 #define CK_SOCKOPT_SHUT_WR 0x400
 /* offset and mtime_ns hold more options (sock_opts.c) */
 #define CK_SOCKOPT_EXT 0x800
+/* the options of sock_opts.c's second set are there (pipe_len, pipe_cap,
+ * u64[1]'s top 16 bits; older images: nothing) */
+#define CK_SOCKOPT_EXT2 0x1000
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
@@ -144,7 +147,9 @@ int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, c
  * -ENOTSUP (one line) for what is refused. _restore: set them again on fd
  * (nothing unless f has CK_SOCKOPT_EXT). */
 int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd *f);
-void ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
+/* 0, or -errno with one line where an option that must hold could not be
+ * set (SO_MARK without CAP_NET_ADMIN). */
+int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);

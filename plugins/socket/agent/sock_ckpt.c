@@ -670,9 +670,11 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_RIGHTS;
 	if (s->from)
 		opts |= CK_SOCKOPT_FROM;
-	opts |= ck__shutdown_opts(s) | CK_SOCKOPT_EXT;
+	opts |= ck__shutdown_opts(s) | CK_SOCKOPT_EXT | CK_SOCKOPT_EXT2;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
-	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32;
+	/* (the top 16 bits: sock_opts.c's) */
+	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32 |
+		    (f->u64[1] & 0xffff000000000000ull);
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
 	f->u64[3] = (uint64_t)(uint32_t)ck__opt(s->fd, SOL_SOCKET, SO_RCVBUF) |
 		    (uint64_t)(uint32_t)ck__opt(s->fd, SOL_SOCKET, SO_SNDBUF) << 32;

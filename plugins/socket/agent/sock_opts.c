@@ -11,6 +11,13 @@
  *            SO_PRIORITY << 55 (4 bits: 0-15)
  *   mtime_ns SO_RCVTIMEO in ms | SO_SNDTIMEO in ms << 32
  *
+ * and, with CK_SOCKOPT_EXT2, in three more:
+ *
+ *   pipe_len TCP_USER_TIMEOUT in ms
+ *   pipe_cap SO_MARK
+ *   u64[1]   (bits 48-63) IPV6_TCLASS << 48 (8 bits) |
+ *            IPV6_UNICAST_HOPS << 56 (8 bits)
+ *
  * What does not fit is refused at the round in one line (a priority above
  * 15, a timeout above 49 days), as is a classic BPF filter the job
  * attached (SO_ATTACH_FILTER: readable, but not made again here) and a
@@ -46,7 +53,7 @@ static int ck__timeout_ms(int fd, int name, uint64_t *ms)
 
 int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd *f)
 {
-	uint64_t o = 0, rcv = 0, snd = 0;
+	uint64_t o = 0, rcv = 0, snd = 0, x = 0;
 	int v, inet = family == AF_INET || family == AF_INET6;
 	socklen_t l = 0;
 	char dev[32];
@@ -93,6 +100,17 @@ int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd 
 	}
 	f->offset = o;
 	f->mtime_ns = (int64_t)(rcv | snd << 32);
+	if (ck__get(fd, SOL_SOCKET, SO_MARK, &v) == 0)
+		f->pipe_cap = (uint32_t)v;
+	if (inet && type == SOCK_STREAM && ck__get(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &v) == 0)
+		f->pipe_len = (uint32_t)v;
+	if (family == AF_INET6) {
+		if (ck__get(fd, IPPROTO_IPV6, IPV6_TCLASS, &v) == 0)
+			x |= (uint64_t)(v & 0xff);
+		if (ck__get(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &v) == 0)
+			x |= (uint64_t)(v & 0xff) << 8;
+	}
+	f->u64[1] = (f->u64[1] & 0x0000ffffffffffffull) | x << 48;
 	return 0;
 }
 
@@ -109,12 +127,12 @@ static void ck__set_timeout(int fd, int name, uint64_t ms)
 		setsockopt(fd, SOL_SOCKET, name, &tv, sizeof(tv));
 }
 
-void ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f)
+int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f)
 {
 	uint64_t o = f->offset, t = (uint64_t)f->mtime_ns;
 
 	if (!(f->u64[2] & CK_SOCKOPT_EXT))
-		return;
+		return 0;
 	ck__set_timeout(fd, SO_RCVTIMEO, t & 0xffffffffull);
 	ck__set_timeout(fd, SO_SNDTIMEO, t >> 32);
 	if (o & (1ull << 53))
@@ -136,4 +154,24 @@ void ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f)
 	}
 	/* after IP_TOS, which sets the priority from the TOS */
 	ck__set(fd, SOL_SOCKET, SO_PRIORITY, (int)((o >> 55) & 15));
+	if (!(f->u64[2] & CK_SOCKOPT_EXT2))
+		return 0;
+	if ((family == AF_INET || family == AF_INET6) && type == SOCK_STREAM && f->pipe_len)
+		ck__set(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, (int)f->pipe_len);
+	if (family == AF_INET6) {
+		int hops = (int)((f->u64[1] >> 56) & 0xff);
+
+		ck__set(fd, IPPROTO_IPV6, IPV6_TCLASS, (int)((f->u64[1] >> 48) & 0xff));
+		if (hops)
+			ck__set(fd, IPPROTO_IPV6, IPV6_UNICAST_HOPS, hops);
+	}
+	/* a mark routes and filters the socket's packets: one that cannot be
+	 * set again (no CAP_NET_ADMIN here) fails the restore */
+	if (f->pipe_cap && setsockopt(fd, SOL_SOCKET, SO_MARK, &(int){(int)f->pipe_cap}, sizeof(int)) < 0) {
+		int e = errno;
+
+		ck_err_set("cannot set mark %u (SO_MARK) on %s again: %s", f->pipe_cap, f->path, strerror(e));
+		return -e;
+	}
+	return 0;
 }

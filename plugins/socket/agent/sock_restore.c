@@ -38,7 +38,7 @@ struct ck_sock_set {
 #define STATE(f) ((int)(((f)->u64[0] >> 32) & 0xff))
 #define LLEN(f) ((socklen_t)((f)->u64[1] & 0xffff))
 #define PLEN(f) ((socklen_t)(((f)->u64[1] >> 16) & 0xffff))
-#define BACKLOG(f) ((int)((f)->u64[1] >> 32))
+#define BACKLOG(f) ((int)(((f)->u64[1] >> 32) & 0xffff))
 #define LOCAL(f) ((const struct sockaddr *)((f)->path + CK_SOCK_ADDR_OFF))
 #define PEER(f) ((const struct sockaddr *)((f)->path + CK_SOCK_PEER_OFF))
 
@@ -50,7 +50,7 @@ static struct ck__obj *ck__find(struct ck_sock_set *s, uint64_t ino)
 	return NULL;
 }
 
-static void ck__options(int fd, const struct ck_pd_fd *f)
+static int ck__options(int fd, const struct ck_pd_fd *f)
 {
 	uint64_t o = f->u64[2];
 	int one = 1, zero = 0;
@@ -67,7 +67,7 @@ static void ck__options(int fd, const struct ck_pd_fd *f)
 		setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
 	if (f->flags & O_NONBLOCK)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	ck_sockopt_restore(fd, FAMILY(f), TYPE(f), f);
+	return ck_sockopt_restore(fd, FAMILY(f), TYPE(f), f);
 }
 
 /* The kernel reports twice what was set: halve it back. */
@@ -401,7 +401,8 @@ static int ck__connect_to(struct ck_reader *rd, struct ck__obj *a, struct ck__ob
 		ck_err_set("cannot connect %s to its peer again: %s", a->f->path, strerror(errno));
 		return r;
 	}
-	ck__options(a->fd, a->f);
+	if ((r = ck__options(a->fd, a->f)) < 0)
+		return r;
 	ck__buffers(a->fd, a->f);
 	return ck__fill_to(rd, a->f, b->fd, &bytes, (struct sockaddr *)&aa, al);
 }
@@ -480,7 +481,8 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			ck_err_set("cannot listen on %s again: %s", o->f->path, strerror(errno));
 			break;
 		}
-		ck__options(o->fd, o->f);
+		if ((r = ck__options(o->fd, o->f)) < 0)
+			break;
 		ck__buffers(o->fd, o->f);
 	}
 	/* pairs, with their bytes in flight */
@@ -509,8 +511,8 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 		b->fd = sv[1];
 		if ((r = ck__fill(rd, a->f, b->fd)) < 0 || (r = ck__fill(rd, b->f, a->fd)) < 0)
 			break;
-		ck__options(a->fd, a->f);
-		ck__options(b->fd, b->f);
+		if ((r = ck__options(a->fd, a->f)) < 0 || (r = ck__options(b->fd, b->f)) < 0)
+			break;
 		ck__buffers(a->fd, a->f);
 		ck__buffers(b->fd, b->f);
 		ck__shutdown_again(a->fd, a->f, b->f);
@@ -523,7 +525,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			if ((o->fd = ck__external_socket(rd, o->f)) < 0)
 				r = o->fd;
 			else
-				ck__options(o->fd, o->f);
+				r = ck__options(o->fd, o->f);
 			continue;
 		}
 		if (STATE(o->f) != CK_SOCK_PENDING)
@@ -559,7 +561,8 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				ck_err_set("cannot connect %s to its listener again: %s", o->f->path, strerror(errno));
 				break;
 			}
-			ck__options(o->fd, o->f);
+			if ((r = ck__options(o->fd, o->f)) < 0)
+				break;
 			ck__buffers(o->fd, o->f);
 		}
 	}
