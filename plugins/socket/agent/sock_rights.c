@@ -14,7 +14,8 @@
  * Restore: the files are made with ckrun's own descriptor machinery
  * (ck_agent_fd_make), sent again with the bytes they rode on, and closed.
  * Kinds that cannot be described in flight (a socket: its own queue could
- * carry descriptors again; eventfd, epoll...) refuse the round. */
+ * carry descriptors again; epoll, timerfd, signalfd...) refuse the round;
+ * an eventfd is described by its count and mode (fdinfo). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -139,6 +140,32 @@ static int ck__contents(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 	return r;
 }
 
+/* An eventfd's count and semaphore mode, from our duplicate's fdinfo
+ * (the job is parked: nobody changes the count meanwhile). */
+static int ck__eventfd(int fd, struct ck_pd_fd *d)
+{
+	char path[64], text[512], *c, *m;
+	ssize_t n;
+	int f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	n = read(f, text, sizeof(text) - 1);
+	close(f);
+	if (n <= 0)
+		return -EIO;
+	text[n] = 0;
+	c = strstr(text, "eventfd-count:");
+	m = strstr(text, "eventfd-semaphore:");
+	if (!c || !m)
+		return -ENOTSUP; /* (a kernel that does not say its mode) */
+	d->kind = CK_FD_EVENTFD;
+	d->u64[0] = strtoull(c + 14, NULL, 16);
+	d->u64[1] = strtoull(m + 18, NULL, 10) != 0;
+	return 0;
+}
+
 static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 {
 	char link[64];
@@ -161,6 +188,8 @@ static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 	d->mode = st.st_mode;
 	n = lseek(fd, 0, SEEK_CUR);
 	d->offset = n > 0 ? (uint64_t)n : 0;
+	if (!strcmp(d->path, "anon_inode:[eventfd]"))
+		return ck__eventfd(fd, d);
 	switch (st.st_mode & S_IFMT) {
 	case S_IFREG:
 		if (!strncmp(d->path, "/memfd:", 7)) {
