@@ -122,6 +122,8 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		ck_sys2(SYS_timerfd_gettime, f->fd, &its);
 		f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
 		f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+		/* expirations not read yet (a one-shot's are all it will have) */
+		f->size = ck__field(info, "ticks:", 10);
 	} else if (!strcmp(target, "anon_inode:[signalfd]")) {
 		f->kind = CK_FD_SIGNALFD;
 		f->u64[0] = ck__field(info, "sigmask:", 16);

@@ -84,7 +84,7 @@ struct ck_pd_fd {
 	int32_t flags;   /* F_GETFL */
 	int32_t fdflags; /* F_GETFD (FD_CLOEXEC) */
 	uint64_t offset;
-	uint64_t dev, ino, size;
+	uint64_t dev, ino, size; /* timerfd: size holds its unread expirations */
 	int64_t mtime_ns;
 	uint32_t mode;
 	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */

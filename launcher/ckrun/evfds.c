@@ -1,16 +1,25 @@
 /* eventfd, timerfd, signalfd and epoll. libckpt records them in the
- * process descriptor (count and mode; clock, flags and remaining time;
- * mask; nothing: the epoll items are re-added by libckpt at restart);
- * ckrun makes them again with the same flags. */
+ * process descriptor (count and mode; clock, flags, remaining time and
+ * unread expirations; mask; nothing: the epoll items are re-added by
+ * libckpt at restart); ckrun makes them again with the same flags. */
+#include <errno.h>
 #include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
+#include "launcher/common/ck_err.h"
+
+#ifndef TFD_IOC_SET_TICKS
+#define TFD_IOC_SET_TICKS _IOW('T', 0, uint64_t)
+#endif
 
 int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
 {
@@ -36,6 +45,22 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 	its.it_interval.tv_nsec = (long)(f->u64[3] % 1000000000ull);
 	if (*fd >= 0 && f->u64[2])
 		timerfd_settime(*fd, 0, &its, NULL);
+	/* Expirations the job had not read: a kernel without checkpoint and
+	 * restore support cannot take them, and the job would wait for a tick
+	 * that already came. */
+	if (*fd >= 0 && f->size) {
+		uint64_t ticks = f->size;
+
+		if (ioctl(*fd, TFD_IOC_SET_TICKS, &ticks) < 0) {
+			int e = errno;
+
+			ck_err_set("timerfd (descriptor %d): cannot set its %llu unread expiration(s) again "
+				   "(TFD_IOC_SET_TICKS): %s", f->fd, (unsigned long long)ticks, strerror(e));
+			close(*fd);
+			*fd = -1;
+			return -e;
+		}
+	}
 	return 0;
 }
 

@@ -61,7 +61,7 @@ static int ck__shareable(const struct ck_pd_fd *f)
 	if (ck_fd_is_proc_file(f))
 		return 0;
 	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD ||
-	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD;
+	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD;
 }
 
 /* Descriptions held by more than one process: kcmp, every process parked.

@@ -4,7 +4,10 @@
  * loop, a periodic timerfd watched through epoll, an absolute one-shot
  * CLOCK_REALTIME timerfd armed far in the future (must stay armed, never
  * fire), and a disarmed one (must stay disarmed). Expiration counts depend
- * on timing, so only "reached the target" is printed.
+ * on timing, so only "reached the target" is printed. A one-shot timerfd
+ * that expires at the start and is read only at the end, by a forked child
+ * that shares it: its one unread expiration must still be there after a
+ * restore, once (the parent's read after the child's finds none).
  * Usage: timerfd [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,7 +33,8 @@ int main(int argc, char **argv)
 	uint64_t target = (uint64_t)(150 * scale), got_a = 0, got_b = 0;
 	struct itimerspec per = { { 0, 10000000 }, { 0, 10000000 } }, far, cur;
 	struct timespec now;
-	int ta, tb, tfar, toff, ep, rc = 0, fired_far = 0;
+	int ta, tb, tfar, toff, tdone, ep, rc = 0, fired_far = 0, go[2], back[2], st;
+	pid_t kid;
 
 	if (target < 1)
 		target = 1;
@@ -38,8 +43,22 @@ int main(int argc, char **argv)
 	tb = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	tfar = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
 	toff = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
-	if (ta < 0 || tb < 0 || tfar < 0 || toff < 0)
+	tdone = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
+	if (ta < 0 || tb < 0 || tfar < 0 || toff < 0 || tdone < 0 || pipe(go) < 0 || pipe(back) < 0)
 		return 1;
+	timerfd_settime(tdone, 0, &(struct itimerspec){ { 0, 0 }, { 0, 1000000 } }, NULL);
+	kid = fork();
+	if (kid < 0)
+		return 1;
+	if (kid == 0) {
+		uint64_t n = 0;
+		char c;
+
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		c = read(tdone, &n, 8) == 8 && n == 1 ? 'y' : 'n';
+		_exit(write(back[1], &c, 1) == 1 ? 0 : 3);
+	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	far = (struct itimerspec){ { 0, 0 }, { now.tv_sec + 86400, 0 } };
 	timerfd_settime(tfar, TFD_TIMER_ABSTIME, &far, NULL);
@@ -86,6 +105,20 @@ int main(int argc, char **argv)
 	printf("disarmed timer: %s\n", cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0 ? "still disarmed" : "WRONG");
 	timerfd_gettime(tb, &cur);
 	printf("periodic timer interval: %ld ns\n", cur.it_interval.tv_nsec);
+	{
+		uint64_t n = 0;
+		char c = 0;
+		int again;
+
+		if (write(go[1], "g", 1) != 1 || read(back[0], &c, 1) != 1)
+			c = 0;
+		again = read(tdone, &n, 8) < 0 && errno == EAGAIN;
+		waitpid(kid, &st, 0);
+		printf("expired one-shot timer: %s\n", c == 'y' && again ? "read once, by the child that shares it"
+				: c == 'y' ? "read twice (not shared)" : "LOST");
+		if (c != 'y' || !again)
+			rc = 1;
+	}
 	if (fired_far || cur.it_interval.tv_nsec != 10000000)
 		rc = 1;
 	printf("timerfd: %s\n", rc ? "FAIL" : "ok");
