@@ -1,6 +1,6 @@
 /* ckrun contract: the process descriptor.
  *
- * Version: CK_PD_VERSION below (2: credentials). Images store it verbatim,
+ * Version: CK_PD_VERSION below (2: credentials; 3: 4096 threads). Images store it verbatim,
  * so any change of layout bumps the version; tests/golden/procdesc-v2.bin
  * holds version 2's bytes. Used by libckpt (fills it), ckrun (reads it,
  * re-creates descriptors from it, packs it into the manifest:
@@ -21,8 +21,8 @@
 #include "ckrun/ctx_layout.h"
 
 #define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
-#define CK_PD_VERSION 2 /* 2: credentials */
-#define CK_PD_MAX_THREADS 512
+#define CK_PD_VERSION 3 /* 2: credentials; 3: 4096 threads */
+#define CK_PD_MAX_THREADS 4096 /* (the records are read as far as nthreads: only virtual size) */
 #define CK_PD_MAX_FDS 1024
 #define CK_PD_PATH 512
 #define CK_PD_NSIG 65 /* 1..64 */

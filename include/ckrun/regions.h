@@ -29,5 +29,9 @@
  * copy-on-write copy): not saved (with CK_REG_NODATA), mapped from the file
  * at file_off again; the file's identity is in the manifest's FILE table. */
 #define CK_REG_FILEPAGES 0x20000
+/* Mapped with MAP_NORESERVE ("nr"): no commit charge, so that a sparse
+ * region larger than memory and swap can be mapped again (a restore
+ * without it is refused by the overcommit heuristic). */
+#define CK_REG_NORESERVE 0x40000
 
 #endif

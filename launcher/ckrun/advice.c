@@ -24,6 +24,7 @@ static uint32_t ck__advice_flags(const char *vmflags)
 		{"nh", CK_REG_ADV_NOHUGE},
 		{"wf", CK_REG_ADV_WIPEONFORK},
 		{"dd", CK_REG_ADV_DONTDUMP},
+		{"nr", CK_REG_NORESERVE},
 	};
 	uint32_t f = 0;
 

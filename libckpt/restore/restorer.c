@@ -349,6 +349,8 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 		int flags = MAP_FIXED_NOREPLACE | MAP_ANONYMOUS | (shared ? MAP_SHARED : MAP_PRIVATE);
 		if (rg->flags & CK_REG_GROWSDOWN)
 			flags |= MAP_GROWSDOWN;
+		if (rg->flags & CK_REG_NORESERVE)
+			flags |= MAP_NORESERVE;
 		r = ck_mmap(rg->start, len, rg->fill ? PROT_READ | PROT_WRITE : (int)rg->prot, flags, -1, 0);
 	}
 	if (r < 0)

@@ -12,3 +12,8 @@ $(BUILD)/tests/bench/pagecost: tests/bench/pagecost.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $<
 ALL_TARGETS += $(BUILD)/tests/bench/pagecost
+
+$(BUILD)/tests/bench/scalejob: tests/bench/scalejob.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $<
+ALL_TARGETS += $(BUILD)/tests/bench/scalejob
