@@ -53,7 +53,9 @@ variant_opts() {
 }
 
 # h_tmp_used: true while the app has files in its TMPDIR.
-h_tmp_used() { [ -n "$(ls -A "$TMPDIR" 2>/dev/null)" ]; }
+# h_tmp_used: TMPDIR holds a file (directories alone do not count: a kill
+# in the middle of an app's cleanup leaves its emptied directory)
+h_tmp_used() { [ -n "$(find "$TMPDIR" -mindepth 1 ! -type d -print -quit 2>/dev/null)" ]; }
 
 # start_over WHY: (in conf_one) logs WHY; the next cycle is run 1 of a new job.
 start_over() {
