@@ -247,3 +247,9 @@ fi
 if [ "${CKPT_BENCH_TORCH:-1}" != 0 ]; then
 	"$top/scripts/bench-torch.sh" "$B/bench.md" || exit 1
 fi
+
+# the job of large shape: ckrun's own memory (appends its own table);
+# CKPT_BENCH_SCALE=0 skips it
+if [ "${CKPT_BENCH_SCALE:-1}" != 0 ]; then
+	"$top/scripts/bench-scale.sh" "$B/bench.md" || exit 1
+fi
