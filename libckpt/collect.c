@@ -171,7 +171,8 @@ struct ck_sysv_map ck__sysv_maps[CK_MAX_SYSV_MAPS];
  * attachments are noted for the snapshot. */
 static int ck__collect_plugin_skips(void)
 {
-	static char maps[1 << 20];
+	/* (60000 mappings list in about 4.5 MiB; untouched beyond what is read) */
+	static char maps[8 << 20];
 	const char *p = maps;
 	long n = ck__read_file("/proc/self/maps", maps, sizeof(maps));
 
@@ -180,6 +181,11 @@ static int ck__collect_plugin_skips(void)
 	if (n < 0) {
 		ck__core.hold = 1;
 		return 0;
+	}
+	/* a listing cut short could hide a shared or device mapping */
+	if ((size_t)n >= sizeof(maps) - 1) {
+		ck__failf("more mappings than %zu bytes of /proc/self/maps: not supported", sizeof(maps) - 1);
+		return -E2BIG;
 	}
 	while (*p) {
 		const char *eol = strchr(p, '\n'), *path;

@@ -130,7 +130,7 @@ struct ck_rst_child {
 
 /* Write-protect snapshot: the ranges the process registered (private
  * anonymous memory, adjacent mappings merged), in its own memory. */
-#define CK_WP_MAX_RANGES 8192
+#define CK_WP_MAX_RANGES 65536
 struct ck_wp_range {
 	uint64_t start, end;
 };
