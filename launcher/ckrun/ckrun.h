@@ -181,6 +181,9 @@ int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *pp
 /* Where its main stack starts (/proc/PID/stat); 0 if unknown. A fork keeps
  * its parent's, an exec draws a new one. */
 uint64_t ck_proc_stack_start(pid_t pid);
+/* Field FIELD (1-based, 3 or more) of /proc/PID/stat, read into buf; NULL
+ * if there is none. */
+const char *ck_proc_stat_field(pid_t pid, int field, char *buf, size_t len);
 
 /* shm_sysv.c: System V shared memory of the job's IPC namespace */
 struct ck_writer;

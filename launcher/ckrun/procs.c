@@ -288,43 +288,39 @@ int ck_proc_ids(pid_t pid, int32_t *jpid, int32_t *pgid, int32_t *sid, pid_t *pp
 	return found == 3 ? 0 : -ENOENT;
 }
 
-uint64_t ck_proc_stack_start(pid_t pid)
+const char *ck_proc_stat_field(pid_t pid, int field, char *buf, size_t len)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long v = 0;
+	char path[64], *p;
 	size_t n;
 	FILE *f;
-	int i;
 
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
 	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
+		return NULL;
+	n = fread(buf, 1, len - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	/* fields after the command's ")": state is field 3, startstack 28 */
+	/* the command (field 2) may hold spaces and ')': count from its last ')' */
 	p = strrchr(buf, ')');
-	for (i = 2; p && i < 28; i++)
+	for (int i = 2; p && i < field; i++)
 		p = strchr(p + 1, ' ');
-	if (p)
-		v = strtoull(p + 1, NULL, 10);
-	return v;
+	return p && p[1] ? p + 1 : NULL;
+}
+
+uint64_t ck_proc_stack_start(pid_t pid)
+{
+	char buf[1024];
+	const char *p = ck_proc_stat_field(pid, 28, buf, sizeof(buf));
+
+	return p ? strtoull(p, NULL, 10) : 0;
 }
 
 int ck_proc_state(pid_t pid)
 {
-	char path[64], buf[512], *p;
-	FILE *f;
-	size_t n;
+	char buf[512];
+	const char *p = ck_proc_stat_field(pid, 3, buf, sizeof(buf));
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] == ' ' ? p[2] : 0;
+	return p ? *p : 0;
 }
 
 static int ck__push(pid_t **v, size_t *n, pid_t pid)

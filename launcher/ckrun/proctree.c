@@ -21,23 +21,11 @@
 
 static int ck__zombie_status(pid_t pid)
 {
-	char path[64], buf[1024], *p;
-	size_t n;
-	FILE *f;
-	int field = 3;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(f = fopen(path, "re")))
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');
+	char buf[1024];
 	/* field 52: exit_code, as waitpid reports it */
-	for (p = p ? p + 2 : buf; *p && field < 52; p++)
-		if (*p == ' ')
-			field++;
-	return field == 52 ? atoi(p) : 0;
+	const char *p = ck_proc_stat_field(pid, 52, buf, sizeof(buf));
+
+	return p ? atoi(p) : 0;
 }
 
 /* The job's tree: every attached process and every zombie. Process groups
