@@ -16,7 +16,7 @@ W=$(mktemp -d "$B/bench-scale.XXXXXX")
 P=
 # shellcheck disable=SC2317 # (called from the trap)
 cleanup() {
-	[ -n "$P" ] && kill -9 -- -"$P" 2>/dev/null
+	[ -n "$P" ] && { kill -9 -- -"$P"; wait "$P"; } 2>/dev/null
 	rm -rf "$W"
 }
 trap cleanup EXIT
@@ -25,7 +25,7 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 hwm() { awk '/VmHWM/ { printf "%d", $2 / 1024 }' "/proc/$1/status" 2>/dev/null; }
 fail() { echo "bench-scale: $*" >&2; exit 1; }
-job_pid() { pgrep -x scalejob -s "$P" | head -1; }
+job_pid() { pgrep -n -x scalejob; }
 
 echo "bench-scale: scalejob $args; work directory $W" >&2
 # shellcheck disable=SC2086 # the arguments are a list
