@@ -36,6 +36,7 @@
  * back to back. Every other page is the base's. */
 #define CK_DELTA_HDR (CK_HASH_LEN + 8)
 #define CK_DELTA_PAGE 4096u
+static_assert(CK_CHUNK_SIZE / CK_DELTA_PAGE <= 64, "a delta's page map is 64 bits");
 
 /* task flags (TREE section) */
 #define CK_TASK_ZOMBIE 0x1

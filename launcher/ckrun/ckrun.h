@@ -33,6 +33,9 @@ struct ck_jproc_round {
 	struct ck_proc *mp;        /* its record in the manifest being built */
 	unsigned wadd;             /* CK_WADD_*: a parent of the job's processes (its chunks are
 				    * bases), a child (stored as deltas of its parent's) */
+	uint64_t *kids;            /* a parent's: its delta children's private mappings, merged,
+				    * [start, end) pairs ascending (its bases are kept only there) */
+	size_t nkids;
 	/* for -v -v: when its snapshot was announced (ckrun's clock), and its
 	 * own µs to park, record and fork */
 	uint64_t t_snap;
@@ -184,6 +187,9 @@ uint64_t ck_proc_stack_start(pid_t pid);
 /* Field FIELD (1-based, 3 or more) of /proc/PID/stat, read into buf; NULL
  * if there is none. */
 const char *ck_proc_stat_field(pid_t pid, int field, char *buf, size_t len);
+
+/* memory.c: whether [start, end) meets a mapping of jp's delta children. */
+int ck_mem_kids_overlap(const struct ck_jproc *jp, uint64_t start, uint64_t end);
 
 /* shm_sysv.c: System V shared memory of the job's IPC namespace */
 struct ck_writer;

@@ -27,7 +27,17 @@ int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 
 	(void)rd;
 	(void)o;
-	*fd = eventfd((unsigned)f->u64[0], EFD_CLOEXEC | (nb ? EFD_NONBLOCK : 0) | (f->u64[1] ? EFD_SEMAPHORE : 0));
+	/* (eventfd() takes 32 bits; the count is 64: written after) */
+	*fd = eventfd(0, EFD_CLOEXEC | (nb ? EFD_NONBLOCK : 0) | (f->u64[1] ? EFD_SEMAPHORE : 0));
+	if (*fd >= 0 && f->u64[0] && write(*fd, &f->u64[0], sizeof(f->u64[0])) != (ssize_t)sizeof(f->u64[0])) {
+		int e = errno;
+
+		ck_err_set("eventfd (descriptor %d): cannot set its count %llu again: %s", f->fd,
+			   (unsigned long long)f->u64[0], strerror(e));
+		close(*fd);
+		*fd = -1;
+		return -e;
+	}
 	return 0;
 }
 

@@ -159,6 +159,22 @@ int ck_mem_advice(const struct ck_jproc *jp)
 	return 0;
 }
 
+int ck_mem_kids_overlap(const struct ck_jproc *jp, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = jp->round.nkids;
+
+	/* the first merged range that ends after start */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (jp->round.kids[2 * mid + 1] <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < jp->round.nkids && jp->round.kids[2 * lo] < end;
+}
+
 /* Memory regions of the snapshot into the writer, those of one pass. */
 int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
@@ -265,8 +281,13 @@ data:
 				continue;
 			}
 		}
-		r = ck_writer_add_at(w, rg->start, jp->round.wadd, rg->end - rg->start, ck_src_read, &src,
-				     &rg->first_chunk, &rg->nchunks);
+		/* a parent's page digests (1 KiB a chunk) only where a child
+		 * has memory to compare */
+		unsigned how = jp->round.wadd;
+		if (pass != 1 || !ck_mem_kids_overlap(jp, rg->start, rg->end))
+			how &= ~CK_WADD_BASE;
+		r = ck_writer_add_at(w, rg->start, how, rg->end - rg->start, ck_src_read, &src, &rg->first_chunk,
+				     &rg->nchunks);
 		if (r < 0) {
 			if (r == -ESRCH && ck_proc_gone(jp->pid)) {
 				ck_err_set("process %d of the job exited during the checkpoint", jp->jpid);

@@ -543,6 +543,64 @@ static void ck__round_wadd(struct ckrun *c)
 	free(stk); /* (none: nothing stored as a delta this round) */
 }
 
+static int ck__u64pair_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Each parent's delta children's private mappings (known once the first
+ * pass has listed every process's), merged: where its bases are kept. */
+static void ck__round_kids(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		size_t n = 0, k = 0;
+
+		free(p->round.kids);
+		p->round.kids = NULL;
+		p->round.nkids = 0;
+		if (!(p->round.wadd & CK_WADD_BASE))
+			continue;
+		for (size_t j = 0; j < c->nprocs; j++)
+			if ((c->procs[j].round.wadd & CK_WADD_DELTA) && c->procs[j].pd->ppid == p->jpid)
+				n += c->procs[j].round.mp->nregions;
+		if (!n || !(p->round.kids = malloc(2 * n * sizeof(uint64_t))))
+			continue; /* (none: its chunks are stored whole, as without deltas) */
+		for (size_t j = 0; j < c->nprocs; j++) {
+			const struct ck_proc *q = c->procs[j].round.mp;
+			if (!(c->procs[j].round.wadd & CK_WADD_DELTA) || c->procs[j].pd->ppid != p->jpid)
+				continue;
+			for (size_t g = 0; g < q->nregions; g++)
+				if (!(q->regions[g].flags & (CK_REG_SHARED | CK_REG_NODATA))) {
+					p->round.kids[2 * k] = q->regions[g].start;
+					p->round.kids[2 * k++ + 1] = q->regions[g].end;
+				}
+		}
+		qsort(p->round.kids, k, 2 * sizeof(uint64_t), ck__u64pair_cmp);
+		for (size_t g = 0; g < k; g++) { /* merge overlapping and touching ones */
+			if (p->round.nkids && p->round.kids[2 * g] <= p->round.kids[2 * p->round.nkids - 1]) {
+				if (p->round.kids[2 * g + 1] > p->round.kids[2 * p->round.nkids - 1])
+					p->round.kids[2 * p->round.nkids - 1] = p->round.kids[2 * g + 1];
+				continue;
+			}
+			p->round.kids[2 * p->round.nkids] = p->round.kids[2 * g];
+			p->round.kids[2 * p->round.nkids + 1] = p->round.kids[2 * g + 1];
+			p->round.nkids++;
+		}
+	}
+}
+
+static void ck__round_kids_free(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		free(c->procs[i].round.kids);
+		c->procs[i].round.kids = NULL;
+		c->procs[i].round.nkids = 0;
+	}
+}
+
 static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 {
 	struct ck_manifest *m = rd->m;
@@ -566,6 +624,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 	ck__digests_start(c, rd);
 	if ((r = ck_stash_write(rd->stash, rd->w, m)) < 0)
 		return r;
+	ck__round_kids(c);
 	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
 		struct ck_jproc *jp = &c->procs[i];
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 1);
@@ -580,6 +639,7 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 				ck_skip_add(m, jp->pd->pid, what, "owned by a plugin, rebuilt at restart");
 			}
 	}
+	ck__round_kids_free(c);
 	for (size_t i = 0; i < c->nprocs && r == 0; i++)
 		if (c->procs[i].round.wp)
 			r = ck_mem_wp_verify(&c->procs[i]);

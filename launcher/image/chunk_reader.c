@@ -316,7 +316,8 @@ static int by_hash_cmp(const void *a, const void *b)
 }
 
 /* The index of a chunk that can serve as a delta's base: stored, not a
- * delta, of the hash and length given; -1 if the manifest has none. */
+ * delta, of the hash and length given; -1 if the manifest has none, -2
+ * out of memory. */
 static int64_t base_lookup(struct ck_reader *r, const uint8_t *hash, uint32_t len)
 {
 	const struct ck_manifest *m = r->m;
@@ -325,7 +326,11 @@ static int64_t base_lookup(struct ck_reader *r, const uint8_t *hash, uint32_t le
 	pthread_mutex_lock(&r->base_lock);
 	if (!r->by_hash_made) {
 		r->by_hash = malloc((m->nchunks + 1) * sizeof(*r->by_hash));
-		for (i = 0; r->by_hash && i < m->nchunks; i++) {
+		if (!r->by_hash) {
+			pthread_mutex_unlock(&r->base_lock);
+			return -2;
+		}
+		for (i = 0; i < m->nchunks; i++) {
 			const struct ck_chunk *c = &m->chunks[i];
 
 			if (c->flags & (CK_CHUNK_ZERO | CK_CHUNK_DELTA))
@@ -391,11 +396,25 @@ static int delta_unpack(const struct ck_chunk *c, const uint8_t *stored, ZSTD_DC
 	unsigned i, npages = (c->len + CK_DELTA_PAGE - 1) / CK_DELTA_PAGE;
 	size_t want = 0, n;
 
+	const uint8_t *f;
+
 	*map = 0;
+	if (c->clen <= CK_DELTA_HDR) {
+		*why = "bad delta header";
+		return -EBADMSG;
+	}
 	for (i = 0; i < 8; i++)
 		*map |= (uint64_t)stored[CK_HASH_LEN + i] << (8 * i);
-	if (c->clen <= CK_DELTA_HDR || (npages < 64 && (*map >> npages)) || !*map) {
+	if ((npages < 64 && (*map >> npages)) || !*map) {
 		*why = "bad delta header";
+		return -EBADMSG;
+	}
+	/* its frame must check itself (a copy verifies it without the base):
+	 * RFC 8878, the descriptor byte after the magic, bit 2 */
+	f = stored + CK_DELTA_HDR;
+	if (c->clen < CK_DELTA_HDR + 5 || f[0] != 0x28 || f[1] != 0xb5 || f[2] != 0x2f || f[3] != 0xfd ||
+	    !(f[4] & 0x04)) {
+		*why = "delta frame without its checksum";
 		return -EBADMSG;
 	}
 	for (i = 0; i < npages; i++)
@@ -427,15 +446,16 @@ static int delta_decode(struct ck_reader *r, uint64_t idx, const uint8_t *stored
 	int64_t b;
 	int rc;
 
-	if (!db->stored) {
+	if (!db->stored || !db->base || !db->pages) {
 		size_t align = r->s->read_align > 64 ? r->s->read_align : 64;
 		void *p = NULL;
 
-		if (posix_memalign(&p, align, 2 * CK_CHUNK_SIZE + 2 * align))
-			p = NULL;
-		db->stored = p;
-		db->base = malloc(CK_CHUNK_SIZE);
-		db->pages = malloc(CK_CHUNK_SIZE);
+		if (!db->stored && posix_memalign(&p, align, 2 * CK_CHUNK_SIZE + 2 * align) == 0)
+			db->stored = p;
+		if (!db->base)
+			db->base = malloc(CK_CHUNK_SIZE);
+		if (!db->pages)
+			db->pages = malloc(CK_CHUNK_SIZE);
 		if (!db->stored || !db->base || !db->pages)
 			return chunk_err(r, idx, -ENOMEM, "out of memory for a delta");
 	}
@@ -443,6 +463,8 @@ static int delta_decode(struct ck_reader *r, uint64_t idx, const uint8_t *stored
 	if (rc < 0)
 		return chunk_err(r, idx, rc, "%s", why);
 	b = base_lookup(r, stored, c->len);
+	if (b == -2)
+		return chunk_err(r, idx, -ENOMEM, "out of memory for the index of deltas' bases");
 	if (b < 0)
 		return chunk_err(r, idx, -EBADMSG, "its base chunk (%02x%02x%02x%02x...) is not in the checkpoint",
 				 stored[0], stored[1], stored[2], stored[3]);

@@ -919,6 +919,11 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				if (v[j].f != f && v[j].f->ino == f->ino && v[j].f->dev == f->dev) {
 					memcpy(f->u64, v[j].f->u64, sizeof(f->u64));
 					f->size = v[j].f->size;
+					/* sock_opts.c's fields */
+					f->offset = v[j].f->offset;
+					f->mtime_ns = v[j].f->mtime_ns;
+					f->pipe_len = v[j].f->pipe_len;
+					f->pipe_cap = v[j].f->pipe_cap;
 					memcpy(f->path, v[j].f->path, sizeof(f->path));
 				}
 		}
