@@ -1,8 +1,8 @@
 /* ckrun contract: the process descriptor.
  *
  * Version: CK_PD_VERSION below (2: credentials; 3: 4096 threads). Images store it verbatim,
- * so any change of layout bumps the version; tests/golden/procdesc-v2.bin
- * holds version 2's bytes. Used by libckpt (fills it), ckrun (reads it,
+ * so any change of layout bumps the version; tests/golden/procdesc-v3.bin
+ * holds version 3's bytes. Used by libckpt (fills it), ckrun (reads it,
  * re-creates descriptors from it, packs it into the manifest:
  * launcher/image/procdesc_pack.h), ckpt (prints it) and the plugins.
  *
@@ -89,8 +89,8 @@ struct ck_pd_fd {
 	uint32_t mode;
 	int32_t peer;     /* DUP: the descriptor duplicated; PIPE/FIFO: an earlier end of the same pipe */
 	uint64_t pipe_off; /* CK_PD_FD_SHARED: the description's key (else 0) */
-	uint32_t pipe_len; /* unused (0): ckrun saves unread pipe bytes as data chunks */
-	uint32_t pipe_cap; /* F_GETPIPE_SZ */
+	uint32_t pipe_len; /* pipes: unused (0, unread bytes are data chunks); sockets: TCP_USER_TIMEOUT (sock_opts.c) */
+	uint32_t pipe_cap; /* pipes: F_GETPIPE_SZ; sockets: SO_MARK (sock_opts.c) */
 	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
 			    * signalfd: mask; memfd: seals */
 	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
