@@ -47,7 +47,7 @@ refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
 refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its watches are not restored' "$B/tests/unsupported/fdwatch" inotify
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
-refused many-threads 'more than 512 threads: a checkpoint holds at most 512' "$B/tests/unsupported/manythreads"
+refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"
 # Pseudo-terminal pairs of the job's own: what waits unread cannot be taken
 # without consuming it (FIONREAD tells how much), nor a master's status.
 refused pty-toslave 'process [0-9]+: descriptor [0-9]+ \(/dev/pts/[0-9]+, pseudo-terminal slave\): 8 bytes written to its master not read yet' \

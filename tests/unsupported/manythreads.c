@@ -1,6 +1,6 @@
-/* manythreads: more threads than a checkpoint holds (512 per process):
- * the round must be refused naming the limit, and the job must go on
- * untouched. */
+/* manythreads: more threads than a checkpoint holds (4096 per process,
+ * CK_PD_MAX_THREADS): the round must be refused naming the limit, and the
+ * job must go on untouched. */
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@ static void *sleeper(void *arg)
 
 int main(void)
 {
-	enum { N = 520 };
+	enum { N = 4100 };
 	static pthread_t t[N];
 	pthread_attr_t a;
 	int n = 0;
