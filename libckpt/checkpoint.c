@@ -149,7 +149,7 @@ static void ck__devfd_close(void)
 		ck_close(fd);
 }
 
-void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd)
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd, uint32_t seccomp_base)
 {
 	struct ck_pd_thread *mgr;
 	int r;
@@ -167,6 +167,9 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	if (r < 0)
 		goto fail_resume;
 	ck__t_parked = ck__now_us();
+	/* ckrun saw threads under more seccomp filters than its own */
+	if ((flags & CK_CKPT_SECCOMP) && (r = ck__seccomp_check(seccomp_base)) < 0)
+		goto fail_release;
 	/* Our own state cannot change while we are parked: record it and take
 	 * the snapshot now. What crosses processes (pipes, sockets, shared
 	 * memory) ckrun reads once every process has its snapshot, and nobody
@@ -301,6 +304,18 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			static const char w[] = "libckpt: warning: the environment of --env could not be set\n";
 			ck_write(2, w, sizeof(w) - 1);
 		}
+	{
+		/* the last thing before job code runs: the filters forbid what
+		 * the restore itself did */
+		int e = ck__seccomp_restore_manager();
+		if (e < 0) {
+			static char line[160];
+			snprintf(line, sizeof(line), "process restart: cannot install the job's seccomp filters again (errno %d)",
+				 -e);
+			ck__send_simple(CK_MSG_RST_ERROR, line);
+			ck_exit_group(128 + (-e & 0x3f));
+		}
+	}
 	ck__release_all();
 	ck__round_finished(0); /* the saved round succeeded, by definition */
 	return;
@@ -335,7 +350,7 @@ void *ck__manager(void *arg)
 			return NULL; /* the job runs on, uncheckpointed */
 		}
 		if (m.type == CK_MSG_CHECKPOINT) {
-			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], devfd);
+			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], devfd, (uint32_t)m.arg[4]);
 			continue;
 		}
 		if (m.type == CK_MSG_PREARM)

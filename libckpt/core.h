@@ -159,7 +159,21 @@ long ck__send_fd(const void *m, size_t len, int passfd) CK_HIDDEN;
 /* checkpoint.c */
 /* park_ms: what is left of the round's bound (bound_ms, --round-timeout)
  * for parking (0: CK_PARK_TIMEOUT_MS) */
-void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd) CK_HIDDEN;
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd,
+	       uint32_t seccomp_base) CK_HIDDEN;
+
+/* seccomp.c: the job's filters. _manager_started when the manager thread
+ * is created; _check with the threads parked, given ckrun's own filter
+ * count (0, or -ENOTSUP with ck__core.fail set); at a restart the manager
+ * installs its own (_restore_manager, before it releases the threads: 0 or
+ * -errno) and each job thread the rest (_restore_thread, once released; a
+ * failure ends the process with one line). */
+void ck__seccomp_manager_started(void) CK_HIDDEN;
+int ck__seccomp_check(uint32_t base) CK_HIDDEN;
+int ck__seccomp_restore_manager(void) CK_HIDDEN;
+void ck__seccomp_restore_thread(void) CK_HIDDEN;
+long ck__syscall_fail(long r) CK_HIDDEN;
+long ck__syscall_seccomp(long nr, long op, long flags, long args) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc
  * (a restore's --env; threads parked): 0 or -errno */

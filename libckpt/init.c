@@ -137,6 +137,7 @@ static void ck__start_manager(void)
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	pthread_create(&th, &attr, ck__manager, NULL);
 	pthread_attr_destroy(&attr);
+	ck__seccomp_manager_started();
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
 }
 

@@ -216,6 +216,7 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	int tid = (int)ck_gettid();
 	struct ck_pd_thread *t;
 	int gen;
+	volatile int restored = 0; /* set after ck_ctx_save returned twice */
 
 	(void)sig;
 	(void)si;
@@ -243,12 +244,15 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 		ck_futex(&ck__core.parked, FUTEX_WAKE_PRIVATE, 1, NULL);
 	} else {
 		ck__thread_restored(t);
+		restored = 1;
 	}
 	/* Release clears `suspending` before bumping `gen`: checking both
 	 * closes the window where a late thread reads the new generation. */
 	while (__atomic_load_n(&ck__core.gen, __ATOMIC_SEQ_CST) == gen &&
 	       __atomic_load_n(&ck__core.suspending, __ATOMIC_SEQ_CST))
 		ck_futex(&ck__core.gen, FUTEX_WAIT_PRIVATE, gen, NULL);
+	if (restored)
+		ck__seccomp_restore_thread(); /* last: the restore's own calls may be what they forbid */
 	errno = saved_errno;
 }
 

@@ -124,6 +124,10 @@ struct ck_rst_child {
 /* The process was pre-armed: the message carries its userfaultfd (a copy
  * of ckrun's) instead of /dev/userfaultfd. */
 #define CK_CKPT_PREARMED 0x8
+/* Threads of the job run under more seccomp filters than ckrun: the
+ * process checks its own record of them (libckpt/seccomp.c); arg[4] is
+ * ckrun's own count. */
+#define CK_CKPT_SECCOMP 0x10
 /* CHECKPOINT's arg[2]: how long the process may take to park its threads
  * (ms; ckrun's --round-timeout); 0 means this default. */
 #define CK_PARK_TIMEOUT_MS 10000

@@ -111,6 +111,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 		m.type = CK_MSG_CHECKPOINT;
 		m.arg[0] = c->round->ckflags;
 		m.arg[1] = c->round->seq;
+		m.arg[4] = c->round->seccomp_base;
 		if (ck_chan_send(fd, &m, c->round->devfd >= 0 ? &c->round->devfd : NULL, c->round->devfd >= 0) == 0)
 			p->round.state = CK_JP_ASKED;
 	}

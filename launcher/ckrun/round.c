@@ -198,18 +198,20 @@ static int ck__unprivileged_uffd(void)
 }
 
 /* A thread under seccomp: strict mode cannot even answer (any system call
- * but read, write, exit and sigreturn kills it), and filters cannot be
- * read back here to be installed again (PTRACE_SECCOMP_GET_FILTER), while
- * libckpt's own system calls at the cut may be among those a filter
- * forbids. Filters the job inherited from ckrun's own surroundings (a
- * container runtime's profile: podman, Kubernetes) are no refusal: ckrun
- * runs under them too, and the processes it restores inherit them again.
- * Filters only stack, so a thread with no more of them than ckrun has
- * installed none of its own. */
+ * but read, write, exit and sigreturn kills it): refused. Filters cannot
+ * be read back here (PTRACE_SECCOMP_GET_FILTER needs CAP_SYS_ADMIN), but
+ * libckpt keeps a copy of each one the job installs: a thread under more
+ * filters than ckrun has makes the request ask each process to check its
+ * record against its threads (libckpt/seccomp.c). Filters the job
+ * inherited from ckrun's own surroundings (a container runtime's profile:
+ * podman, Kubernetes) are not the job's: ckrun runs under them too, and
+ * the processes it restores inherit them again. Filters only stack, so a
+ * thread with no more of them than ckrun has installed none of its own. */
 struct ck__seccomp {
 	int own_mode;      /* ckrun's Seccomp: */
 	long own_filters;  /* ckrun's Seccomp_filters: (-1: the kernel does not say) */
-	pid_t tid;         /* the first thread refused */
+	pid_t tid;         /* the first thread refused (strict), or under filters of the job's */
+	int filtered;      /* a thread runs under filters ckrun does not */
 };
 
 static long ck__status_value(const char *key)
@@ -235,9 +237,13 @@ static int ck__seccomp_mode_of(pid_t tid, const char *val, void *arg)
 	struct ck__seccomp *sc = arg;
 	int mode = atoi(val);
 
-	if (mode == 1 || (mode == 2 && sc->own_mode != 2)) {
+	if (mode == 1) {
 		sc->tid = tid;
-		return mode;
+		return 1;
+	}
+	if (mode == 2 && sc->own_mode != 2 && !sc->filtered) {
+		sc->tid = tid;
+		sc->filtered = 1;
 	}
 	return 0;
 }
@@ -248,14 +254,15 @@ static int ck__seccomp_filters_of(pid_t tid, const char *val, void *arg)
 
 	if (sc->own_filters >= 0 && atol(val) > sc->own_filters) {
 		sc->tid = tid;
-		return 2;
+		sc->filtered = 1;
+		return 1; /* one is enough */
 	}
 	return 0;
 }
 
 /* check: whether the job can take part at all. A refusal here touches
  * nothing: no writer, no request. */
-static int ck__round_check(struct ckrun *c)
+static int ck__round_check(struct ckrun *c, struct ck_round *rd)
 {
 	long own_filters;
 	int r, own_mode;
@@ -279,16 +286,25 @@ static int ck__round_check(struct ckrun *c)
 	own_mode = (int)ck__status_value("Seccomp:");
 	own_filters = ck__status_value("Seccomp_filters:");
 	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck__seccomp sc = {own_mode, own_filters, 0};
-		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_mode_of, &sc);
-		if (!mode)
-			mode = ck_proc_each_task(c->procs[i].pid, "Seccomp_filters:", ck__seccomp_filters_of, &sc);
+		struct ck__seccomp sc = {own_mode, own_filters, 0, 0};
+		int mode = ck_proc_each_task(c->procs[i].pid, "Seccomp:", ck__seccomp_mode_of, &sc) > 0 ? 1 : 0;
+		if (!mode && !sc.filtered)
+			ck_proc_each_task(c->procs[i].pid, "Seccomp_filters:", ck__seccomp_filters_of, &sc);
+		if (!mode && sc.filtered) {
+			if (own_filters >= 0) {
+				/* the job's own filters: each process checks its record */
+				rd->ckflags |= CK_CKPT_SECCOMP;
+				rd->seccomp_base = (uint32_t)own_filters;
+				continue;
+			}
+			mode = 2;
+		}
 		if (mode > 0) {
 			ck_err_set("process %d of the job (thread %d here) is in seccomp %s mode: not supported (%s); "
 				   "the job keeps running",
 				   c->procs[i].jpid, sc.tid, mode == 1 ? "strict" : "filter",
 				   mode == 1 ? "it cannot take part in a checkpoint"
-					     : "filters it installed itself cannot be restored");
+					     : "this kernel does not count a thread's filters (Seccomp_filters:)");
 			return -ENOTSUP;
 		}
 	}
@@ -731,7 +747,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 
 	rd.t0 = ck_now_ns();
 	rd.req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
-	if ((r = ck__round_check(c)) < 0)
+	if ((r = ck__round_check(c, &rd)) < 0)
 		return r;
 	for (size_t i = 0; i < c->nprocs; i++)
 		ck_jproc_round_clear(&c->procs[i]);

@@ -36,6 +36,7 @@ struct ck_round_shared {
 struct ck_round {
 	unsigned flags;   /* CK_ROUND_* */
 	unsigned ckflags; /* CK_CKPT_* sent with the request */
+	uint32_t seccomp_base; /* with CK_CKPT_SECCOMP: ckrun's own seccomp filters (the request's arg[4]) */
 	uint64_t seq;     /* the sequence the round would commit */
 	int asking;       /* asking processes to suspend: procs.c asks newcomers too */
 	int prearming;    /* PREARM sent: procs.c takes a PREARM_FD of seq (wp_fd) */

@@ -63,10 +63,17 @@ refused pty-ctty-nofd 'process [0-9]+: leads the session of its controlling term
 	"$B/tests/unsupported/ptyctty" nofd
 refused pty-ctty-notty 'process [0-9]+: no controlling terminal while its session.s leader \(process [0-9]+\) has one' \
 	"$B/tests/unsupported/ptyctty" notty
-# seccomp: a filter's rules cannot be read back to be installed again; a
-# strict-mode thread cannot even park. Refused before anything is asked.
-refused seccomp-filter 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp filter mode' \
-	"$B/tests/unsupported/seccomp_filter"
+# seccomp: the job's own filters are restored (tests/apps/seccomp_filters);
+# these are the ones a round refuses: a filter that forbids a call the
+# round makes, one libckpt never saw (a bare system call instruction), and
+# threads whose filters differ.
+refused seccomp-denies 'seccomp filter 1 of the job fails it on getdents64\(\), a system call a checkpoint makes' \
+	"$B/tests/unsupported/seccomp_filter" denies
+refused seccomp-raw 'thread [0-9]+ runs under [0-9]+ seccomp filters where [0-9]+ are known' \
+	"$B/tests/unsupported/seccomp_filter" raw
+refused seccomp-onethread 'thread [0-9]+ runs under [0-9]+ seccomp filters where [0-9]+ are known' \
+	"$B/tests/unsupported/seccomp_filter" onethread
+# A strict-mode thread cannot even park: refused before anything is asked.
 refused seccomp-strict 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp strict mode' \
 	"$B/tests/unsupported/seccomp_strict"
 

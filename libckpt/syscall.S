@@ -1,0 +1,31 @@
+/* syscall(3), interposed for the job's seccomp filters (seccomp.c): a
+ * SYS_seccomp call goes to ck__syscall_seccomp, which records what it
+ * installs; every other call is made here as the C library makes it, with
+ * no stack frame of ours, so that a call that returns twice on one stack
+ * (SYS_vfork, clone with CLONE_VM and no new stack) behaves as it does
+ * without libckpt. Errors go to ck__syscall_fail, which sets errno and
+ * returns -1 to our caller. */
+#include <sys/syscall.h>
+
+	.text
+	.globl syscall
+	.type syscall, @function
+syscall:
+	cmpq $SYS_seccomp, %rdi
+	je ck__syscall_seccomp
+	movq %rdi, %rax
+	movq %rsi, %rdi
+	movq %rdx, %rsi
+	movq %rcx, %rdx
+	movq %r8, %r10
+	movq %r9, %r8
+	movq 8(%rsp), %r9
+	syscall
+	cmpq $-4095, %rax
+	jae 1f
+	ret
+1:	movq %rax, %rdi
+	jmp ck__syscall_fail
+	.size syscall, .-syscall
+
+	.section .note.GNU-stack, "", @progbits
