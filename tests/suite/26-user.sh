@@ -12,7 +12,8 @@
 #                   probes, TIDs per thread), tls (threads check their TIDs
 #                   and TLS), recmutex (TIDs recorded in mutexes held across
 #                   a checkpoint), forktree (a process tree), mp_sysvshm (System V
-#                   shared memory between processes): checkpoint, kill -9,
+#                   shared memory between processes), seccomp_filters (the
+#                   job's filters installed again): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
 #                   output and status of a bare run, every resume proven a
 #                   restore (h_proof), and every round forked, saying why (a
@@ -137,7 +138,9 @@ as_user() {
 		# descriptors in flight and unconnected datagram queues: ckrun
 		# reads them (pidfd_getfd, kcmp) in the job's user namespace
 		cycle user/mp_scm_stream mp_scm_stream 1
-		cycle user/dgram_queue dgram_queue 1 ;;
+		cycle user/dgram_queue dgram_queue 1
+		# the job's seccomp filters installed again in a user namespace
+		cycle user/seccomp_filters seccomp_filters 1 ;;
 	esac
 	return "$H_FAILED"
 }
@@ -181,7 +184,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm mp_scm_stream dgram_queue; do
+	for f in privs tls recmutex forktree mp_sysvshm mp_scm_stream dgram_queue seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
