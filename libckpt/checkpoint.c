@@ -167,8 +167,9 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	if (r < 0)
 		goto fail_resume;
 	ck__t_parked = ck__now_us();
-	/* ckrun saw threads under more seccomp filters than its own */
-	if ((flags & CK_CKPT_SECCOMP) && (r = ck__seccomp_check(seccomp_base)) < 0)
+	/* the job's own seccomp filters (ckrun saw threads under more than
+	 * its own: the counts are checked too) */
+	if ((r = ck__seccomp_check(!!(flags & CK_CKPT_SECCOMP), seccomp_base)) < 0)
 		goto fail_release;
 	/* Our own state cannot change while we are parked: record it and take
 	 * the snapshot now. What crosses processes (pipes, sockets, shared
@@ -307,7 +308,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	{
 		/* the last thing before job code runs: the filters forbid what
 		 * the restore itself did */
-		int e = ck__seccomp_restore_manager();
+		int e = ck__seccomp_restore();
 		if (e < 0) {
 			static char line[160];
 			snprintf(line, sizeof(line), "process restart: cannot install the job's seccomp filters again (errno %d)",

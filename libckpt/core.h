@@ -100,6 +100,7 @@ void ck__creds_save(struct ck_pd_thread *t) CK_HIDDEN;
 int ck__creds_collect(void) CK_HIDDEN;
 void ck__creds_prepare(const struct ck_procdesc *pd) CK_HIDDEN;
 void ck__creds_restore(const struct ck_pd_thread *t) CK_HIDDEN;
+void ck__creds_thread_done(void) CK_HIDDEN; /* end of ck__thread_restored: counted by _wait */
 int ck__creds_wait(const char **what) CK_HIDDEN;
 
 /* pstate.c: personality (per thread: _thread_save as it parks,
@@ -163,17 +164,17 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	       uint32_t seccomp_base) CK_HIDDEN;
 
 /* seccomp.c: the job's filters. _manager_started when the manager thread
- * is created; _check with the threads parked, given ckrun's own filter
- * count (0, or -ENOTSUP with ck__core.fail set); at a restart the manager
- * installs its own (_restore_manager, before it releases the threads: 0 or
- * -errno) and each job thread the rest (_restore_thread, once released; a
- * failure ends the process with one line). */
+ * is created, _atfork_child first in a forked child; _check with the
+ * threads parked, given ckrun's own filter count when it asked for the
+ * count check (counted != 0): 0, or -ENOTSUP with ck__core.fail set; at a
+ * restart the manager installs every filter on every thread (_restore,
+ * once all have their credentials, before it releases them: 0 or -errno). */
 void ck__seccomp_manager_started(void) CK_HIDDEN;
-int ck__seccomp_check(uint32_t base) CK_HIDDEN;
-int ck__seccomp_restore_manager(void) CK_HIDDEN;
-void ck__seccomp_restore_thread(void) CK_HIDDEN;
+void ck__seccomp_atfork_child(void) CK_HIDDEN;
+int ck__seccomp_check(int counted, uint32_t base) CK_HIDDEN;
+int ck__seccomp_restore(void) CK_HIDDEN;
 long ck__syscall_fail(long r) CK_HIDDEN;
-long ck__syscall_seccomp(long nr, long op, long flags, long args) CK_HIDDEN;
+long ck__syscall_record(long nr, long a0, long a1, long a2) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc
  * (a restore's --env; threads parked): 0 or -errno */

@@ -196,6 +196,13 @@ static int ck__restore(const struct ck_procdesc *pd, const struct ck_pd_thread *
 void ck__creds_restore(const struct ck_pd_thread *t)
 {
 	ck__restore(&ck__pd, t);
+}
+
+/* The end of a thread's own restore (ck__thread_restored): what the
+ * manager waits for before it installs the job's seccomp filters on every
+ * thread, which may forbid what the thread did last. */
+void ck__creds_thread_done(void)
+{
 	__atomic_add_fetch(&ck__creds_done, 1, __ATOMIC_SEQ_CST);
 	ck_futex(&ck__creds_done, FUTEX_WAKE_PRIVATE, 1, NULL); /* the manager */
 }

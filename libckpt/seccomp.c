@@ -3,10 +3,10 @@
  *
  * A filter cannot be read back without CAP_SYS_ADMIN in the initial user
  * namespace (PTRACE_SECCOMP_GET_FILTER), so libckpt keeps a copy of each
- * program the job installs through the C library: prctl(PR_SET_SECCOMP)
- * and syscall(SYS_seccomp) (libseccomp's way). The copies live in the
- * job's memory, which the checkpoint holds; a restored process finds them
- * there.
+ * program the job installs through the C library: prctl(PR_SET_SECCOMP),
+ * syscall(SYS_seccomp) (libseccomp's way) and syscall(SYS_prctl). The
+ * copies live in the job's memory, which the checkpoint holds; a restored
+ * process finds them there.
  *
  * Which thread has which filters: every job thread has them all, or the
  * round is refused. The kernel attaches a filter to the calling thread
@@ -14,24 +14,27 @@
  * creator's. The manager thread (libckpt's) exists from the start and
  * never installs one: it has those that were there when it was created
  * (a forked child's manager: all of them) and those installed with TSYNC
- * since, a prefix of the list. A round compares each thread's count in
- * /proc (Seccomp_filters:) with what the list says, less the filters ckrun
- * itself runs under (a container's profile, inherited again at restore),
- * which ckrun sends with the request. A count that differs means a filter
- * installed some other way (a bare system call instruction, before an
- * exec, by one thread of several without TSYNC): the round is refused
- * naming the thread.
+ * since, a prefix of the list. When ckrun sees a thread under more
+ * filters than its own (a container's profile, inherited again at
+ * restore), it asks for the count check with its own count: every
+ * thread's count in /proc (Seccomp_filters:) must be what the list says.
+ * A count that differs means a filter installed some other way (a bare
+ * system call instruction, before an exec, by one thread of several
+ * without TSYNC): the round is refused naming the thread.
  *
  * A round runs libckpt's own system calls in the job's threads and its
- * manager. Each recorded filter is evaluated here (classic BPF) on those
- * calls, with zero arguments; one that would not let a call through
- * refuses the round naming it, so that a round never kills the job
- * (SECCOMP_RET_KILL) or fails half-way.
+ * manager, and a restore installs filter k through the filters before it.
+ * Each recorded filter is run here (classic BPF) on those calls with zero
+ * arguments; one that would not let a call through refuses the round
+ * naming it, so that a round never kills the job (SECCOMP_RET_KILL) or
+ * fails half-way, and a committed checkpoint can be restored.
  *
- * At restore the manager installs its prefix with TSYNC (every thread
- * then shares it, as they did), and each job thread the rest for itself,
- * as the last thing before it runs job code again: the restore's own
- * system calls (set*id, capset) run before any filter forbids them. */
+ * At restore the manager installs the whole list with TSYNC once every
+ * thread has finished its own restore (credentials first: the filters may
+ * forbid set*id and capset) and before it releases them: every thread
+ * runs job code again under the same, shared filters, and a later TSYNC
+ * install by the job works as before. The manager then has them all,
+ * which the round check above showed it can run under. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/audit.h>
@@ -105,7 +108,11 @@ out:
 void ck__seccomp_manager_started(void)
 {
 	ck__nsf_mgr = ck__nsf; /* it inherits its creator's */
-	ck__sf_lock = 0;       /* a forked child's copy: its holder is not here */
+}
+
+void ck__seccomp_atfork_child(void)
+{
+	ck__sf_lock = 0; /* the parent's copy: its holder is not here */
 }
 
 typedef int (*ck__prctl_fn)(int, ...);
@@ -117,17 +124,25 @@ long ck__syscall_fail(long r)
 	return -1;
 }
 
-/* syscall.S: syscall(SYS_seccomp, op, flags, args) */
-long ck__syscall_seccomp(long nr, long op, long flags, long args)
+/* syscall.S: syscall(SYS_seccomp, op, flags, args) and
+ * syscall(SYS_prctl, option, a1, a2, ...) (the arguments past these three
+ * matter to no seccomp request, but prctl takes five: its other options
+ * reach the kernel through the assembly path, not here) */
+long ck__syscall_record(long nr, long a0, long a1, long a2)
 {
-	long r = ck_sys3(nr, op, flags, args);
+	long r = ck_sys3(nr, a0, a1, a2);
 
 	if (r < 0 && r > -4096)
 		return ck__syscall_fail(r);
+	if (nr == SYS_prctl) {
+		if (a0 == PR_SET_SECCOMP && a1 == SECCOMP_MODE_FILTER && a2 && r == 0)
+			ck__sf_record((const struct sock_fprog *)a2, 0);
+		return r;
+	}
 	/* success is 0, or a listener's descriptor; with TSYNC a thread id
 	 * says which thread could not follow, and nothing was installed */
-	if (op == SECCOMP_SET_MODE_FILTER && args && ((flags & SECCOMP_FILTER_FLAG_NEW_LISTENER) ? r >= 0 : r == 0))
-		ck__sf_record((const struct sock_fprog *)args, (unsigned)flags);
+	if (a0 == SECCOMP_SET_MODE_FILTER && a2 && ((a1 & SECCOMP_FILTER_FLAG_NEW_LISTENER) ? r >= 0 : r == 0))
+		ck__sf_record((const struct sock_fprog *)a2, (unsigned)a1);
 	return r;
 }
 
@@ -152,8 +167,9 @@ int prctl(int option, ...)
 
 /* The system calls libckpt makes in a job thread or its manager: in a
  * round, after a restore once the filters are back, when it takes its
- * channel again (ckrun gone, or the job closed it), and in the job's
- * calls it interposes (fdhide.c). Each must pass every filter. (Calls
+ * channel again (ckrun gone, or the job closed it), in a forked child
+ * (its manager thread), and in the job's calls it interposes (fdhide.c).
+ * Each must pass every filter. (Calls
  * made only by a restore before the filters are installed are not here.)
  * tests/apps/seccomp_filters allows these and kills on any other call. */
 static const struct {
@@ -170,6 +186,8 @@ static const struct {
 	C(timer_gettime), C(getitimer), C(timerfd_gettime), C(clock_gettime), C(clock_nanosleep),
 	C(nanosleep), C(sendmsg), C(recvmsg), C(socket), C(socketpair), C(connect), C(getsockopt), C(faccessat), C(close_range), C(clone), C(wait4),
 	C(kill), C(setsid), C(pause), C(exit), C(exit_group),
+	/* a forked child's manager thread (pthread_create) */
+	C(clone3), C(rseq), C(set_robust_list), C(getrandom),
 #undef C
 };
 
@@ -226,8 +244,8 @@ static uint32_t ck__bpf_run(const struct sock_filter *f, uint16_t len, const str
 			case BPF_AND: A &= src; break;
 			case BPF_OR: A |= src; break;
 			case BPF_XOR: A ^= src; break;
-			case BPF_LSH: A = src < 32 ? A << src : 0; break;
-			case BPF_RSH: A = src < 32 ? A >> src : 0; break;
+			case BPF_LSH: A <<= src & 31; break; /* the kernel's shift */
+			case BPF_RSH: A >>= src & 31; break;
 			case BPF_NEG: A = -A; break;
 			default: return SECCOMP_RET_KILL_PROCESS;
 			}
@@ -276,10 +294,12 @@ static const char *ck__action_name(uint32_t ret)
 	return "does not allow it";
 }
 
-/* Seccomp_filters: of one of our threads, -1 if unknown. */
+/* Seccomp_filters: of one of our threads, -1 if unknown. (The file grows
+ * with supplementary groups: 64 KiB holds 65536 of them.) */
 static long ck__filters_of(int tid)
 {
-	char path[64], buf[4096];
+	static char buf[1 << 16]; /* the manager's, threads parked */
+	char path[64];
 	const char *p;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);
@@ -288,13 +308,43 @@ static long ck__filters_of(int tid)
 	return strtol(p + 17, NULL, 10);
 }
 
-int ck__seccomp_check(uint32_t base)
+/* The first call among calls[0..n) that filter i does not let through:
+ * its index, or -1. */
+static int ck__sf_forbids(uint32_t i, const int *calls, size_t n, uint32_t *ret)
 {
 	struct seccomp_data d;
 
+	memset(&d, 0, sizeof(d));
+	d.arch = AUDIT_ARCH_X86_64;
+	for (size_t c = 0; c < n; c++) {
+		d.nr = calls[c];
+		*ret = ck__bpf_run(ck__sf[i].insns, ck__sf[i].len, &d) & SECCOMP_RET_ACTION_FULL;
+		if (*ret != SECCOMP_RET_ALLOW && *ret != SECCOMP_RET_LOG)
+			return (int)c;
+	}
+	return -1;
+}
+
+int ck__seccomp_check(int counted, uint32_t base)
+{
+	static const int install[] = {SYS_seccomp};
+	int nrs[sizeof(ck__round_calls) / sizeof(ck__round_calls[0])];
+	size_t n = sizeof(nrs) / sizeof(nrs[0]);
+	uint32_t ret;
+	int c;
+
+	if (!counted && !ck__nsf && !ck__sf_lost)
+		return 0; /* no filter of the job's, as far as anyone knows */
 	if (ck__sf_lost) {
 		ck__failf("a seccomp filter the job installed could not be recorded (%s): it could not be restored",
 			  strerror(-ck__sf_lost));
+		return -ENOTSUP;
+	}
+	if (!counted) {
+		/* ckrun saw no thread under more filters than its own: a
+		 * kernel that does not count them (before 5.9) */
+		ck__failf("the job installed seccomp filters and this kernel does not count a thread's filters "
+			  "(Seccomp_filters: in /proc): they cannot be checked");
 		return -ENOTSUP;
 	}
 	for (uint32_t i = 0; i < ck__nsf; i++)
@@ -306,56 +356,49 @@ int ck__seccomp_check(uint32_t base)
 		int tid = ck__pd.threads[t].tid;
 		long want = (long)base + (t == 0 ? ck__nsf_mgr : ck__nsf), have = ck__filters_of(tid);
 		if (have != want) {
-			ck__failf("thread %d runs under %ld seccomp filters where %ld are known (ckrun's %u and %u the job "
-				  "installed through prctl or syscall(SYS_seccomp)): one installed otherwise (a bare "
-				  "system call, before an exec, by one thread of several without TSYNC) cannot be restored",
+			ck__failf("thread %d runs under %ld seccomp filter(s) where %ld are known (ckrun's %u and %u the "
+				  "job installed through prctl or syscall): one installed otherwise (a bare system call, "
+				  "before an exec, by one thread of several without TSYNC) cannot be restored",
 				  tid, have, want, base, t == 0 ? ck__nsf_mgr : ck__nsf);
 			return -ENOTSUP;
 		}
 	}
-	memset(&d, 0, sizeof(d));
-	d.arch = AUDIT_ARCH_X86_64;
-	for (uint32_t i = 0; i < ck__nsf; i++)
-		for (size_t c = 0; c < sizeof(ck__round_calls) / sizeof(ck__round_calls[0]); c++) {
-			uint32_t ret;
-			d.nr = ck__round_calls[c].nr;
-			ret = ck__bpf_run(ck__sf[i].insns, ck__sf[i].len, &d) & SECCOMP_RET_ACTION_FULL;
-			if (ret != SECCOMP_RET_ALLOW && ret != SECCOMP_RET_LOG) {
-				ck__failf("seccomp filter %u of the job %s on %s(), a system call a checkpoint makes: not "
-					  "supported",
-					  i + 1, ck__action_name(ret), ck__round_calls[c].name);
-				return -ENOTSUP;
-			}
+	for (size_t k = 0; k < n; k++)
+		nrs[k] = ck__round_calls[k].nr;
+	for (uint32_t i = 0; i < ck__nsf; i++) {
+		if ((c = ck__sf_forbids(i, nrs, n, &ret)) >= 0) {
+			ck__failf("seccomp filter %u of the job %s on %s(), a system call a checkpoint makes: not "
+				  "supported",
+				  i + 1, ck__action_name(ret), ck__round_calls[c].name);
+			return -ENOTSUP;
 		}
+		/* a restore installs the filters after it through this one */
+		if (i + 1 < ck__nsf && ck__sf_forbids(i, install, 1, &ret) >= 0) {
+			ck__failf("seccomp filter %u of the job %s on seccomp(), which a restore needs to install "
+				  "filter %u after it: not supported",
+				  i + 1, ck__action_name(ret), i + 2);
+			return -ENOTSUP;
+		}
+	}
 	return 0;
 }
 
-static long ck__sf_install(uint32_t from, uint32_t to, unsigned extra)
+/* All of them, on every thread (TSYNC) from the manager. TSYNC needs
+ * no_new_privs or CAP_SYS_ADMIN of the caller: a manager that had neither
+ * (the job set no_new_privs on its own threads only) takes no_new_privs,
+ * which the job's threads have anyway (TSYNC gives it to them, as the
+ * kernel gave it at their own install). */
+int ck__seccomp_restore(void)
 {
-	for (uint32_t i = from; i < to; i++) {
+	for (uint32_t i = 0; i < ck__nsf; i++) {
 		struct sock_fprog prog = {ck__sf[i].len, ck__sf[i].insns};
-		long r = ck_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, (ck__sf[i].flags & CK__SF_KEEP) | extra, &prog);
+		unsigned flags = (ck__sf[i].flags & CK__SF_KEEP) | SECCOMP_FILTER_FLAG_TSYNC;
+		long r = ck_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+		if (r == -EACCES && ck_sys5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+			r = ck_sys3(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
 		if (r != 0)
-			return r > 0 ? -EBUSY : r; /* TSYNC: a thread that could not follow */
+			return r > 0 ? -EBUSY : (int)r; /* TSYNC: a thread that could not follow */
 	}
+	ck__nsf_mgr = ck__nsf;
 	return 0;
-}
-
-int ck__seccomp_restore_manager(void)
-{
-	return (int)ck__sf_install(0, ck__nsf_mgr, SECCOMP_FILTER_FLAG_TSYNC);
-}
-
-void ck__seccomp_restore_thread(void)
-{
-	long r = ck__sf_install(ck__nsf_mgr, ck__nsf, 0);
-
-	if (r < 0) {
-		char line[160];
-		int n = snprintf(line, sizeof(line),
-				 "libckpt: restart: thread %d cannot install its seccomp filters again (errno %d)\n",
-				 (int)ck_gettid(), (int)-r);
-		ck_write(2, line, (size_t)n);
-		ck_exit_group(128 + (int)(-r & 0x3f));
-	}
 }

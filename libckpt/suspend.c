@@ -130,6 +130,7 @@ void ck__thread_restored(struct ck_pd_thread *t)
 	}
 	if (t->robust_head)
 		ck_sys2(SYS_set_robust_list, t->robust_head, t->robust_len);
+	ck__creds_thread_done();
 }
 
 /* Pending-signal capture: dequeue (with siginfo), record, queue again, so
@@ -216,7 +217,6 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	int tid = (int)ck_gettid();
 	struct ck_pd_thread *t;
 	int gen;
-	volatile int restored = 0; /* set after ck_ctx_save returned twice */
 
 	(void)sig;
 	(void)si;
@@ -244,15 +244,12 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 		ck_futex(&ck__core.parked, FUTEX_WAKE_PRIVATE, 1, NULL);
 	} else {
 		ck__thread_restored(t);
-		restored = 1;
 	}
 	/* Release clears `suspending` before bumping `gen`: checking both
 	 * closes the window where a late thread reads the new generation. */
 	while (__atomic_load_n(&ck__core.gen, __ATOMIC_SEQ_CST) == gen &&
 	       __atomic_load_n(&ck__core.suspending, __ATOMIC_SEQ_CST))
 		ck_futex(&ck__core.gen, FUTEX_WAIT_PRIVATE, gen, NULL);
-	if (restored)
-		ck__seccomp_restore_thread(); /* last: the restore's own calls may be what they forbid */
 	errno = saved_errno;
 }
 

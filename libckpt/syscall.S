@@ -1,6 +1,6 @@
 /* syscall(3), interposed for the job's seccomp filters (seccomp.c): a
- * SYS_seccomp call goes to ck__syscall_seccomp, which records what it
- * installs; every other call is made here as the C library makes it, with
+ * SYS_seccomp or SYS_prctl call goes to ck__syscall_record, which records
+ * what it installs; every other call is made here as the C library makes it, with
  * no stack frame of ours, so that a call that returns twice on one stack
  * (SYS_vfork, clone with CLONE_VM and no new stack) behaves as it does
  * without libckpt. Errors go to ck__syscall_fail, which sets errno and
@@ -11,8 +11,12 @@
 	.globl syscall
 	.type syscall, @function
 syscall:
+	.cfi_startproc
+	endbr64
 	cmpq $SYS_seccomp, %rdi
-	je ck__syscall_seccomp
+	je ck__syscall_record
+	cmpq $SYS_prctl, %rdi
+	je ck__syscall_record
 	movq %rdi, %rax
 	movq %rsi, %rdi
 	movq %rdx, %rsi
@@ -26,6 +30,7 @@ syscall:
 	ret
 1:	movq %rax, %rdi
 	jmp ck__syscall_fail
+	.cfi_endproc
 	.size syscall, .-syscall
 
 	.section .note.GNU-stack, "", @progbits

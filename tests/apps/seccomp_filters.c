@@ -6,7 +6,7 @@
  *   B, with syscall(SYS_seccomp, ..., SECCOMP_FILTER_FLAG_TSYNC): an allow
  *      list, every other system call kills the process (so a checkpoint or
  *      a restore that makes a call the list lacks ends the job, visibly);
- *   C, with syscall(SYS_seccomp) and no flags: times fails with errno 78.
+ *   C, with syscall(SYS_prctl, PR_SET_SECCOMP): times fails with errno 78.
  * Then a second thread, which inherits all three, and a child process
  * (fork), which inherits them too. Each thread checks, at
  * every step, that both calls still fail with their own errno, that it is
@@ -42,7 +42,8 @@ static const int allowed[] = {
 	SYS_rt_sigprocmask, SYS_rt_sigaction, SYS_rt_sigreturn, SYS_futex, SYS_clock_nanosleep, SYS_nanosleep,
 	SYS_clock_gettime, SYS_getrandom, SYS_exit, SYS_exit_group, SYS_sysinfo, SYS_times, SYS_prctl,
 	SYS_seccomp, SYS_getpid, SYS_gettid, SYS_sched_yield, SYS_wait4,
-	/* a checkpoint's, and libckpt's own when it takes its channel again (libckpt/seccomp.c: ck__round_calls) */
+	/* a checkpoint's, libckpt's own when it takes its channel again, and a
+	 * forked child's manager thread's (libckpt/seccomp.c: ck__round_calls) */
 	SYS_tgkill, SYS_getppid, SYS_getuid, SYS_getgid, SYS_getresuid, SYS_getresgid, SYS_getgroups,
 	SYS_capget, SYS_setfsuid, SYS_setfsgid, SYS_arch_prctl, SYS_get_robust_list, SYS_personality, SYS_rt_sigtimedwait,
 	SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo, SYS_getdents64, SYS_readlinkat, SYS_getcwd, SYS_fcntl,
@@ -64,7 +65,7 @@ static int install_errno(int nr, int err, int via_syscall)
 	struct sock_fprog p = {sizeof(f) / sizeof(f[0]), f};
 
 	if (via_syscall)
-		return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p);
+		return (int)syscall(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p, 0, 0);
 	return prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &p, 0, 0);
 }
 

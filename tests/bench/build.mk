@@ -1,6 +1,6 @@
 $(BUILD)/tests/bench/membench: tests/bench/membench.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+	$(CC) -O2 -Wall -Wextra -Werror -pthread -o $@ $<
 ALL_TARGETS += $(BUILD)/tests/bench/membench
 
 $(BUILD)/tests/bench/mpbench: tests/bench/mpbench.c

@@ -4,10 +4,14 @@
  * also rewrites 1% of the memory (a contiguous stretch, moving from pass to
  * pass), as a training step rewrites its parameters.
  *
- *   membench SIZE_MIB PASSES
+ *   membench SIZE_MIB PASSES [SPIN]
  *
- * Prints "ready" once the memory is filled, "pass N" after each pass and a
+ * SPIN more threads do the same arithmetic over a window of their own, all
+ * the time, touching no other memory: with as many threads as cores, the
+ * job keeps every core busy, as a training job does (their work is not
+ * counted; the passes are). Prints "ready" once the memory is filled, "pass N" after each pass and a
  * checksum at the end, so a driver can time phases from outside. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,11 +27,27 @@ static uint64_t next(void)
 	return rng;
 }
 
+static volatile int done;
+
+static void *spin(void *arg)
+{
+	uint64_t win[4096], sum = (uint64_t)(uintptr_t)arg;
+
+	for (size_t i = 0; i < 4096; i++)
+		win[i] = i * 0x9e3779b97f4a7c15ull;
+	while (!done)
+		for (long k = 0; k < 1000 * 1000; k++)
+			sum = (sum ^ win[k & 4095]) * 0x100000001b3ull + (uint64_t)k;
+	return (void *)(uintptr_t)sum;
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? strtoul(argv[1], NULL, 10) : 1024;
 	long passes = argc > 2 ? strtol(argv[2], NULL, 10) : 20;
+	long nspin = argc > 3 ? strtol(argv[3], NULL, 10) : 0;
 	size_t n = mib << 20, half = n / 2, words = n / 8, hot = n / 100 / 8;
+	pthread_t th[64];
 	uint64_t *m = malloc(n), sum = 0;
 
 	if (!m)
@@ -36,6 +56,9 @@ int main(int argc, char **argv)
 		m[i] = next();
 	for (size_t i = half / 8; i < words; i++) /* compressible: text-like, repeats */
 		m[i] = 0x2064657461657065ull ^ ((i / 512) % 17);
+	for (long i = 0; i < nspin && i < 64; i++)
+		if (pthread_create(&th[i], NULL, spin, (void *)(uintptr_t)i) != 0)
+			return 1;
 	printf("ready\n");
 	fflush(stdout);
 	for (long p = 0; p < passes; p++) {
@@ -48,6 +71,9 @@ int main(int argc, char **argv)
 		printf("pass %ld\n", p);
 		fflush(stdout);
 	}
+	done = 1;
+	for (long i = 0; i < nspin && i < 64; i++)
+		pthread_join(th[i], NULL);
 	printf("checksum %016llx\n", (unsigned long long)sum);
 	return 0;
 }

@@ -65,14 +65,17 @@ refused pty-ctty-notty 'process [0-9]+: no controlling terminal while its sessio
 	"$B/tests/unsupported/ptyctty" notty
 # seccomp: the job's own filters are restored (tests/apps/seccomp_filters);
 # these are the ones a round refuses: a filter that forbids a call the
-# round makes, one libckpt never saw (a bare system call instruction), and
-# threads whose filters differ.
+# round makes, one libckpt never saw (a bare system call instruction),
+# threads whose filters differ, and one through which a restore could not
+# install the next.
 refused seccomp-denies 'seccomp filter 1 of the job fails it on getdents64\(\), a system call a checkpoint makes' \
 	"$B/tests/unsupported/seccomp_filter" denies
-refused seccomp-raw 'thread [0-9]+ runs under [0-9]+ seccomp filters where [0-9]+ are known' \
+refused seccomp-raw 'thread [0-9]+ runs under [0-9]+ seccomp filter\(s\) where [0-9]+ are known' \
 	"$B/tests/unsupported/seccomp_filter" raw
-refused seccomp-onethread 'thread [0-9]+ runs under [0-9]+ seccomp filters where [0-9]+ are known' \
+refused seccomp-onethread 'thread [0-9]+ runs under [0-9]+ seccomp filter\(s\) where [0-9]+ are known' \
 	"$B/tests/unsupported/seccomp_filter" onethread
+refused seccomp-noinstall 'seccomp filter 1 of the job kills the process on seccomp\(\), which a restore needs to install filter 2' \
+	"$B/tests/unsupported/seccomp_filter" noinstall
 # A strict-mode thread cannot even park: refused before anything is asked.
 refused seccomp-strict 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp strict mode' \
 	"$B/tests/unsupported/seccomp_strict"

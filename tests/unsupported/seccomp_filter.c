@@ -6,7 +6,9 @@
  *   raw:       a filter installed by a bare system call instruction, which
  *              libckpt never saw (the count in /proc says so);
  *   onethread: a filter installed by one of two threads without TSYNC
- *              (the other runs without it: threads' filters differ). */
+ *              (the other runs without it: threads' filters differ);
+ *   noinstall: a filter that kills on seccomp(), then a second filter: a
+ *              restore could not install the second through the first. */
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <pthread.h>
@@ -24,6 +26,12 @@ static struct sock_filter deny_getdents[] = {
 	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 };
 static struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+static struct sock_filter kill_seccomp[] = {
+	BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_seccomp, 0, 1),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+	BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
 
 static long raw_seccomp(unsigned op, unsigned flags, void *prog)
 {
@@ -45,7 +53,7 @@ static void *idle(void *arg)
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "denies";
-	struct sock_fprog deny = {4, deny_getdents}, all = {1, allow};
+	struct sock_fprog deny = {4, deny_getdents}, all = {1, allow}, noseccomp = {4, kill_seccomp};
 	pthread_t th;
 	int two = 0, r;
 
@@ -53,6 +61,10 @@ int main(int argc, char **argv)
 		return 1;
 	if (!strcmp(mode, "denies")) {
 		r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &deny);
+	} else if (!strcmp(mode, "noinstall")) {
+		r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &noseccomp);
+		if (r == 0)
+			r = prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &all);
 	} else if (!strcmp(mode, "raw")) {
 		r = (int)raw_seccomp(SECCOMP_SET_MODE_FILTER, 0, &all);
 	} else {
