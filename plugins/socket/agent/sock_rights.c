@@ -14,8 +14,8 @@
  * Restore: the files are made with ckrun's own descriptor machinery
  * (ck_agent_fd_make), sent again with the bytes they rode on, and closed.
  * Kinds that cannot be described in flight (a socket: its own queue could
- * carry descriptors again; epoll, timerfd, signalfd...) refuse the round;
- * an eventfd is described by its count and mode (fdinfo). */
+ * carry descriptors again; epoll, inotify...) refuse the round; eventfds,
+ * timerfds and signalfds are described from fdinfo (ck__anon). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "launcher/ckrun/agent_plugin.h"
@@ -140,30 +141,68 @@ static int ck__contents(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 	return r;
 }
 
-/* An eventfd's count and semaphore mode, from our duplicate's fdinfo
- * (the job is parked: nobody changes the count meanwhile). */
-static int ck__eventfd(int fd, struct ck_pd_fd *d)
+/* Our duplicate's fdinfo, NUL-terminated (the job is parked: nobody
+ * changes what it says meanwhile). */
+static int ck__fdinfo(int fd, char *text, size_t len)
 {
-	char path[64], text[512], *c, *m;
+	char path[64];
 	ssize_t n;
 	int f;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	if ((f = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return -errno;
-	n = read(f, text, sizeof(text) - 1);
+	n = read(f, text, len - 1);
 	close(f);
 	if (n <= 0)
 		return -EIO;
 	text[n] = 0;
-	c = strstr(text, "eventfd-count:");
-	m = strstr(text, "eventfd-semaphore:");
-	if (!c || !m)
-		return -ENOTSUP; /* (a kernel that does not say its mode) */
-	d->kind = CK_FD_EVENTFD;
-	d->u64[0] = strtoull(c + 14, NULL, 16);
-	d->u64[1] = strtoull(m + 18, NULL, 10) != 0;
 	return 0;
+}
+
+/* The value after key in fdinfo text; -1 (all ones) if absent. */
+static uint64_t ck__info(const char *text, const char *key, int base, int *missing)
+{
+	const char *p = strstr(text, key);
+
+	if (!p) {
+		*missing = 1;
+		return ~0ull;
+	}
+	return strtoull(p + strlen(key), NULL, base);
+}
+
+/* The anonymous-inode files a message can carry, described as libckpt
+ * describes the job's own (libckpt/fds.c) so that one remake serves both:
+ * an eventfd's count and semaphore mode; a timerfd's clock, settime flags,
+ * time left and interval (timerfd_gettime: fdinfo's value is absolute for
+ * some clocks) and expirations not read yet; a signalfd's mask. */
+static int ck__anon(int fd, struct ck_pd_fd *d)
+{
+	char text[1024];
+	int r, missing = 0;
+
+	if ((r = ck__fdinfo(fd, text, sizeof(text))) < 0)
+		return r;
+	if (!strcmp(d->path, "anon_inode:[eventfd]")) {
+		d->kind = CK_FD_EVENTFD;
+		d->u64[0] = ck__info(text, "eventfd-count:", 16, &missing);
+		d->u64[1] = ck__info(text, "eventfd-semaphore:", 10, &missing) != 0;
+	} else if (!strcmp(d->path, "anon_inode:[timerfd]")) {
+		struct itimerspec its;
+		d->kind = CK_FD_TIMERFD;
+		d->u64[0] = ck__info(text, "clockid:", 10, &missing);
+		d->u64[1] = ck__info(text, "settime flags:", 8, &missing);
+		d->size = ck__info(text, "ticks:", 10, &missing);
+		if (timerfd_gettime(fd, &its) < 0)
+			return -errno;
+		d->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
+		d->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+	} else {
+		d->kind = CK_FD_SIGNALFD;
+		d->u64[0] = ck__info(text, "sigmask:", 16, &missing);
+	}
+	return missing ? -ENOTSUP : 0; /* (a kernel that does not say it) */
 }
 
 static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
@@ -188,8 +227,9 @@ static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 	d->mode = st.st_mode;
 	n = lseek(fd, 0, SEEK_CUR);
 	d->offset = n > 0 ? (uint64_t)n : 0;
-	if (!strcmp(d->path, "anon_inode:[eventfd]"))
-		return ck__eventfd(fd, d);
+	if (!strcmp(d->path, "anon_inode:[eventfd]") || !strcmp(d->path, "anon_inode:[timerfd]") ||
+	    !strcmp(d->path, "anon_inode:[signalfd]"))
+		return ck__anon(fd, d);
 	switch (st.st_mode & S_IFMT) {
 	case S_IFREG:
 		if (!strncmp(d->path, "/memfd:", 7)) {
