@@ -127,6 +127,22 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 	} else if (!strcmp(target, "anon_inode:[signalfd]")) {
 		f->kind = CK_FD_SIGNALFD;
 		f->u64[0] = ck__field(info, "sigmask:", 16);
+	} else if (!strcmp(target, "anon_inode:[pidfd]")) {
+		/* Pid: in the job's namespace (its own /proc); -1 once the
+		 * process is gone (reaped), 0 for one outside the namespace */
+		const char *p = strstr(info, "Pid:");
+		f->kind = CK_FD_PIDFD;
+		if (!p) {
+			ck__failf("descriptor %d is a pidfd whose process the kernel does not name: not restored", f->fd);
+			return -ENOTSUP;
+		}
+		for (p += 4; *p == ' ' || *p == '\t'; p++)
+			;
+		f->u64[0] = *p == '-' ? 0 : ck__field(info, "Pid:", 10);
+		if (*p != '-' && !f->u64[0]) {
+			ck__failf("descriptor %d is a pidfd of a process outside the job: not restored", f->fd);
+			return -ENOTSUP;
+		}
 	} else if (!strcmp(target, "anon_inode:[eventpoll]")) {
 		f->kind = CK_FD_EPOLL;
 		return ck__collect_epoll(f->fd, info);

@@ -240,8 +240,37 @@ static const struct ck_pd_fd *ck__fd_of(const struct ck_procdesc *pd, int fd)
 	return NULL;
 }
 
-/* Before the threads exist: /proc files opened again, and their
- * duplicates. */
+/* Opened here, in the job's pid namespace: a /proc file of a process of
+ * the job, a pidfd. */
+static int ck__reopened_here(const struct ck_pd_fd *f)
+{
+	return f->kind == CK_FD_PIDFD || (f->kind == CK_FD_FILE && ck__fdstate_is_proc(f->path));
+}
+
+/* A pidfd again: of the process with the saved pid (every process of the
+ * job exists, zombies too, before any runs this), or, for one whose
+ * process had been reaped, of a child of ours that ends at once, reaped
+ * here (no exit signal: the job's wait() never sees it). */
+static long ck__pidfd_again(const struct ck_pd_fd *f)
+{
+	unsigned fl = ((f->flags & O_NONBLOCK) ? O_NONBLOCK : 0) | ((f->flags & O_EXCL) ? O_EXCL /* PIDFD_THREAD */ : 0);
+	long pid = (long)f->u64[0], fd;
+
+	if (pid)
+		return ck_sys2(SYS_pidfd_open, pid, fl);
+	pid = ck_sys5(SYS_clone, 0, 0, 0, 0, 0);
+	if (pid == 0)
+		ck_sys1(SYS_exit, 0);
+	if (pid < 0)
+		return pid;
+	fd = ck_sys2(SYS_pidfd_open, pid, fl);
+	while (ck_sys4(SYS_wait4, pid, 0, 0x40000000 /* __WALL */, 0) == -EINTR)
+		;
+	return fd;
+}
+
+/* Before the threads exist: /proc files and pidfds opened again, and
+ * their duplicates. */
 long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const char **path)
 {
 	for (uint32_t i = 0; i < pd->nfds; i++) {
@@ -249,9 +278,12 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 		int cloexec = (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0;
 		long fd;
 
-		if (f->kind != CK_FD_FILE || !ck__fdstate_is_proc(f->path))
+		if (!ck__reopened_here(f))
 			continue;
-		fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
+		if (f->kind == CK_FD_PIDFD)
+			fd = ck__pidfd_again(f);
+		else
+			fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
 		if (fd < 0)
 			return ck__fd_fail("cannot open again", f, fd, why, path);
 		if (fd != f->fd) {
@@ -262,14 +294,13 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 		} else if (!cloexec) {
 			ck_sys3(SYS_fcntl, fd, F_SETFD, 0);
 		}
-		if (f->offset)
+		if (f->offset && f->kind == CK_FD_FILE)
 			ck_sys3(SYS_lseek, f->fd, f->offset, SEEK_SET);
 	}
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i], *o;
 
-		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || o->kind != CK_FD_FILE ||
-		    !ck__fdstate_is_proc(o->path))
+		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || !ck__reopened_here(o))
 			continue;
 		long r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		if (r < 0)

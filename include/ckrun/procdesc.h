@@ -76,6 +76,9 @@ enum ck_pd_fd_kind {
 			 * saves the pair's state as data chunks (launcher/ckrun/pty.c) */
 	CK_FD_PTS,      /* pseudo-terminal slave (/dev/pts/N): u64[0] N; a pair with the
 			 * job's master of the same N, else a device reopened by path */
+	CK_FD_PIDFD,    /* pidfd: u64[0] its process's pid in the job's namespace (0: the
+			 * process is gone); opened again by the restored process itself
+			 * (libckpt/fdstate.c), inside that namespace */
 };
 
 struct ck_pd_fd {
@@ -92,7 +95,7 @@ struct ck_pd_fd {
 	uint32_t pipe_len; /* pipes: unused (0, unread bytes are data chunks); sockets: TCP_USER_TIMEOUT (sock_opts.c) */
 	uint32_t pipe_cap; /* pipes: F_GETPIPE_SZ; sockets: SO_MARK (sock_opts.c) */
 	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
-			    * signalfd: mask; memfd: seals */
+			    * signalfd: mask; memfd: seals; pidfd: pid */
 	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
 	uint32_t data_nchunks;
 	uint32_t xflags; /* CK_PD_FD_* (0 in images before it was added) */

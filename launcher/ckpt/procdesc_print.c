@@ -56,6 +56,12 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 	case CK_FD_SIGNALFD:
 		fprintf(f, "  mask %016" PRIx64, d->u64[0]);
 		break;
+	case CK_FD_PIDFD:
+		if (d->u64[0])
+			fprintf(f, "  pidfd of process %" PRIu64, d->u64[0]);
+		else
+			fprintf(f, "  pidfd of a process that had ended");
+		break;
 	case CK_FD_DUP:
 		fprintf(f, "  duplicate of %d", d->peer);
 		break;
