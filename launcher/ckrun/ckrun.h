@@ -47,6 +47,7 @@ struct ck_jproc {
 	pid_t pid;    /* in ckrun's pid namespace */
 	int32_t jpid; /* in the job's */
 	int fd;       /* its control channel */
+	uint64_t stack0; /* its stack start when it attached: another means it exec'd since */
 	uint64_t pd_addr;
 	/* its descriptor: a buffer kept (and pre-touched) across rounds, filled
 	 * by each round's cut */
@@ -175,8 +176,13 @@ int ck_proc_each_tid(pid_t pid, int (*fn)(pid_t pid, pid_t tid, void *arg), void
 /* Calls fn(tid, text after key) for each thread of pid whose status has a
  * line starting with key, until fn returns non-zero; returns that. */
 int ck_proc_each_task(pid_t pid, const char *key, int (*fn)(pid_t tid, const char *val, void *arg), void *arg);
+/* Its command name (/proc/PID/comm) into buf, empty if gone; buf. */
+const char *ck_proc_comm(pid_t pid, char *buf, size_t len);
 /* State letter of /proc/PID/stat ('R', 'S', 'T', 'Z', ...), 0 if gone. */
 int ck_proc_state(pid_t pid);
+/* noattach.c: why a process of the job that has not attached never will
+ * (a static program, an environment without libckpt), or NULL. */
+const char *ck_proc_never_attaches(pid_t pid);
 /* Whether a process has exited (or is a zombie). */
 int ck_proc_gone(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */

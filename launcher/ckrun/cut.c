@@ -33,21 +33,6 @@ int ck_job_traced(pid_t pid, pid_t *tracer)
 	return *tracer > 0;
 }
 
-static const char *ck__comm(pid_t pid, char *buf, size_t len)
-{
-	char path[64];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-	buf[0] = 0;
-	if ((f = fopen(path, "re"))) {
-		if (fgets(buf, (int)len, f))
-			buf[strcspn(buf, "\n")] = 0;
-		fclose(f);
-	}
-	return buf;
-}
-
 /* A process that neither parked nor refused within the bound (its
  * manager thread does not run: the whole process is frozen, or stuck). */
 static void ck__name_waiting(struct ckrun *c, uint64_t ms)
@@ -60,7 +45,7 @@ static void ck__name_waiting(struct ckrun *c, uint64_t ms)
 		st = ck_proc_state(c->procs[i].pid);
 		ck_err_set("process %d (%s) did not answer within the round's bound (%" PRIu64 ".%03" PRIu64
 			   " s, --round-timeout; state %c)",
-			   c->procs[i].jpid, ck__comm(c->procs[i].pid, comm, sizeof(comm)), ms / 1000, ms % 1000,
+			   c->procs[i].jpid, ck_proc_comm(c->procs[i].pid, comm, sizeof(comm)), ms / 1000, ms % 1000,
 			   st ? st : '?');
 		return;
 	}
@@ -243,7 +228,19 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 			free(zomb);
 			if (!stray)
 				break;
-			/* Born just now, attaching, or running without libckpt. */
+			/* Born just now, attaching, or running without libckpt:
+			 * one that never will attach is named at once. */
+			{
+				const char *why = ck_proc_never_attaches(stray);
+				if (why) {
+					char comm[64];
+					int32_t jp = 0, pg, sd;
+					ck_proc_ids(stray, &jp, &pg, &sd, NULL);
+					ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported", jp,
+						   ck_proc_comm(stray, comm, sizeof(comm)), why);
+					return -ENOTSUP;
+				}
+			}
 			if (!unknown_since)
 				unknown_since = ck_now_ns();
 			if (ck_now_ns() - unknown_since > ck__stray_ns(c)) {
@@ -252,7 +249,7 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 				ck_proc_ids(stray, &jp, &pg, &sd, NULL);
 				ck_err_set("process %d (%s) of the job runs without libckpt (a static program, or "
 					   "LD_PRELOAD or its channel removed): not supported",
-					   jp, ck__comm(stray, comm, sizeof(comm)));
+					   jp, ck_proc_comm(stray, comm, sizeof(comm)));
 				return -ENOTSUP;
 			}
 		}

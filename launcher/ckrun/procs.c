@@ -104,6 +104,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	}
 	p->jpid = jpid;
 	p->fd = fd;
+	p->stack0 = ck_proc_stack_start(pid);
 	p->round.state = CK_JP_IDLE;
 	if (c->round && c->round->asking) {
 		struct ck_msg m;
@@ -314,6 +315,21 @@ uint64_t ck_proc_stack_start(pid_t pid)
 	const char *p = ck_proc_stat_field(pid, 28, buf, sizeof(buf));
 
 	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+const char *ck_proc_comm(pid_t pid, char *buf, size_t len)
+{
+	char path[64];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", pid);
+	buf[0] = 0;
+	if ((f = fopen(path, "re"))) {
+		if (fgets(buf, (int)len, f))
+			buf[strcspn(buf, "\n")] = 0;
+		fclose(f);
+	}
+	return buf;
 }
 
 int ck_proc_state(pid_t pid)

@@ -260,6 +260,38 @@ static int ck__seccomp_filters_of(pid_t tid, const char *val, void *arg)
 	return 0;
 }
 
+/* A process of the namespace without libckpt that will never have it (a
+ * static program, an environment without libckpt): one that never
+ * attached, or one that attached and exec'd since (its channel survives
+ * the exec, so it is still counted, but nobody answers on it). Named
+ * before anything is asked, instead of at the cut after the grace one
+ * that may still attach gets (cut.c), or at the round's bound. */
+static int ck__round_strays(struct ckrun *c)
+{
+	pid_t *live = NULL, *zomb = NULL;
+	size_t nlive = 0, nz = 0;
+	int r = ck_procs_scan(c, &live, &nlive, &zomb, &nz);
+
+	for (size_t i = 0; r == 0 && i < nlive; i++) {
+		struct ck_jproc *p = ck_procs_find(c, live[i]);
+		const char *why;
+		char comm[32] = "?";
+		int32_t jp = 0, pg, sd;
+		if (p && (!p->stack0 || ck_proc_stack_start(p->pid) == p->stack0))
+			continue; /* attached, and has not exec'd since */
+		if (!(why = ck_proc_never_attaches(live[i])))
+			continue;
+		ck_proc_ids(live[i], &jp, &pg, &sd, NULL);
+		ck_proc_comm(live[i], comm, sizeof(comm));
+		ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported; the job keeps running", jp,
+			   comm, why);
+		r = -ENOTSUP;
+	}
+	free(live);
+	free(zomb);
+	return r;
+}
+
 /* check: whether the job can take part at all. A refusal here touches
  * nothing: no writer, no request. */
 static int ck__round_check(struct ckrun *c, struct ck_round *rd)
@@ -283,6 +315,8 @@ static int ck__round_check(struct ckrun *c, struct ck_round *rd)
 			return -ENOTSUP;
 		}
 	}
+	if ((r = ck__round_strays(c)) < 0)
+		return r;
 	own_mode = (int)ck__status_value("Seccomp:");
 	own_filters = ck__status_value("Seccomp_filters:");
 	for (size_t i = 0; i < c->nprocs; i++) {
