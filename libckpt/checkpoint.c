@@ -306,6 +306,17 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck_write(2, w, sizeof(w) - 1);
 		}
 	{
+		unsigned cmd = 0;
+		int e = ck__membarrier_restore(&cmd);
+		if (e < 0) {
+			static char line[160];
+			snprintf(line, sizeof(line), "process restart: cannot register membarrier command %u again (errno %d)",
+				 cmd, -e);
+			ck__send_simple(CK_MSG_RST_ERROR, line);
+			ck_exit_group(128 + (-e & 0x3f));
+		}
+	}
+	{
 		/* the last thing before job code runs: the filters forbid what
 		 * the restore itself did */
 		int e = ck__seccomp_restore();

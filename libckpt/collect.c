@@ -217,6 +217,13 @@ static int ck__collect_plugin_skips(void)
 		len = (size_t)(eol - path) < sizeof(name) - 1 ? (size_t)(eol - path) : sizeof(name) - 1;
 		memcpy(name, path, len);
 		name[len] = 0;
+		/* A Linux AIO context's ring (io_setup): made by the kernel, its
+		 * requests in flight invisible; restored as plain memory it would
+		 * be no context at all (io_getevents: EINVAL). */
+		if (!strcmp(name, "/[aio] (deleted)")) {
+			ck__failf("a Linux AIO context (io_setup) at 0x%llx: not restored", (unsigned long long)start);
+			return -ENOTSUP;
+		}
 		if (!strncmp(name, "/SYSV", 5) && ck__pd.nsysv < CK_MAX_SYSV_MAPS) {
 			ck__sysv_maps[ck__pd.nsysv].start = start;
 			ck__sysv_maps[ck__pd.nsysv++].end = end;
@@ -245,6 +252,7 @@ int ck__collect_process(void)
 	r = ck__check_unsupported();
 	if (r < 0)
 		return r;
+	ck__membarrier_collect();
 	/* Process-directed pending signals (the threads took their own), unless
 	 * the main thread took them as it parked (their siginfo whole). */
 	if (!__atomic_load_n(&ck__core.shd_taken, __ATOMIC_SEQ_CST))

@@ -174,6 +174,13 @@ void ck__seccomp_atfork_child(void) CK_HIDDEN;
 int ck__seccomp_check(int counted, uint32_t base) CK_HIDDEN;
 int ck__seccomp_restore(void) CK_HIDDEN;
 long ck__syscall_fail(long r) CK_HIDDEN;
+
+/* membarrier.c: the job's membarrier registrations. _note from syscall(3)
+ * (syscall.S), _collect at the round (threads parked), _restore by the
+ * manager at restart: 0, or -errno with the command that failed. */
+void ck__membarrier_note(long cmd, long r) CK_HIDDEN;
+void ck__membarrier_collect(void) CK_HIDDEN;
+int ck__membarrier_restore(unsigned *failed) CK_HIDDEN;
 long ck__syscall_record(long nr, long a0, long a1, long a2) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc

@@ -124,14 +124,16 @@ long ck__syscall_fail(long r)
 	return -1;
 }
 
-/* syscall.S: syscall(SYS_seccomp, op, flags, args) and
+/* syscall.S: syscall(SYS_seccomp, op, flags, args),
  * syscall(SYS_prctl, option, a1, a2, ...) (the arguments past these three
- * matter to no seccomp request, but prctl takes five: its other options
- * reach the kernel through the assembly path, not here) */
+ * matter to no seccomp request) and syscall(SYS_membarrier, cmd, flags,
+ * cpu) (membarrier.c) */
 long ck__syscall_record(long nr, long a0, long a1, long a2)
 {
 	long r = ck_sys3(nr, a0, a1, a2);
 
+	if (nr == SYS_membarrier)
+		ck__membarrier_note(a0, r);
 	if (r < 0 && r > -4096)
 		return ck__syscall_fail(r);
 	if (nr == SYS_prctl) {
@@ -185,7 +187,7 @@ static const struct {
 	C(prlimit64), C(brk), C(mmap), C(munmap), C(mprotect), C(madvise), C(mincore), C(userfaultfd),
 	C(timer_gettime), C(getitimer), C(timerfd_gettime), C(clock_gettime), C(clock_nanosleep),
 	C(nanosleep), C(sendmsg), C(recvmsg), C(socket), C(socketpair), C(connect), C(getsockopt), C(faccessat), C(close_range), C(clone), C(wait4),
-	C(kill), C(setsid), C(pause), C(exit), C(exit_group),
+	C(kill), C(setsid), C(pause), C(exit), C(exit_group), C(membarrier),
 	/* a forked child's manager thread (pthread_create) */
 	C(clone3), C(rseq), C(set_robust_list), C(getrandom),
 #undef C

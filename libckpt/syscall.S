@@ -1,6 +1,8 @@
 /* syscall(3), interposed for the job's seccomp filters (seccomp.c): a
- * SYS_seccomp or SYS_prctl call goes to ck__syscall_record, which records
- * what it installs; every other call is made here as the C library makes it, with
+ * SYS_seccomp, SYS_prctl or SYS_membarrier call goes to
+ * ck__syscall_record, which records what it installs or registers (for a
+ * prctl, only its first three arguments matter: prctl(2) takes five, and
+ * the C path passes three); every other call is made here as the C library makes it, with
  * no stack frame of ours, so that a call that returns twice on one stack
  * (SYS_vfork, clone with CLONE_VM and no new stack) behaves as it does
  * without libckpt. Errors go to ck__syscall_fail, which sets errno and
@@ -16,6 +18,8 @@ syscall:
 	cmpq $SYS_seccomp, %rdi
 	je ck__syscall_record
 	cmpq $SYS_prctl, %rdi
+	je ck__syscall_record
+	cmpq $SYS_membarrier, %rdi
 	je ck__syscall_record
 	movq %rdi, %rax
 	movq %rsi, %rdi

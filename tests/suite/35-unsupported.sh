@@ -44,6 +44,7 @@ refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'process [0-9]+: socket \(descriptor [0-9]+\) has a descriptor in flight \(SCM_RIGHTS\) that cannot be saved: a socket' "$B/tests/unsupported/fdpass"
 refused sockfilter 'socket \(descriptor [0-9]+\) has a BPF filter attached \(SO_ATTACH_FILTER\)' "$B/tests/unsupported/sockfilter"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
+refused aio 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+: not restored' "$B/tests/unsupported/aio"
 refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its watches are not restored' "$B/tests/unsupported/fdwatch" inotify
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
