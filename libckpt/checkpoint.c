@@ -293,6 +293,16 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck__send_simple(CK_MSG_RST_ERROR, line);
 			ck_exit_group(128 + (-e & 0x3f));
 		}
+		{
+			unsigned cmd = 0;
+			if ((e = ck__membarrier_restore(&cmd)) < 0) {
+				static char line[160];
+				snprintf(line, sizeof(line),
+					 "process restart: cannot register membarrier command %u again (errno %d)", cmd, -e);
+				ck__send_simple(CK_MSG_RST_ERROR, line);
+				ck_exit_group(128 + (-e & 0x3f));
+			}
+		}
 	}
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
@@ -306,14 +316,14 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck_write(2, w, sizeof(w) - 1);
 		}
 	{
-		unsigned cmd = 0;
-		int e = ck__membarrier_restore(&cmd);
+		const char *why = NULL, *path = NULL;
+		long e = ck__fdstate_dead_pidfds(&ck__pd, &why, &path);
 		if (e < 0) {
-			static char line[160];
-			snprintf(line, sizeof(line), "process restart: cannot register membarrier command %u again (errno %d)",
-				 cmd, -e);
+			static char line[320];
+			snprintf(line, sizeof(line), "process restart: %s %s (errno %ld)", why ? why : "descriptor",
+				 path ? path : "", -e);
 			ck__send_simple(CK_MSG_RST_ERROR, line);
-			ck_exit_group(128 + (-e & 0x3f));
+			ck_exit_group(128 + (int)(-e & 0x3f));
 		}
 	}
 	{

@@ -129,6 +129,8 @@ int ck__fdstate_collect(uint32_t idx) CK_HIDDEN;
 int ck__fdstate_is_proc(const char *path) CK_HIDDEN;
 long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+/* the manager, once ckrun says go (every thread of the job made again) */
+long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
 int ck__wp_arm(int devfd) CK_HIDDEN;
 int ck__wp_refusal(void) CK_HIDDEN;            /* -ENOTSUP: pinned pages, device mappings */
@@ -173,6 +175,7 @@ void ck__seccomp_manager_started(void) CK_HIDDEN;
 void ck__seccomp_atfork_child(void) CK_HIDDEN;
 int ck__seccomp_check(int counted, uint32_t base) CK_HIDDEN;
 int ck__seccomp_restore(void) CK_HIDDEN;
+int ck__seccomp_allows(int nr) CK_HIDDEN; /* every recorded filter lets nr through (zero arguments) */
 long ck__syscall_fail(long r) CK_HIDDEN;
 
 /* membarrier.c: the job's membarrier registrations. _note from syscall(3)

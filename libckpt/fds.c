@@ -138,6 +138,10 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		}
 		for (p += 4; *p == ' ' || *p == '\t'; p++)
 			;
+		if (f->flags & O_EXCL) { /* PIDFD_THREAD: its thread is made again after the descriptors */
+			ck__failf("descriptor %d is a pidfd of a thread (PIDFD_THREAD): not restored", f->fd);
+			return -ENOTSUP;
+		}
 		f->u64[0] = *p == '-' ? 0 : ck__field(info, "Pid:", 10);
 		if (*p != '-' && !f->u64[0]) {
 			ck__failf("descriptor %d is a pidfd of a process outside the job: not restored", f->fd);

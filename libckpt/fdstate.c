@@ -241,32 +241,11 @@ static const struct ck_pd_fd *ck__fd_of(const struct ck_procdesc *pd, int fd)
 }
 
 /* Opened here, in the job's pid namespace: a /proc file of a process of
- * the job, a pidfd. */
+ * the job, a pidfd of a process that had not been reaped (one that had:
+ * ck__fdstate_dead_pidfds, later). */
 static int ck__reopened_here(const struct ck_pd_fd *f)
 {
 	return f->kind == CK_FD_PIDFD || (f->kind == CK_FD_FILE && ck__fdstate_is_proc(f->path));
-}
-
-/* A pidfd again: of the process with the saved pid (every process of the
- * job exists, zombies too, before any runs this), or, for one whose
- * process had been reaped, of a child of ours that ends at once, reaped
- * here (no exit signal: the job's wait() never sees it). */
-static long ck__pidfd_again(const struct ck_pd_fd *f)
-{
-	unsigned fl = ((f->flags & O_NONBLOCK) ? O_NONBLOCK : 0) | ((f->flags & O_EXCL) ? O_EXCL /* PIDFD_THREAD */ : 0);
-	long pid = (long)f->u64[0], fd;
-
-	if (pid)
-		return ck_sys2(SYS_pidfd_open, pid, fl);
-	pid = ck_sys5(SYS_clone, 0, 0, 0, 0, 0);
-	if (pid == 0)
-		ck_sys1(SYS_exit, 0);
-	if (pid < 0)
-		return pid;
-	fd = ck_sys2(SYS_pidfd_open, pid, fl);
-	while (ck_sys4(SYS_wait4, pid, 0, 0x40000000 /* __WALL */, 0) == -EINTR)
-		;
-	return fd;
 }
 
 /* Before the threads exist: /proc files and pidfds opened again, and
@@ -280,8 +259,10 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 
 		if (!ck__reopened_here(f))
 			continue;
-		if (f->kind == CK_FD_PIDFD)
-			fd = ck__pidfd_again(f);
+		if (f->kind == CK_FD_PIDFD && f->u64[0]) /* every process of the job exists, zombies too */
+			fd = ck_sys2(SYS_pidfd_open, (long)f->u64[0], f->flags & O_NONBLOCK);
+		else if (f->kind == CK_FD_PIDFD) /* its number held until ck__fdstate_dead_pidfds */
+			fd = ck_openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
 		else
 			fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
 		if (fd < 0)
@@ -300,11 +281,50 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i], *o;
 
-		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || !ck__reopened_here(o))
-			continue;
+		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || !ck__reopened_here(o) ||
+		    (o->kind == CK_FD_PIDFD && !o->u64[0]))
+			continue; /* (a dead pidfd's: with it, ck__fdstate_dead_pidfds) */
 		long r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		if (r < 0)
 			return ck__fd_fail("cannot duplicate again", f, r, why, path);
+	}
+	return 0;
+}
+
+/* Pidfds whose process had been reaped: of a child of ours that ends at
+ * once and is reaped here (no exit signal: the job's wait() never sees
+ * it). In the job's namespace, since a pidfd of a process of an ancestor
+ * namespace refuses signals with EINVAL, not ESRCH. Called once every
+ * process of the job has all its threads again (ckrun's go): before, the
+ * child's pid could be one a restored thread is about to claim. A fork of
+ * the process, once per such pidfd. */
+long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path)
+{
+	for (uint32_t i = 0; i < pd->nfds; i++) {
+		const struct ck_pd_fd *f = &pd->fds[i];
+		long kid, fd, r;
+
+		if (f->kind != CK_FD_PIDFD || f->u64[0])
+			continue;
+		kid = ck_sys5(SYS_clone, 0, 0, 0, 0, 0);
+		if (kid == 0)
+			ck_sys1(SYS_exit, 0);
+		if (kid < 0)
+			return ck__fd_fail("cannot make again", f, kid, why, path);
+		fd = ck_sys2(SYS_pidfd_open, kid, f->flags & O_NONBLOCK);
+		while (ck_sys4(SYS_wait4, kid, 0, 0x40000000 /* __WALL */, 0) == -EINTR)
+			;
+		if (fd < 0)
+			return ck__fd_fail("cannot make again", f, fd, why, path);
+		/* onto the placeholder ck__fdstate_reopen left at its number */
+		r = ck_sys3(SYS_dup3, fd, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
+		ck_close((int)fd);
+		if (r < 0)
+			return ck__fd_fail("cannot make again", f, r, why, path);
+		for (uint32_t k = 0; k < pd->nfds; k++) /* its duplicates */
+			if (pd->fds[k].kind == CK_FD_DUP && pd->fds[k].peer == f->fd &&
+			    (r = ck_sys3(SYS_dup3, f->fd, pd->fds[k].fd, (pd->fds[k].fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0)) < 0)
+				return ck__fd_fail("cannot duplicate again", &pd->fds[k], r, why, path);
 	}
 	return 0;
 }

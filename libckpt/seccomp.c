@@ -187,7 +187,7 @@ static const struct {
 	C(prlimit64), C(brk), C(mmap), C(munmap), C(mprotect), C(madvise), C(mincore), C(userfaultfd),
 	C(timer_gettime), C(getitimer), C(timerfd_gettime), C(clock_gettime), C(clock_nanosleep),
 	C(nanosleep), C(sendmsg), C(recvmsg), C(socket), C(socketpair), C(connect), C(getsockopt), C(faccessat), C(close_range), C(clone), C(wait4),
-	C(kill), C(setsid), C(pause), C(exit), C(exit_group), C(membarrier),
+	C(kill), C(setsid), C(pause), C(exit), C(exit_group),
 	/* a forked child's manager thread (pthread_create) */
 	C(clone3), C(rseq), C(set_robust_list), C(getrandom),
 #undef C
@@ -325,6 +325,17 @@ static int ck__sf_forbids(uint32_t i, const int *calls, size_t n, uint32_t *ret)
 			return (int)c;
 	}
 	return -1;
+}
+
+int ck__seccomp_allows(int nr)
+{
+	const int one[] = {nr};
+	uint32_t ret;
+
+	for (uint32_t i = 0; i < ck__nsf; i++)
+		if (ck__sf_forbids(i, one, 1, &ret) >= 0)
+			return 0;
+	return 1;
 }
 
 int ck__seccomp_check(int counted, uint32_t base)

@@ -53,8 +53,25 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 	its.it_value.tv_nsec = (long)(f->u64[2] % 1000000000ull);
 	its.it_interval.tv_sec = (time_t)(f->u64[3] / 1000000000ull);
 	its.it_interval.tv_nsec = (long)(f->u64[3] % 1000000000ull);
-	if (*fd >= 0 && f->u64[2])
-		timerfd_settime(*fd, 0, &its, NULL);
+	if (*fd >= 0 && f->u64[2]) {
+		int fl = 0;
+		/* Set with an absolute time (TFD_TIMER_ABSTIME: a change of the
+		 * clock moves its expiry; TFD_TIMER_CANCEL_ON_SET, which needs it:
+		 * reads fail with ECANCELED once the clock is set): so again,
+		 * the time left from now on this clock. */
+		if (f->u64[1] & (TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET)) {
+			struct timespec now;
+			clock_gettime((clockid_t)f->u64[0], &now);
+			its.it_value.tv_sec += now.tv_sec;
+			its.it_value.tv_nsec += now.tv_nsec;
+			if (its.it_value.tv_nsec >= 1000000000L) {
+				its.it_value.tv_sec++;
+				its.it_value.tv_nsec -= 1000000000L;
+			}
+			fl = (int)(f->u64[1] & (TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET));
+		}
+		timerfd_settime(*fd, fl, &its, NULL);
+	}
 	/* Expirations the job had not read: a kernel without checkpoint and
 	 * restore support cannot take them, and the job would wait for a tick
 	 * that already came. */

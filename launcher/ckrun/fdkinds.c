@@ -54,6 +54,11 @@ int ck_fd_is_proc_file(const struct ck_pd_fd *f)
 	return *p == '/' || *p == 0;
 }
 
+int ck_fd_reopened_by_process(const struct ck_pd_fd *f)
+{
+	return ck_fd_is_proc_file(f) || f->kind == CK_FD_PIDFD;
+}
+
 /* Kinds a restore makes one description of, shared by every process that
  * held it (a pipe's ends are shared objects already). */
 static int ck__shareable(const struct ck_pd_fd *f)
@@ -236,7 +241,7 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
 		const struct ck_fd_ops *ops = ck_fd_ops_of(f->kind);
 		int fd = -1, r;
 
-		if (!ops || !ops->remake || ck_fd_is_proc_file(f))
+		if (!ops || !ops->remake || ck_fd_reopened_by_process(f))
 			continue;
 		/* A description another process (or a message in flight) holds
 		 * too: the one made first. */

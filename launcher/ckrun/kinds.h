@@ -147,6 +147,9 @@ int ck_fifo_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_f
 int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* What the restored process opens itself, inside the job's pid
+ * namespace: /proc files, pidfds (libckpt/fdstate.c). */
+int ck_fd_reopened_by_process(const struct ck_pd_fd *f);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 /* pty.c: pseudo-terminal pairs of the job (round: every process parked;
  * refuses unread bytes or a master whose slave the job does not hold) */

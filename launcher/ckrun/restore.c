@@ -225,6 +225,9 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 		}
 		if (from && msg.type == CK_MSG_RESTARTED && from->round.state != CK_JP_SNAPSHOT) {
 			from->round.state = CK_JP_SNAPSHOT; /* marks "restarted" here */
+			/* its saved stack start, set again by the restart code:
+			 * not an exec since it attached (round.c) */
+			from->stack0 = ck_proc_stack_start(from->pid);
 			restarted++;
 		}
 	}

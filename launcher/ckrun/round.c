@@ -263,33 +263,53 @@ static int ck__seccomp_filters_of(pid_t tid, const char *val, void *arg)
 /* A process of the namespace without libckpt that will never have it (a
  * static program, an environment without libckpt): one that never
  * attached, or one that attached and exec'd since (its channel survives
- * the exec, so it is still counted, but nobody answers on it). Named
- * before anything is asked, instead of at the cut after the grace one
- * that may still attach gets (cut.c), or at the round's bound. */
-static int ck__round_strays(struct ckrun *c)
+ * the exec, so it is counted, but nobody answers on it). The first such
+ * one, or 0. */
+static pid_t ck__round_stray(struct ckrun *c, const char **why)
 {
-	pid_t *live = NULL, *zomb = NULL;
+	pid_t *live = NULL, *zomb = NULL, found = 0;
 	size_t nlive = 0, nz = 0;
-	int r = ck_procs_scan(c, &live, &nlive, &zomb, &nz);
 
-	for (size_t i = 0; r == 0 && i < nlive; i++) {
+	if (ck_procs_scan(c, &live, &nlive, &zomb, &nz) < 0)
+		return 0; /* the cut lists them again */
+	for (size_t i = 0; !found && i < nlive; i++) {
 		struct ck_jproc *p = ck_procs_find(c, live[i]);
-		const char *why;
-		char comm[32] = "?";
-		int32_t jp = 0, pg, sd;
 		if (p && (!p->stack0 || ck_proc_stack_start(p->pid) == p->stack0))
 			continue; /* attached, and has not exec'd since */
-		if (!(why = ck_proc_never_attaches(live[i])))
-			continue;
-		ck_proc_ids(live[i], &jp, &pg, &sd, NULL);
-		ck_proc_comm(live[i], comm, sizeof(comm));
-		ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported; the job keeps running", jp,
-			   comm, why);
-		r = -ENOTSUP;
+		if ((*why = ck_proc_never_attaches(live[i])))
+			found = live[i];
 	}
 	free(live);
 	free(zomb);
-	return r;
+	return found;
+}
+
+/* Such a process, while the job runs and before anything is asked: a
+ * short-lived helper (a static tool the job runs) may end within the
+ * grace the cut gives a process that has not attached (cut.c); one still
+ * there is named, instead of the round waiting for its answer at the cut
+ * with every other process parked (until the round's bound, for one that
+ * attached and exec'd). */
+static int ck__round_strays(struct ckrun *c)
+{
+	uint64_t t0 = ck_now_ns(), grace = (c->round_timeout_ms < 3000 ? c->round_timeout_ms : 3000) * 1000000ull;
+	const char *why = NULL;
+	pid_t stray;
+
+	while ((stray = ck__round_stray(c, &why))) {
+		char comm[32] = "?";
+		int32_t jp = 0, pg, sd;
+		if (ck_now_ns() - t0 < grace) {
+			usleep(50000);
+			continue;
+		}
+		ck_proc_ids(stray, &jp, &pg, &sd, NULL);
+		ck_proc_comm(stray, comm, sizeof(comm));
+		ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported; the job keeps running", jp,
+			   comm, why);
+		return -ENOTSUP;
+	}
+	return 0;
 }
 
 /* check: whether the job can take part at all. A refusal here touches

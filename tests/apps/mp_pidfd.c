@@ -4,7 +4,8 @@
  * has exited with 42 and is a zombie (not reaped until the end), B runs
  * until told (SIGUSR1 through its pidfd, then exits with 7), C has exited
  * and been reaped (its pidfd names no process: Pid -1, signals fail with
- * ESRCH). B's pidfd is non-blocking. At every step the parent checks each
+ * ESRCH), and duplicated (dup: the copy names no process either). B's
+ * pidfd is non-blocking. At every step the parent checks each
  * pidfd's readiness (poll: readable once the process ended), the pid its
  * fdinfo names, B's flags and a null signal through each. At the end it
  * signals B through its pidfd and collects A's and B's statuses through
@@ -72,7 +73,7 @@ int main(int argc, char **argv)
 {
 	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
 	double scale = s && atof(s) > 0 ? atof(s) : 1.0;
-	int steps = (int)(100 * scale) > 4 ? (int)(100 * scale) : 4, go[2], pa, pb, pc, bad = 0;
+	int steps = (int)(100 * scale) > 4 ? (int)(100 * scale) : 4, go[2], pa, pb, pc, pc2, bad = 0;
 	pid_t a, b, c;
 	siginfo_t si;
 
@@ -93,7 +94,9 @@ int main(int argc, char **argv)
 	pa = pidfd_of(a, 0);
 	pb = pidfd_of(b, PIDFD_NONBLOCK);
 	pc = pidfd_of(c, 0);
-	if (a < 0 || b < 0 || c < 0 || pa < 0 || pb < 0 || pc < 0 || write(go[1], "x", 1) != 1 || waitpid(c, NULL, 0) != c) {
+	pc2 = dup(pc);
+	if (a < 0 || b < 0 || c < 0 || pa < 0 || pb < 0 || pc < 0 || pc2 < 0 || write(go[1], "x", 1) != 1 ||
+	    waitpid(c, NULL, 0) != c) {
 		printf("mp_pidfd: setup failed: %s\n", strerror(errno));
 		return 1;
 	}
@@ -107,11 +110,11 @@ int main(int argc, char **argv)
 		int ra = readable(pa), rb = readable(pb), rc = readable(pc), nb = (fcntl(pb, F_GETFL) & O_NONBLOCK) != 0;
 		int sa = signal_via(pa, 0), sb = signal_via(pb, 0), sc = signal_via(pc, 0), ec = errno;
 
-		if (ia != a || ib != b || ic != -1 || !ra || rb || !rc || !nb || sa != 0 || sb != 0 || sc != -1 ||
-		    ec != ESRCH) {
-			printf("step %d: pids %ld %ld %ld (want %d %d -1), readable %d %d %d (want 1 0 1), "
-			       "B nonblocking %d, null signals %d %d %d\n",
-			       i, ia, ib, ic, a, b, ra, rb, rc, nb, sa, sb, sc);
+		if (ia != a || ib != b || ic != -1 || fdinfo_pid(pc2) != -1 || !ra || rb || !rc || !nb || sa != 0 ||
+		    sb != 0 || sc != -1 || ec != ESRCH) {
+			printf("step %d: pids %ld %ld %ld %ld (want %d %d -1 -1), readable %d %d %d (want 1 0 1), "
+			       "B nonblocking %d, null signals %d %d %d (errno %d)\n",
+			       i, ia, ib, ic, fdinfo_pid(pc2), a, b, ra, rb, rc, nb, sa, sb, sc, ec);
 			bad++;
 		}
 		usleep(30000);

@@ -2,8 +2,9 @@
  *
  * State exercised: a periodic CLOCK_MONOTONIC timerfd read in a blocking
  * loop, a periodic timerfd watched through epoll, an absolute one-shot
- * CLOCK_REALTIME timerfd armed far in the future (must stay armed, never
- * fire), and a disarmed one (must stay disarmed). Expiration counts depend
+ * CLOCK_REALTIME timerfd armed far in the future with
+ * TFD_TIMER_CANCEL_ON_SET (must stay armed, never fire, and keep both
+ * flags, as its fdinfo says), and a disarmed one (must stay disarmed). Expiration counts depend
  * on timing, so only "reached the target" is printed. A one-shot timerfd
  * that expires at the start and is read only at the end, by a forked child
  * that shares it: its one unread expiration must still be there after a
@@ -14,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -25,6 +27,22 @@ static double app_scale(int argc, char **argv)
 	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
 	double v = s ? strtod(s, NULL) : 1.0;
 	return v > 0 ? v : 1.0;
+}
+
+/* "settime flags:" of a timerfd's fdinfo (octal) */
+static long settime_flags(int fd)
+{
+	char path[64], text[512], *p;
+	ssize_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	if (!(f = fopen(path, "r")))
+		return -1;
+	n = (ssize_t)fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n > 0 ? n : 0] = 0;
+	return (p = strstr(text, "settime flags:")) ? strtol(p + 14, NULL, 8) : -1;
 }
 
 int main(int argc, char **argv)
@@ -61,7 +79,7 @@ int main(int argc, char **argv)
 	}
 	clock_gettime(CLOCK_REALTIME, &now);
 	far = (struct itimerspec){ { 0, 0 }, { now.tv_sec + 86400, 0 } };
-	timerfd_settime(tfar, TFD_TIMER_ABSTIME, &far, NULL);
+	timerfd_settime(tfar, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
 	timerfd_settime(ta, 0, &per, NULL);
 
 	/* Phase 1: blocking reads. */
@@ -101,6 +119,9 @@ int main(int argc, char **argv)
 
 	timerfd_gettime(tfar, &cur);
 	printf("far timer: %s\n", !fired_far && cur.it_value.tv_sec > 3600 ? "still armed" : "WRONG");
+	/* set with TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET: still so
+	 * (a timer set again relative would follow no change of the clock) */
+	printf("far timer's settime flags: %s\n", settime_flags(tfar) == 3 ? "absolute, cancelled on a clock set" : "WRONG");
 	timerfd_gettime(toff, &cur);
 	printf("disarmed timer: %s\n", cur.it_value.tv_sec == 0 && cur.it_value.tv_nsec == 0 ? "still disarmed" : "WRONG");
 	timerfd_gettime(tb, &cur);
@@ -119,7 +140,7 @@ int main(int argc, char **argv)
 		if (c != 'y' || !again)
 			rc = 1;
 	}
-	if (fired_far || cur.it_interval.tv_nsec != 10000000)
+	if (fired_far || cur.it_interval.tv_nsec != 10000000 || settime_flags(tfar) != 3)
 		rc = 1;
 	printf("timerfd: %s\n", rc ? "FAIL" : "ok");
 	return rc;

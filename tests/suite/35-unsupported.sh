@@ -77,12 +77,14 @@ refused seccomp-onethread 'thread [0-9]+ runs under [0-9]+ seccomp filter\(s\) w
 	"$B/tests/unsupported/seccomp_filter" onethread
 refused seccomp-noinstall 'seccomp filter 1 of the job kills the process on seccomp\(\), which a restore needs to install filter 2' \
 	"$B/tests/unsupported/seccomp_filter" noinstall
-# A process that never can load libckpt is named at once (not after the
-# grace a process that may still attach gets): a cleared environment, a
-# static program.
-refused nolibckpt-noenv 'process [0-9]+ \(exe\) of the job runs without libckpt \(its environment has no LD_PRELOAD of libckpt\)' \
+# A process that never can load libckpt is named before anything is asked
+# (after 3 s in which a short-lived helper may end, the job running): a
+# cleared environment, a static program.
+# (the request once the child runs its new program)
+child_exec() { local t=0; while ! pgrep -x "$CHILD" >/dev/null && ((t++ < 100)); do sleep 0.05; done; }
+CHILD=nolibckpt-child HOOK=child_exec refused nolibckpt-noenv 'process [0-9]+ \(nolibckpt-child\) of the job runs without libckpt \(its environment has no LD_PRELOAD of libckpt\)' \
 	"$B/tests/unsupported/nolibckpt" noenv
-refused nolibckpt-static 'process [0-9]+ \(nolibckpt-stati\) of the job runs without libckpt \(a static program, into which libckpt cannot be loaded\)' \
+CHILD=nolibckpt-child HOOK=child_exec refused nolibckpt-static 'process [0-9]+ \(nolibckpt-child\) of the job runs without libckpt \(a static program, into which libckpt cannot be loaded\)' \
 	"$B/tests/unsupported/nolibckpt" static "$B/tests/unsupported/nolibckpt-static"
 # A strict-mode thread cannot even park: refused before anything is asked.
 refused seccomp-strict 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp strict mode' \

@@ -1,12 +1,14 @@
 /* nolibckpt: a process of the job that runs without libckpt and never
  * can load it, while a checkpoint is asked for: the round must be refused
- * at once naming it and why, and the job must go on untouched.
+ * naming it and why, once the 3 s a short-lived helper gets to end are
+ * over (the job running meanwhile), and the job must go on untouched.
  *   noenv:  the child is this program exec'd with an empty environment
  *           (no LD_PRELOAD);
  *   static: the child is the static build of this program (argv[2]),
  *           with the job's environment. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,9 +20,10 @@ int main(int argc, char **argv)
 	pid_t kid;
 
 	if (!strcmp(mode, "child")) {
-		for (int i = 0; i < 25; i++)
+		prctl(PR_SET_NAME, "nolibckpt-child", 0, 0, 0); /* for the test to see it run */
+		for (int i = 0; i < 60; i++) /* past the 3 s a helper gets to end */
 			usleep(100000);
-		printf("nolibckpt: the child ran 25 rounds\n");
+		printf("nolibckpt: the child ran 60 rounds\n");
 		return 0;
 	}
 	fflush(stdout);
