@@ -248,6 +248,12 @@ if [ "${CKPT_BENCH_TORCH:-1}" != 0 ]; then
 	"$top/scripts/bench-torch.sh" "$B/bench.md" || exit 1
 fi
 
+# a job keeping every core busy (appends its own table);
+# CKPT_BENCH_BUSY=0 skips it
+if [ "${CKPT_BENCH_BUSY:-1}" != 0 ]; then
+	"$top/scripts/bench-busy.sh" "$B/bench.md" || exit 1
+fi
+
 # the job of large shape: ckrun's own memory (appends its own table);
 # CKPT_BENCH_SCALE=0 skips it
 if [ "${CKPT_BENCH_SCALE:-1}" != 0 ]; then
