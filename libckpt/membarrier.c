@@ -31,14 +31,10 @@ void ck__membarrier_collect(void)
 	/* not through a seccomp filter of the job's that forbids it: then
 	 * what syscall(3) registered */
 	long r = ck__seccomp_allows(SYS_membarrier) ? ck_sys3(SYS_membarrier, CK__MB_GET_REGISTRATIONS, 0, 0) : -EPERM;
-	unsigned m = (r >= 0 ? (unsigned)r : __atomic_load_n(&ck__mb_seen, __ATOMIC_SEQ_CST)) & CK__MB_REGISTER;
-
-	/* registering the SYNC_CORE or RSEQ kind registers the plain one too,
-	 * and the kernel then reports both: registering only those again
-	 * gives back exactly that */
-	if (m & (MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE | MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_RSEQ))
-		m &= ~(unsigned)MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED;
-	ck__mb_saved = m;
+	/* each kind the kernel reports is one the job registered itself (a
+	 * SYNC_CORE or RSEQ registration does not make the plain kind ready:
+	 * conformance membarrier failed with EPERM when it was left out) */
+	ck__mb_saved = (r >= 0 ? (unsigned)r : __atomic_load_n(&ck__mb_seen, __ATOMIC_SEQ_CST)) & CK__MB_REGISTER;
 }
 
 int ck__membarrier_restore(unsigned *failed)
