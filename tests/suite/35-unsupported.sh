@@ -45,6 +45,13 @@ refused fdpass 'process [0-9]+: socket \(descriptor [0-9]+\) has a descriptor in
 refused sockfilter 'socket \(descriptor [0-9]+\) has a BPF filter attached \(SO_ATTACH_FILTER\)' "$B/tests/unsupported/sockfilter"
 refused sysvsem 'System V semaphores' "$B/tests/unsupported/sysvsem"
 refused aio 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+: not restored' "$B/tests/unsupported/aio"
+# (PIDFD_THREAD: Linux 6.9)
+if "$B/tests/unsupported/pidfd_thread" | grep -q held; then
+	refused pidfd-thread 'process [0-9]+: descriptor [0-9]+ is a pidfd of a thread \(PIDFD_THREAD\): not restored' \
+		"$B/tests/unsupported/pidfd_thread"
+else
+	h_skip unsupported/pidfd-thread "this kernel has no PIDFD_THREAD (Linux 6.9)"
+fi
 refused inotify 'process [0-9]+: descriptor [0-9]+ is an inotify instance: its watches are not restored' "$B/tests/unsupported/fdwatch" inotify
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
