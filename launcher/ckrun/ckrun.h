@@ -183,6 +183,13 @@ int ck_proc_state(pid_t pid);
 /* noattach.c: why a process of the job that has not attached never will
  * (a static program, an environment without libckpt), or NULL. */
 const char *ck_proc_never_attaches(pid_t pid);
+/* How long a process of the job that has not attached may stay so (born
+ * just now, attaching, or a helper about to end): 3 s, or the round's
+ * bound if shorter, at least 1 s. */
+uint64_t ck_stray_grace_ns(const struct ckrun *c);
+/* The round's refusal naming such a process and why (tail: appended to
+ * the line); -ENOTSUP. */
+int ck_proc_refuse_unattached(pid_t pid, const char *why, const char *tail);
 /* Whether a process has exited (or is a zombie). */
 int ck_proc_gone(pid_t pid);
 /* From /proc/PID/status: the innermost NSpid/NSpgid/NSsid, and PPid. */

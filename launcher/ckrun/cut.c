@@ -52,14 +52,6 @@ static void ck__name_waiting(struct ckrun *c, uint64_t ms)
 	ck_err_set("the job's processes did not answer within the round's bound (--round-timeout)");
 }
 
-/* How long a process of the namespace may stay unknown (born just now and
- * attaching) before it counts as one running without libckpt. */
-static uint64_t ck__stray_ns(const struct ckrun *c)
-{
-	uint64_t ms = c->round_timeout_ms < 3000 ? c->round_timeout_ms : 3000;
-	return (ms < 1000 ? 1000 : ms) * 1000000ull;
-}
-
 /* Ask: every process of the job parks its threads, records its state and
  * takes its snapshot, each as soon as it can (a parked process's own state
  * cannot change). Returns 0 when every attached process has a snapshot and
@@ -232,26 +224,14 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 			 * one that never will attach is named at once. */
 			{
 				const char *why = ck_proc_never_attaches(stray);
-				if (why) {
-					char comm[64];
-					int32_t jp = 0, pg, sd;
-					ck_proc_ids(stray, &jp, &pg, &sd, NULL);
-					ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported", jp,
-						   ck_proc_comm(stray, comm, sizeof(comm)), why);
-					return -ENOTSUP;
-				}
+				if (why)
+					return ck_proc_refuse_unattached(stray, why, "");
 			}
 			if (!unknown_since)
 				unknown_since = ck_now_ns();
-			if (ck_now_ns() - unknown_since > ck__stray_ns(c)) {
-				char comm[64];
-				int32_t jp = 0, pg, sd;
-				ck_proc_ids(stray, &jp, &pg, &sd, NULL);
-				ck_err_set("process %d (%s) of the job runs without libckpt (a static program, or "
-					   "LD_PRELOAD or its channel removed): not supported",
-					   jp, ck_proc_comm(stray, comm, sizeof(comm)));
-				return -ENOTSUP;
-			}
+			if (ck_now_ns() - unknown_since > ck_stray_grace_ns(c))
+				return ck_proc_refuse_unattached(stray, "a static program, or LD_PRELOAD or its channel removed",
+								 "");
 		}
 	}
 	rd->asking = 0;

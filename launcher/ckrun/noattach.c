@@ -8,6 +8,7 @@
  * or that may still load it (its dynamic loader runs) is given the grace.
  * Only what /proc tells: nothing here touches the process. */
 #include <elf.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/common/ck_err.h"
 
 /* Whether path's contents hold needle (a whole /proc file, read in
  * pieces that overlap by the needle's length). */
@@ -68,6 +70,23 @@ static int ck__exe_static(pid_t pid)
 out:
 	close(fd);
 	return r;
+}
+
+uint64_t ck_stray_grace_ns(const struct ckrun *c)
+{
+	uint64_t ms = c->round_timeout_ms < 3000 ? c->round_timeout_ms : 3000;
+	return (ms < 1000 ? 1000 : ms) * 1000000ull;
+}
+
+int ck_proc_refuse_unattached(pid_t pid, const char *why, const char *tail)
+{
+	char comm[32];
+	int32_t jp = 0, pg, sd;
+
+	ck_proc_ids(pid, &jp, &pg, &sd, NULL);
+	ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported%s", jp,
+		   ck_proc_comm(pid, comm, sizeof(comm)), why, tail);
+	return -ENOTSUP;
 }
 
 const char *ck_proc_never_attaches(pid_t pid)

@@ -292,22 +292,14 @@ static pid_t ck__round_stray(struct ckrun *c, const char **why)
  * attached and exec'd). */
 static int ck__round_strays(struct ckrun *c)
 {
-	uint64_t t0 = ck_now_ns(), grace = (c->round_timeout_ms < 3000 ? c->round_timeout_ms : 3000) * 1000000ull;
+	uint64_t t0 = ck_now_ns(), grace = ck_stray_grace_ns(c);
 	const char *why = NULL;
 	pid_t stray;
 
 	while ((stray = ck__round_stray(c, &why))) {
-		char comm[32] = "?";
-		int32_t jp = 0, pg, sd;
-		if (ck_now_ns() - t0 < grace) {
-			usleep(50000);
-			continue;
-		}
-		ck_proc_ids(stray, &jp, &pg, &sd, NULL);
-		ck_proc_comm(stray, comm, sizeof(comm));
-		ck_err_set("process %d (%s) of the job runs without libckpt (%s): not supported; the job keeps running", jp,
-			   comm, why);
-		return -ENOTSUP;
+		if (ck_now_ns() - t0 >= grace)
+			return ck_proc_refuse_unattached(stray, why, "; the job keeps running");
+		usleep(50000);
 	}
 	return 0;
 }
