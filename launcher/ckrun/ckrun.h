@@ -107,6 +107,11 @@ struct ckrun {
 	struct ck_joblock *lock;  /* the job's lock in the store, held for the whole run */
 	struct ck_telemetry *tel; /* metrics and events (NULL: none asked for) */
 	const char *round_snapshot; /* the committed round's snapshot: "write-protect", "fork", "none" */
+	/* --np (mpijob.c) */
+	int mpi_np;
+	pid_t mpi_pid; /* mpirun of the agents */
+	char mpi_key[48];
+	char mpi_agent[4096];
 };
 
 /* idmap.c: the id maps of the job's user namespace (init's pid) */

@@ -23,6 +23,7 @@
 
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/mpijob.h"
 #include "launcher/ckrun/ctlsrv.h"
 #include "launcher/image/restore_log.h"
 #include "launcher/store/joblock.h"
@@ -90,6 +91,9 @@ static void ck__usage(FILE *f)
 		   "                     refusal, fallback, restore and the end\n"
 		   "  --sign-key FILE    sign each checkpoint (HMAC-SHA-256, key kept outside the store,\n"
 		   "                     mode 0600); with --resume, refuse one not signed with it\n"
+		   "  --np N             an MPI program of N ranks (Open MPI ABI): ckrun starts N agents\n"
+		   "                     with mpirun, each owning one rank's MPI, and checkpoints the\n"
+		   "                     ranks at a consistent cut (same --np on --resume)\n"
 		   "  -v, --verbose      report each checkpoint on stderr (twice: with its phases)\n"
 		   "signals: SIGUSR2 = checkpoint now; SIGTERM/SIGINT = checkpoint and stop (exit 75)\n");
 }
@@ -180,7 +184,7 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		{"metrics", required_argument, 0, 1001}, {"metrics-file", required_argument, 0, 1002},
 		{"events", required_argument, 0, 1003}, {"sign-key", required_argument, 0, 1004},
 		{"map-path", required_argument, 0, 1005}, {"env", required_argument, 0, 1006},
-		{"round-timeout", required_argument, 0, 1008},
+		{"round-timeout", required_argument, 0, 1008}, {"np", required_argument, 0, 1009},
 		{0, 0, 0, 0}};
 	int o;
 
@@ -267,6 +271,12 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 				return -EINVAL;
 			}
 			break;
+		case 1009:
+			if (ck_mpi_parse_np(c, optarg) < 0) {
+				fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+				return -EINVAL;
+			}
+			break;
 		case 'v': c->verbose++; break;
 		case 1001: c->tel_opts.metrics_addr = optarg; break;
 		case 1002: c->tel_opts.metrics_file = optarg; break;
@@ -313,6 +323,10 @@ static int ck__parse(struct ckrun *c, int argc, char **argv)
 		c->job = strdup(enc);
 		if (!c->job)
 			return -ENOMEM;
+	}
+	if (ck_mpi_refuse_nesting(c) < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		return -EINVAL;
 	}
 	return 0;
 }
@@ -557,7 +571,7 @@ int main(int argc, char **argv)
 	c.agent_fd = c.status_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;
-	if (ck__find_helpers(&c) < 0) {
+	if (ck__find_helpers(&c) < 0 || (c.mpi_np && ck_mpi_prepare(&c) < 0)) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		return CK_EXIT_INTERNAL;
 	}
@@ -635,11 +649,16 @@ static int ck__run(struct ckrun *c)
 	if (ck_attach_open(c) < 0)
 		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
 				"checkpointable\n", ck_err_msg());
+	if (ck_mpi_start(c, c->resume && m) < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		return CK_EXIT_INTERNAL;
+	}
 	if (c->resume && m) {
 		uint64_t t0 = ck_now_ns(), req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 		r = ck_restore(c, m);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c->job, m->seq, ck_err_msg());
+			ck_mpi_stop(c);
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
 		ck_tel_restore(c->tel, m->seq, (double)(ck_now_ns() - t0) / 1e9);
@@ -658,10 +677,12 @@ static int ck__run(struct ckrun *c)
 		r = ck_spawn(c, CK_SPAWN_LAUNCH, NULL, 0);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+			ck_mpi_stop(c);
 			return CK_EXIT_INTERNAL;
 		}
 	}
 	r = ck__loop(c);
+	ck_mpi_stop(c);
 	ck_procs_clear(c);
 	free(c->procs);
 	ck_manifest_free(c->prev);

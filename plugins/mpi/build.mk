@@ -44,7 +44,11 @@ $(BUILD)/mpi/lib/libmpi.so.40: $(STI_OBJS) $(BUILD)/mpi/standin-abi.o
 	$(CC) -shared -o $@ $^ -lpthread -Wl,-z,defs -Wl,-soname,libmpi.so.40
 
 $(BUILD)/mpi/ckmpi-agent: $(AGENT_OBJS)
-	$(CC) $(LDFLAGS) -o $@ $^ -L$(MPI_LIBDIR) -lmpi
+	$(CC) $(LDFLAGS) -o $@ $^ -L$(MPI_LIBDIR) -lmpi -lpthread
+
+# The job's main process under ckrun --np (no MPI of its own).
+$(BUILD)/mpi/ckmpi-ranks: $(BUILD)/mpi/pic/ranks/ranks_main.o
+	$(CC) $(filter-out -fsanitize=%,$(LDFLAGS)) -o $@ $^
 
 # Test programs: unmodified MPI programs built with Debian's mpicc.
 MPI_TEST_PROGS := $(patsubst tests/mpi/%.c,$(BUILD)/tests/mpi/%,$(wildcard tests/mpi/*.c))
@@ -52,7 +56,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c
 	@mkdir -p $(dir $@)
 	mpicc -O2 -Wall -Wextra -Werror -o $@ $<
 
-MPI_TARGETS := $(BUILD)/mpi/lib/libmpi.so.40 $(BUILD)/mpi/ckmpi-agent $(MPI_TEST_PROGS)
+MPI_TARGETS := $(BUILD)/mpi/lib/libmpi.so.40 $(BUILD)/mpi/ckmpi-agent $(BUILD)/mpi/ckmpi-ranks $(MPI_TEST_PROGS)
 ALL_TARGETS += $(MPI_TARGETS)
 mpi: $(MPI_TARGETS)
 else

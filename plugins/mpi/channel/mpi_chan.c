@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -52,7 +53,7 @@ static void wake(uint32_t *waiting, uint32_t *word)
 
 /* Whether PID runs (a zombie does not: its parent may be the one waiting
  * here). Unknown pids (0: the peer did not open yet) count as alive. */
-static int peer_alive(pid_t pid)
+static int pid_alive(pid_t pid)
 {
 	char path[64], buf[256], *p;
 	ssize_t n;
@@ -73,10 +74,33 @@ static int peer_alive(pid_t pid)
 	return !(p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X'));
 }
 
+static uint64_t self_pidns(void)
+{
+	struct stat sb;
+
+	return stat("/proc/self/ns/pid", &sb) ? 0 : (uint64_t)sb.st_ino;
+}
+
+int ck_mpi_chan_peer_alive(struct ck_mpi_chan *c, int peer_is_server)
+{
+	struct ck_mpi_chan_hdr *h = c->h;
+
+	if (peer_is_server && h->server_pid) {
+		/* The kernel marks the server's robust lock when it dies,
+		 * whichever namespace looks. */
+		int rc = pthread_mutex_trylock(&h->server_lock);
+		if (rc == EOWNERDEAD || rc == 0)
+			return 0;
+	}
+	if ((peer_is_server ? h->server_pidns : h->client_pidns) != c->pidns)
+		return 1; /* not ours to look up */
+	return pid_alive(peer_is_server ? h->server_pid : h->client_pid);
+}
+
 /* Waits until *WORD != OLD; *WAITING is this side's sleep flag. Returns 0,
  * -ETIMEDOUT after TIMEOUT_MS (-1: none), -EPIPE when the peer left. */
 static int wait_change(struct ck_mpi_chan *c, uint32_t *word, uint32_t old, uint32_t *waiting,
-		       pid_t peer, int timeout_ms)
+		       int peer_is_server, int timeout_ms)
 {
 	struct timespec ts = { 0, CHECK_PEER_MS * 1000000L };
 	long waited_ms = 0;
@@ -96,7 +120,7 @@ static int wait_change(struct ck_mpi_chan *c, uint32_t *word, uint32_t old, uint
 			st(waiting, 0);
 			return 0;
 		}
-		if (ld(&c->h->closed) || !peer_alive(peer)) {
+		if (ld(&c->h->closed) || !ck_mpi_chan_peer_alive(c, peer_is_server)) {
 			st(waiting, 0);
 			return ld(word) != old ? 0 : -EPIPE;
 		}
@@ -150,6 +174,17 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 	c->h->arena_off = hdr;
 	c->h->arena_len = arena_len;
 	c->h->server_pid = getpid();
+	c->pidns = c->h->server_pidns = self_pidns();
+	{
+		pthread_mutexattr_t a;
+
+		pthread_mutexattr_init(&a);
+		pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+		pthread_mutex_init(&c->h->server_lock, &a);
+		pthread_mutexattr_destroy(&a);
+		pthread_mutex_lock(&c->h->server_lock); /* until this process ends */
+	}
 	c->arena = (uint8_t *)c->h + hdr;
 	c->arena_len = arena_len;
 	__atomic_store_n(&c->h->magic, CK_MPI_CHAN_MAGIC, __ATOMIC_RELEASE);
@@ -186,6 +221,7 @@ int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name)
 	c->arena = (uint8_t *)c->h + c->h->arena_off;
 	c->arena_len = c->h->arena_len;
 	c->h->client_pid = getpid();
+	c->pidns = c->h->client_pidns = self_pidns();
 	return 0;
 }
 
@@ -212,7 +248,7 @@ struct ck_mpi_req *ck_mpi_chan_slot(struct ck_mpi_chan *c)
 
 	/* A full ring: the oldest request is still being served. */
 	if (ld(&r->state) == CK_SLOT_POSTED &&
-	    wait_change(c, &r->state, CK_SLOT_POSTED, &c->h->client_waiting, c->h->server_pid, -1))
+	    wait_change(c, &r->state, CK_SLOT_POSTED, &c->h->client_waiting, 1, -1))
 		return NULL;
 	if (ld(&r->state) != CK_SLOT_FREE)
 		return NULL; /* answered but never released: the caller's bug */
@@ -231,7 +267,7 @@ void ck_mpi_chan_post(struct ck_mpi_chan *c, struct ck_mpi_req *r)
 int ck_mpi_chan_wait(struct ck_mpi_chan *c, struct ck_mpi_req *r)
 {
 	while (ld(&r->state) == CK_SLOT_POSTED)
-		if (wait_change(c, &r->state, CK_SLOT_POSTED, &c->h->client_waiting, c->h->server_pid, -1))
+		if (wait_change(c, &r->state, CK_SLOT_POSTED, &c->h->client_waiting, 1, -1))
 			return ld(&r->state) == CK_SLOT_DONE ? 0 : -EPIPE;
 	return 0;
 }
@@ -255,7 +291,7 @@ int ck_mpi_chan_next(struct ck_mpi_chan *c, struct ck_mpi_req **out, int timeout
 			*out = r;
 			return 0;
 		}
-		rc = wait_change(c, &c->h->req_bell, bell, &c->h->server_waiting, c->h->client_pid, timeout_ms);
+		rc = wait_change(c, &c->h->req_bell, bell, &c->h->server_waiting, 0, timeout_ms);
 		if (rc && ld(&r->state) != CK_SLOT_POSTED)
 			return rc;
 	}
@@ -265,4 +301,110 @@ void ck_mpi_chan_done(struct ck_mpi_chan *c, struct ck_mpi_req *r)
 {
 	st(&r->state, CK_SLOT_DONE);
 	wake(&c->h->client_waiting, &r->state);
+}
+
+uint32_t ck_mpi_chan_ld(uint32_t *w)
+{
+	return ld(w);
+}
+
+void ck_mpi_chan_st_wake(uint32_t *w, uint32_t v)
+{
+	st(w, v);
+	futex(w, FUTEX_WAKE, 0x7fffffff, NULL);
+}
+
+int ck_mpi_chan_wait_word(uint32_t *w, uint32_t old, int timeout_ms)
+{
+	struct timespec t0, now, ts;
+	long left;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (ld(w) == old) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left = timeout_ms - ((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+		if (timeout_ms >= 0 && left <= 0)
+			return -ETIMEDOUT;
+		if (timeout_ms < 0 || left > CHECK_PEER_MS)
+			left = CHECK_PEER_MS;
+		ts.tv_sec = left / 1000;
+		ts.tv_nsec = (left % 1000) * 1000000L;
+		futex(w, FUTEX_WAIT, old, &ts);
+	}
+	return 0;
+}
+
+/* The pages of [src, src+len) that hold anything, copied to dst (a fresh
+ * object reads as zeros: untouched arena pages cost nothing). */
+static void copy_used(uint8_t *dst, const uint8_t *src, size_t len)
+{
+	static const uint8_t zero[4096];
+
+	for (size_t o = 0; o < len; o += 4096) {
+		size_t n = len - o < 4096 ? len - o : 4096;
+		if (memcmp(src + o, zero, n))
+			memcpy(dst + o, src + o, n);
+	}
+}
+
+int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
+{
+	struct ck_mpi_chan_hdr *o = c->h, *n;
+	struct ck_mpi_chan nc;
+	int rc, waited = 0;
+	void *at;
+
+	for (;;) {
+		rc = ck_mpi_chan_open(&nc, name);
+		if (rc != -ENOENT && rc != -EPROTO)
+			break;
+		if (waited >= timeout_ms)
+			return rc;
+		usleep(20000);
+		waited += 20;
+	}
+	if (rc)
+		return rc;
+	if (nc.map_len != c->map_len || nc.h->arena_off != o->arena_off) {
+		munmap(nc.h, nc.map_len);
+		return -EMSGSIZE;
+	}
+	n = nc.h;
+	n->head = o->head;
+	n->tail = o->tail;
+	n->req_bell = o->req_bell;
+	memcpy(n->slots, o->slots, sizeof(n->slots));
+	n->cut_req = n->cut_done = n->cut_release = o->cut_done; /* any cut of the old one is over */
+	n->log_n = o->log_n;
+	n->log_full = o->log_full;
+	memcpy(n->log, o->log, sizeof(n->log));
+	copy_used((uint8_t *)n + n->arena_off, (const uint8_t *)o + o->arena_off, o->arena_len);
+	/* The same address: the program's threads hold pointers into it. */
+	at = mremap(nc.h, nc.map_len, c->map_len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)o);
+	if (at == MAP_FAILED) {
+		rc = -errno;
+		munmap(nc.h, nc.map_len);
+		return rc;
+	}
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	c->pidns = c->h->client_pidns = nc.pidns;
+	c->h->client_pid = getpid();
+	ck_mpi_chan_st_wake(&c->h->adopted, 1);
+	return 0;
+}
+
+int ck_mpi_chan_wait_adopted(struct ck_mpi_chan *c, int timeout_ms)
+{
+	return ck_mpi_chan_wait_word(&c->h->adopted, 0, timeout_ms);
+}
+
+void ck_mpi_chan_rewind(struct ck_mpi_chan *c)
+{
+	struct ck_mpi_req *r;
+
+	if (!c->h->tail)
+		return;
+	r = &c->h->slots[(c->h->tail - 1) % CK_MPI_CHAN_SLOTS];
+	if (ld(&r->state) == CK_SLOT_POSTED && r->seq == c->h->tail - 1)
+		c->h->tail--;
 }

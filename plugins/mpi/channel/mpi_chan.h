@@ -10,11 +10,12 @@
 #ifndef CK_MPI_CHAN_H
 #define CK_MPI_CHAN_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #define CK_MPI_CHAN_MAGIC 0x636b6d70696368aull /* "ckmpich" */
-#define CK_MPI_CHAN_VERSION 1
+#define CK_MPI_CHAN_VERSION 2
 #define CK_MPI_CHAN_SLOTS 16
 #define CK_MPI_CHAN_INLINE 256 /* bytes of small payload carried in a slot */
 
@@ -35,6 +36,15 @@ struct ck_mpi_req {
 	uint8_t inl[CK_MPI_CHAN_INLINE];
 };
 
+/* A communicator the agent made (dup, split, split_type) or freed, in the
+ * order it did: a restarted agent makes them again from this log. */
+#define CK_MPI_LOG_MAX 512
+struct ck_mpi_log_ent {
+	uint32_t op;            /* the wire op that made it (CK_W_COMM_*) */
+	int32_t parent, a, b;   /* parent communicator, color/type, key */
+	int32_t id;             /* its number */
+};
+
 struct ck_mpi_chan_hdr {
 	uint64_t magic;
 	uint32_t version, nslots;
@@ -45,6 +55,19 @@ struct ck_mpi_chan_hdr {
 	uint32_t closed; /* set by a side that leaves; wakes the other */
 	uint64_t head;   /* next slot the client posts (client-owned) */
 	uint64_t tail;   /* next slot the server serves (server-owned) */
+	/* Each side's pid namespace (an inode number): a peer in another one
+	 * (a program inside ckrun's job, its agent outside) cannot be looked
+	 * up by pid; the server's life is then told by server_lock. */
+	uint64_t server_pidns, client_pidns;
+	pthread_mutex_t server_lock; /* robust, process-shared, held by the server until it dies */
+	/* A checkpoint's cut: the client asks (cut_req = cut_done + 1), the
+	 * server answers (cut_ok, cut_why, then cut_done = cut_req) and, when
+	 * the cut holds, serves nothing until cut_release = cut_done. */
+	uint32_t cut_req, cut_done, cut_ok, cut_release;
+	uint32_t adopted; /* futex word: a restarted client moved its state in */
+	char cut_why[200];
+	uint32_t log_n, log_full;
+	struct ck_mpi_log_ent log[CK_MPI_LOG_MAX];
 	struct ck_mpi_req slots[CK_MPI_CHAN_SLOTS];
 };
 
@@ -53,6 +76,7 @@ struct ck_mpi_chan {
 	uint8_t *arena;
 	size_t arena_len, map_len;
 	char name[64];
+	uint64_t pidns; /* this side's */
 };
 
 /* Server side: creates (exclusively) and maps the object NAME ("/..."). */
@@ -63,6 +87,26 @@ int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name);
 void ck_mpi_chan_close(struct ck_mpi_chan *c);
 /* Removes the name (the mapping stays valid for who holds it). */
 int ck_mpi_chan_unlink(const char *name);
+
+/* Client, in a restored process whose mapping C still holds the old
+ * channel's contents (ring, log, arena): moves them into the new channel
+ * NAME made by a new server (waiting up to TIMEOUT_MS for it), maps it at
+ * the same address and tells the server (adopted). -EMSGSIZE when the new
+ * channel has another size. */
+int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms);
+/* Server: waits until a client adopted the channel (restart) or
+ * TIMEOUT_MS passed (-ETIMEDOUT). */
+int ck_mpi_chan_wait_adopted(struct ck_mpi_chan *c, int timeout_ms);
+/* Server of an adopted channel: the request it took last and never
+ * answered (the one a cut held) is served again. */
+void ck_mpi_chan_rewind(struct ck_mpi_chan *c);
+/* Whether the other side is still there (0: gone). */
+int ck_mpi_chan_peer_alive(struct ck_mpi_chan *c, int peer_is_server);
+/* Futex helpers on words of the mapping, for the cut's handshake. */
+uint32_t ck_mpi_chan_ld(uint32_t *w);
+void ck_mpi_chan_st_wake(uint32_t *w, uint32_t v);
+/* Waits up to TIMEOUT_MS while *W == OLD (0: changed, -ETIMEDOUT). */
+int ck_mpi_chan_wait_word(uint32_t *w, uint32_t old, int timeout_ms);
 
 /* Client: the next free slot (waits while the ring is full); NULL if the
  * server left or the slot was answered and never released. */

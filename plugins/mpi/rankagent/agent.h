@@ -5,6 +5,8 @@
 #ifndef CK_MPI_AGENT_H
 #define CK_MPI_AGENT_H
 
+#include <stddef.h>
+
 #include "plugins/mpi/channel/mpi_chan.h"
 
 /* Makes the real call for request R (data in the channel's arena) and
@@ -13,5 +15,41 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r);
 /* The MCA settings the agent pins before MPI_Init (deterministic
  * collectives), unless the environment sets them already. */
 void ck__agent_pin_mca(void);
+
+/* ckmpi-agent --serve KEY [--restore] (agent_job.c): returns the exit status. */
+int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char ***argv);
+
+/* ---- ckrun --np: serving a program inside ckrun's job (agent_cut.c) ---- */
+
+/* What the serving thread is doing, for the cut. */
+enum { CK_AST_IDLE, CK_AST_HELD, CK_AST_COLL, CK_AST_P2P, CK_AST_OTHER };
+void ck__agent_set_state(int s);
+/* Before serving R: waits while a cut holds it, counts a collective. */
+void ck__agent_gate(struct ck_mpi_req *r);
+/* The control thread (on a duplicate of MPI_COMM_WORLD): cuts asked for by
+ * the program's stand-in or by another agent. */
+int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple);
+void ck__agent_cut_stop(void);
+
+/* Kept by agent_serve.c for the cut: */
+int ck__agent_is_coll(unsigned op);
+int ck__agent_is_p2p(unsigned op);
+/* A key of communicator C that all its members share (0: none). */
+uint64_t ck__agent_key(int c);
+/* Collectives the program entered on C. */
+int64_t ck__agent_ncoll(int c);
+void ck__agent_ncoll_add(int c);
+/* Messages sent and received by the program (MPI_PROC_NULL aside). */
+uint64_t ck__agent_sent(void);
+uint64_t ck__agent_recvd(void);
+/* Nonblocking requests or matched-probe messages not handed over. */
+int ck__agent_outstanding(void);
+/* 0: the program is connected; 1: not yet; 2: finalized or gone. */
+int ck__agent_client_state(void);
+void ck__agent_set_client_state(int s);
+/* A restarted agent: makes the communicators of the channel's log again. */
+int ck__agent_replay(struct ck_mpi_chan *ch);
+/* The channel whose header keeps the log of communicators. */
+void ck__agent_log_to(struct ck_mpi_chan *ch);
 
 #endif

@@ -28,7 +28,8 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ckmpi-agent [--lib DIR] -- PROGRAM [ARGS...]\n");
+	fprintf(stderr, "usage: ckmpi-agent [--lib DIR] -- PROGRAM [ARGS...]\n"
+			"       ckmpi-agent --serve KEY [--restore]   (started by ckrun --np)\n");
 	return 64;
 }
 
@@ -113,6 +114,11 @@ int main(int argc, char **argv)
 	size_t arena;
 	pid_t pid;
 
+	if (argc >= 3 && !strcmp(argv[1], "--serve")) {
+		if (argc > 4 || (argc == 4 && strcmp(argv[3], "--restore")) || !*argv[2] || strlen(argv[2]) > 40)
+			return usage();
+		return ck__agent_job(argv[2], argc == 4, arena_size(), &argc, &argv);
+	}
 	for (i = 1; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strcmp(argv[i], "--lib") && i + 1 < argc)
 			snprintf(lib, sizeof(lib), "%s", argv[++i]);

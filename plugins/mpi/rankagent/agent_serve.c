@@ -19,6 +19,124 @@
  * the program made. */
 static MPI_Comm comms[CK_MAX_COMMS] = { CK_MPI_COMMS(COMM_H) };
 
+/* For the cut: a key per communicator its members share, the collectives
+ * entered on each, the communicators made from each; messages counted. */
+static uint64_t keys[CK_MAX_COMMS] = {[CK_COMM_comm_world] = 1};
+static int64_t ncoll[CK_MAX_COMMS], nchild[CK_MAX_COMMS];
+static uint64_t nsent, nrecvd;
+static int client_state = 1;
+/* The channel of this agent (for the log of communicators). */
+static struct ck_mpi_chan *log_ch;
+static int replaying;
+
+uint64_t ck__agent_key(int c)
+{
+	return c >= 0 && c < CK_MAX_COMMS ? __atomic_load_n(&keys[c], __ATOMIC_SEQ_CST) : 0;
+}
+
+int64_t ck__agent_ncoll(int c)
+{
+	return __atomic_load_n(&ncoll[c], __ATOMIC_SEQ_CST);
+}
+
+void ck__agent_ncoll_add(int c)
+{
+	__atomic_add_fetch(&ncoll[c], 1, __ATOMIC_SEQ_CST);
+}
+
+uint64_t ck__agent_sent(void)
+{
+	return __atomic_load_n(&nsent, __ATOMIC_SEQ_CST);
+}
+
+uint64_t ck__agent_recvd(void)
+{
+	return __atomic_load_n(&nrecvd, __ATOMIC_SEQ_CST);
+}
+
+int ck__agent_client_state(void)
+{
+	return __atomic_load_n(&client_state, __ATOMIC_SEQ_CST);
+}
+
+void ck__agent_set_client_state(int s)
+{
+	__atomic_store_n(&client_state, s, __ATOMIC_SEQ_CST);
+}
+
+static void count_send(int peer)
+{
+	if (peer != MPI_PROC_NULL)
+		__atomic_add_fetch(&nsent, 1, __ATOMIC_SEQ_CST);
+}
+
+static void count_recv(const MPI_Status *st)
+{
+	if (st->MPI_SOURCE != MPI_PROC_NULL)
+		__atomic_add_fetch(&nrecvd, 1, __ATOMIC_SEQ_CST);
+}
+
+int ck__agent_is_coll(unsigned op)
+{
+	switch (op) {
+	case CK_W_BARRIER: case CK_W_BCAST: case CK_W_ALLREDUCE: case CK_W_REDUCE:
+	case CK_W_COMM_DUP: case CK_W_COMM_SPLIT: case CK_W_COMM_SPLIT_TYPE:
+	case CK_W_GATHER: case CK_W_GATHERV: case CK_W_ALLGATHER: case CK_W_ALLGATHERV:
+	case CK_W_SCATTER: case CK_W_SCATTERV: case CK_W_ALLTOALL: case CK_W_IALLREDUCE:
+	case CK_W_REDUCE_SCATTER: case CK_W_ALLTOALLV:
+		return 1;
+	}
+	return 0;
+}
+
+int ck__agent_is_p2p(unsigned op)
+{
+	switch (op) {
+	case CK_W_SEND: case CK_W_RECV: case CK_W_SENDRECV: case CK_W_PROBE: case CK_W_MPROBE:
+	case CK_W_WAIT: case CK_W_WAITANY:
+		return 1;
+	}
+	return 0;
+}
+
+/* FNV-1a over the parent's key, the parent's creation count and the world
+ * rank of the new communicator's rank 0: the same for every member. */
+static uint64_t child_key(int parent, MPI_Comm nc)
+{
+	MPI_Group g, wg;
+	int zero = 0, w0 = -1;
+	uint64_t v[3], h = 1469598103934665603ull;
+
+	MPI_Comm_group(nc, &g);
+	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	MPI_Group_translate_ranks(g, 1, &zero, wg, &w0);
+	MPI_Group_free(&g);
+	MPI_Group_free(&wg);
+	v[0] = keys[parent];
+	v[1] = (uint64_t)nchild[parent];
+	v[2] = (uint64_t)(int64_t)w0;
+	for (size_t i = 0; i < sizeof(v); i++) {
+		h ^= ((const uint8_t *)v)[i];
+		h *= 1099511628211ull;
+	}
+	return h ? h : 1;
+}
+
+/* The log of communicators in the channel: a restart replays it. */
+static void log_comm(unsigned op, int parent, int a, int b, int id)
+{
+	struct ck_mpi_chan_hdr *h = log_ch ? log_ch->h : NULL;
+
+	if (!h || replaying)
+		return;
+	if (h->log_n >= CK_MPI_LOG_MAX) {
+		h->log_full = 1;
+		return;
+	}
+	h->log[h->log_n] = (struct ck_mpi_log_ent){.op = op, .parent = parent, .a = a, .b = b, .id = id};
+	h->log_n++;
+}
+
 static MPI_Comm comm_of(int i)
 {
 	return i >= 0 && i < CK_MAX_COMMS && comms[i] ? comms[i] : MPI_COMM_NULL;
@@ -38,7 +156,14 @@ static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
 	else
 		r->rc = MPI_Comm_split_type(parent, r->peer, r->tag, MPI_INFO_NULL, &nc);
 	r->rlen = nc != MPI_COMM_NULL;
-	if (r->rc == MPI_SUCCESS && nc != MPI_COMM_NULL) {
+	if (r->rc != MPI_SUCCESS)
+		return r->rc;
+	log_comm(r->op, r->comm, r->peer, r->tag, r->root);
+	nchild[r->comm]++;
+	if (nc != MPI_COMM_NULL) {
+		__atomic_store_n(&keys[r->root], child_key(r->comm, nc), __ATOMIC_SEQ_CST);
+		__atomic_store_n(&ncoll[r->root], 0, __ATOMIC_SEQ_CST);
+		nchild[r->root] = 0;
 		comms[r->root] = nc;
 		MPI_Comm_rank(nc, &r->src);
 		MPI_Comm_size(nc, &r->rtag);
@@ -145,8 +270,10 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
 		return MPI_ERR_ARG;
 	rc = MPI_Mrecv(ch->arena + r->off, (int)r->peer, dt, &msgs[r->count], &st);
 	msgs[r->count] = NULL;
-	if (rc == MPI_SUCCESS)
+	if (rc == MPI_SUCCESS) {
 		answer_status(r, &st);
+		count_recv(&st);
+	}
 	return rc;
 }
 
@@ -154,6 +281,7 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
  * then its status until WAIT hands it over. */
 static struct {
 	int used, done;
+	unsigned op;
 	MPI_Request req;
 	MPI_Status st;
 } reqs[CK_MAX_REQUESTS];
@@ -182,6 +310,9 @@ static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm
 	if (rc == MPI_SUCCESS) {
 		reqs[id].used = 1;
 		reqs[id].done = 0;
+		reqs[id].op = r->op;
+		if (r->op == CK_W_ISEND)
+			count_send(r->peer);
 	}
 	return rc;
 }
@@ -226,6 +357,8 @@ static int complete(struct ck_mpi_req *r)
 		if (now && !reqs[ids[i]].done) {
 			reqs[ids[i]].done = 1;
 			reqs[ids[i]].st = r->op == CK_W_TESTALL ? st[i] : st[0];
+			if (reqs[ids[i]].op == CK_W_IRECV)
+				count_recv(&reqs[ids[i]].st);
 		}
 	}
 	r->flag = r->op == CK_W_TEST || r->op == CK_W_TESTALL ? flag : idx;
@@ -238,8 +371,11 @@ static int wait_req(struct ck_mpi_req *r)
 
 	if (!req_ok(id))
 		return MPI_ERR_REQUEST;
-	if (!reqs[id].done)
+	if (!reqs[id].done) {
 		rc = MPI_Wait(&reqs[id].req, &reqs[id].st);
+		if (rc == MPI_SUCCESS && reqs[id].op == CK_W_IRECV)
+			count_recv(&reqs[id].st);
+	}
 	if (rc == MPI_SUCCESS)
 		answer_status(r, &reqs[id].st);
 	reqs[id].used = 0;
@@ -257,8 +393,11 @@ static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm,
 		return MPI_ERR_ARG;
 	rc = MPI_Sendrecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, ch->arena + v.roff, v.rcount,
 			  type_of(v.rtype), v.source, v.rtag, comm, &st);
-	if (rc == MPI_SUCCESS)
+	if (rc == MPI_SUCCESS) {
 		answer_status(r, &st);
+		count_send(r->peer);
+		count_recv(&st);
+	}
 	return rc;
 }
 
@@ -364,7 +503,9 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		r->len = (uint64_t)(int64_t)attr_int(MPI_LASTUSEDCODE);
 		break;
 	case CK_W_FINALIZE:
-		r->rc = MPI_Finalize();
+		/* Under ckrun the real one waits for every rank (agent_job.c):
+		 * the others may still checkpoint, with this agent in their cut. */
+		r->rc = log_ch ? MPI_SUCCESS : MPI_Finalize();
 		fin = 1;
 		break;
 	case CK_W_ABORT:
@@ -394,12 +535,15 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_SEND:
 		if (in_arena(ch, r->off, r->len))
 			r->rc = MPI_Send(a, (int)r->count, dt, r->peer, r->tag, comm);
+		if (r->rc == MPI_SUCCESS)
+			count_send(r->peer);
 		break;
 	case CK_W_RECV:
 		if (!in_arena(ch, r->off, r->len))
 			break;
 		r->rc = MPI_Recv(a, (int)r->count, dt, r->peer, r->tag, comm, &st);
 		if (r->rc == MPI_SUCCESS) {
+			count_recv(&st);
 			r->src = st.MPI_SOURCE;
 			r->rtag = st.MPI_TAG;
 			MPI_Get_count(&st, MPI_BYTE, &n);
@@ -415,6 +559,8 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		if (r->comm >= CK_NCOMMS && comm != MPI_COMM_NULL) {
 			r->rc = MPI_Comm_free(&comms[r->comm]);
 			comms[r->comm] = NULL;
+			__atomic_store_n(&keys[r->comm], 0, __ATOMIC_SEQ_CST);
+			log_comm(CK_W_COMM_FREE, r->comm, 0, 0, r->comm);
 		}
 		break;
 	case CK_W_GATHER:
@@ -476,4 +622,52 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		break;
 	}
 	return fin;
+}
+
+int ck__agent_outstanding(void)
+{
+	for (int i = 0; i < CK_MAX_REQUESTS; i++)
+		if (reqs[i].used)
+			return 1;
+	for (int i = 0; i < CK_MAX_MESSAGES; i++)
+		if (msgs[i])
+			return 1;
+	return 0;
+}
+
+int ck__agent_replay(struct ck_mpi_chan *ch)
+{
+	struct ck_mpi_chan_hdr *h = ch->h;
+	uint32_t n = h->log_n < CK_MPI_LOG_MAX ? h->log_n : CK_MPI_LOG_MAX;
+	int rc = MPI_SUCCESS;
+
+	log_ch = ch;
+	replaying = 1;
+	for (uint32_t i = 0; i < n && rc == MPI_SUCCESS; i++) {
+		struct ck_mpi_log_ent e = h->log[i];
+		struct ck_mpi_req r;
+
+		memset(&r, 0, sizeof(r));
+		r.op = e.op;
+		r.comm = e.parent;
+		r.peer = e.a;
+		r.tag = e.b;
+		r.root = e.id;
+		if (e.op == CK_W_COMM_FREE) {
+			if (e.id >= CK_NCOMMS && e.id < CK_MAX_COMMS && comms[e.id]) {
+				rc = MPI_Comm_free(&comms[e.id]);
+				comms[e.id] = NULL;
+				keys[e.id] = 0;
+			}
+		} else {
+			rc = comm_of(e.parent) == MPI_COMM_NULL ? MPI_ERR_COMM : new_comm(&r, comm_of(e.parent));
+		}
+	}
+	replaying = 0;
+	return rc;
+}
+
+void ck__agent_log_to(struct ck_mpi_chan *ch)
+{
+	log_ch = ch;
 }

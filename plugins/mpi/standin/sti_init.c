@@ -11,6 +11,7 @@
 #include "plugins/mpi/standin/sti.h"
 
 struct ck__sti ck__sti;
+#define CONNECT_MS 60000
 /* One caller on the channel at a time (MPI_THREAD_SERIALIZED at most is
  * promised, this keeps a program that breaks the promise safe). */
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -79,7 +80,14 @@ static int init(const char *fn)
 	if (!name || !*name)
 		ck__sti_die(fn, "no agent: %s is not set (this libmpi.so.40 is ckrun's stand-in; "
 				"run the program under ckmpi-agent)", CK_MPI_CHANNEL_ENV);
-	rc = ck_mpi_chan_open(&ck__sti.ch, name);
+	/* Under ckrun --np the agents start beside the job, not before it:
+	 * the channel may come a moment after the program. */
+	for (int waited = 0;; waited += 10) {
+		rc = ck_mpi_chan_open(&ck__sti.ch, name);
+		if ((rc != -ENOENT && rc != -EPROTO) || waited >= CONNECT_MS)
+			break;
+		usleep(10000);
+	}
 	if (rc)
 		ck__sti_die(fn, "cannot open the agent's channel %s: %s", name, strerror(-rc));
 	r = ck__sti_begin(fn, CK_W_HELLO);

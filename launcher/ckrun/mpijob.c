@@ -1,0 +1,188 @@
+/* ckrun --np N: an MPI job (plugins/mpi). The job's processes hold no MPI
+ * state: ckrun starts N agents with Open MPI's mpirun, outside the job's
+ * namespaces (each owns the real MPI of one rank), and the job itself is
+ * ckmpi-ranks, which starts N copies of the program with the stand-in
+ * libmpi.so.40. A checkpoint is the usual round; the stand-ins' plugin
+ * brings the ranks to a consistent cut through their agents first. A
+ * resume starts new agents (--restore) before the job comes back; each
+ * restored rank moves its channel over to its new agent.
+ *
+ * Rank R's channel is /ckmpi-KEY-R, KEY made of the user and the job's
+ * name: the same at every resume of the job, which the restored programs
+ * hold in their memory. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher/common/ck_err.h"
+#include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/mpijob.h"
+
+int ck_mpi_parse_np(struct ckrun *c, const char *arg)
+{
+	char *end;
+	long n = strtol(arg, &end, 10);
+
+	if (*end || n < 1 || n > 4096) {
+		ck_err_set("bad --np '%s' (a number of ranks from 1 to 4096)", arg);
+		return -EINVAL;
+	}
+	c->mpi_np = (int)n;
+	return 0;
+}
+
+static int is_launcher(const char *prog)
+{
+	const char *b = strrchr(prog, '/');
+
+	b = b ? b + 1 : prog;
+	return !strcmp(b, "mpirun") || !strcmp(b, "mpiexec") || !strcmp(b, "orterun") ||
+	       !strncmp(b, "mpirun.", 7) || !strncmp(b, "mpiexec.", 8);
+}
+
+int ck_mpi_refuse_nesting(struct ckrun *c)
+{
+	/* Under mpirun each rank would be a job of its own, checkpointed
+	 * alone: no consistent cut, and agents of nobody. */
+	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) {
+		ck_err_set("ckrun runs under mpirun here: each rank would be checkpointed alone; run "
+			   "`ckrun --np N -- PROGRAM` instead of `mpirun -np N ckrun -- PROGRAM`");
+		return -EINVAL;
+	}
+	if (c->argv && c->argv[0] && is_launcher(c->argv[0])) {
+		ck_err_set("%s cannot run inside ckrun's job (its ranks' MPI state cannot be checkpointed "
+			   "there); run `ckrun --np N -- PROGRAM` instead", c->argv[0]);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The helpers live in mpi/ next to libckpt.so (the build tree, or
+ * PREFIX/lib/ckrun/mpi). */
+static int helper(const struct ckrun *c, const char *name, char *out, size_t n)
+{
+	const char *slash = strrchr(c->libckpt, '/');
+	int len = slash ? (int)(slash - c->libckpt) : 1;
+
+	snprintf(out, n, "%.*s/mpi/%s", len, slash ? c->libckpt : ".", name);
+	return access(out, X_OK) ? -errno : 0;
+}
+
+int ck_mpi_prepare(struct ckrun *c)
+{
+	char ranks[4096], np[16], **av;
+	uint64_t h = 1469598103934665603ull;
+	size_t n = 0, i;
+
+	if (helper(c, "ckmpi-agent", c->mpi_agent, sizeof(c->mpi_agent)) < 0 ||
+	    helper(c, "ckmpi-ranks", ranks, sizeof(ranks)) < 0) {
+		ck_err_set("--np needs ckrun's MPI agent (%s): build it with `make mpi` (Open MPI's development "
+			   "files: CKPT_DEPS_EXTRA=mpi scripts/deps.sh)", c->mpi_agent);
+		return -ENOENT;
+	}
+	for (const char *p = c->job; *p; p++) {
+		h ^= (uint8_t)*p;
+		h *= 1099511628211ull;
+	}
+	snprintf(c->mpi_key, sizeof(c->mpi_key), "%u-%016llx", (unsigned)getuid(), (unsigned long long)h);
+	while (c->argv[n])
+		n++;
+	av = calloc(n + 5, sizeof(*av));
+	if (!av)
+		return -ENOMEM;
+	snprintf(np, sizeof(np), "%d", c->mpi_np);
+	av[0] = strdup(ranks);
+	av[1] = strdup(np);
+	av[2] = c->mpi_key;
+	av[3] = "--";
+	for (i = 0; i < n; i++)
+		av[4 + i] = c->argv[i];
+	if (!av[0] || !av[1]) {
+		free(av[0]);
+		free(av[1]);
+		free(av);
+		return -ENOMEM;
+	}
+	c->argv = av;
+	return 0;
+}
+
+int ck_mpi_start(struct ckrun *c, int restore)
+{
+	const char *mpirun = getenv("CKPT_MPIRUN");
+	char np[16];
+	const char *av[16];
+	int n = 0, fd;
+	pid_t pid;
+
+	if (!c->mpi_np)
+		return 0;
+	if (!mpirun || !*mpirun)
+		mpirun = "mpirun";
+	snprintf(np, sizeof(np), "%d", c->mpi_np);
+	av[n++] = mpirun;
+	av[n++] = "-np";
+	av[n++] = np;
+	/* ranks beyond the cores, and no binding: the programs do the work */
+	av[n++] = "--oversubscribe";
+	av[n++] = "--bind-to";
+	av[n++] = "none";
+	if (geteuid() == 0)
+		av[n++] = "--allow-run-as-root";
+	av[n++] = c->mpi_agent;
+	av[n++] = "--serve";
+	av[n++] = c->mpi_key;
+	if (restore)
+		av[n++] = "--restore";
+	av[n] = NULL;
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		ck_err_set("cannot start the MPI agents: fork: %s", strerror(errno));
+		return -errno;
+	}
+	if (pid == 0) {
+		/* Its own process group (a terminal's ^C is ckrun's to turn into
+		 * a checkpoint, not the agents' end); gone with ckrun. */
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0)
+			dup2(fd, 0); /* mpirun forwards its stdin to rank 0: the job's stdin is the job's */
+		execvp(mpirun, (char **)av);
+		fprintf(stderr, "ckrun: cannot run %s for the MPI agents: %s\n", mpirun, strerror(errno));
+		_exit(127);
+	}
+	c->mpi_pid = pid;
+	if (c->verbose)
+		fprintf(stderr, "ckrun: %d MPI agents started (%s%s, channels /ckmpi-%s-*)\n", c->mpi_np, mpirun,
+			restore ? ", to restore" : "", c->mpi_key);
+	return 0;
+}
+
+void ck_mpi_stop(struct ckrun *c)
+{
+	int st;
+
+	if (c->mpi_pid <= 0)
+		return;
+	kill(c->mpi_pid, SIGTERM);
+	for (int i = 0; i < 500; i++) {
+		if (waitpid(c->mpi_pid, &st, WNOHANG) == c->mpi_pid) {
+			c->mpi_pid = 0;
+			return;
+		}
+		usleep(10000);
+	}
+	kill(-c->mpi_pid, SIGKILL);
+	kill(c->mpi_pid, SIGKILL);
+	waitpid(c->mpi_pid, &st, 0);
+	c->mpi_pid = 0;
+}

@@ -1,0 +1,18 @@
+/* ckrun --np: MPI jobs (mpijob.c). */
+#ifndef CK_MPIJOB_H
+#define CK_MPIJOB_H
+
+struct ckrun;
+
+/* --np N */
+int ck_mpi_parse_np(struct ckrun *c, const char *arg);
+/* ckrun under mpirun, or mpirun as the job: refused in one line. */
+int ck_mpi_refuse_nesting(struct ckrun *c);
+/* The job becomes ckmpi-ranks N KEY -- PROGRAM...; finds the agent. */
+int ck_mpi_prepare(struct ckrun *c);
+/* mpirun -np N ckmpi-agent --serve KEY [--restore], outside the job. */
+int ck_mpi_start(struct ckrun *c, int restore);
+/* Ends the agents (the job has ended or stopped). */
+void ck_mpi_stop(struct ckrun *c);
+
+#endif

@@ -1,0 +1,346 @@
+/* The agents' half of a checkpoint's cut (ckrun --np): every rank's MPI
+ * state brought to one consistent point, with the programs still running.
+ *
+ * Each agent has a control thread on a private duplicate of
+ * MPI_COMM_WORLD (the agent runs MPI_THREAD_MULTIPLE, so it can talk while
+ * the serving thread sits in the program's collective). A program's
+ * stand-in asks for a cut in the channel's header; its agent tells every
+ * other agent (a message on the control communicator) and all of them run
+ * the same rounds, each decided only by values reduced over all of them,
+ * so that they call the same collectives:
+ *
+ *  1. Run on: each agent publishes how many collectives its program
+ *     entered on each communicator (a key the members share); the target
+ *     of a communicator is the most any member entered. A program is held
+ *     before a collective that would pass its target and runs freely
+ *     otherwise, so the ranks behind catch up (as MANA does). Done when no
+ *     rank is behind, none is inside a collective or a blocking
+ *     point-to-point call, and every stand-in asked.
+ *  2. Hold: every request is held. The cut holds when no message is in
+ *     flight (sent = received, summed over all ranks) and no nonblocking
+ *     request or probed message is outstanding; each agent then serves
+ *     nothing until its stand-in releases it (the round's end), or a new
+ *     agent takes the channel over after a restart.
+ *
+ * Anything else (a rank blocked in MPI_Recv past the limit, messages in
+ * flight, requests outstanding) fails the cut in one line naming the rank,
+ * the same on every rank; the programs go on as if nothing happened. */
+#include <errno.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "plugins/mpi/channel/mpi_wire.h"
+#include "plugins/mpi/rankagent/agent.h"
+
+#define TAG_CUT 1
+#define PAIRS CK_MAX_COMMS
+
+static struct {
+	struct ck_mpi_chan *ch;
+	MPI_Comm ctl;
+	int rank, size, multiple, limit_ms;
+	pthread_t thr;
+	int started, stop;
+	/* shared with the serving thread */
+	int state;
+	uint32_t gate_gen; /* futex word: bumped whenever the gate changes */
+	int gate_on, hold_all;
+	int64_t target[CK_MAX_COMMS];
+} cut;
+
+static int ld(int *p)
+{
+	return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
+static void st(int *p, int v)
+{
+	__atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static void gate_changed(void)
+{
+	__atomic_add_fetch(&cut.gate_gen, 1, __ATOMIC_SEQ_CST);
+	ck_mpi_chan_st_wake(&cut.gate_gen, cut.gate_gen);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void ck__agent_set_state(int s)
+{
+	st(&cut.state, s);
+}
+
+void ck__agent_gate(struct ck_mpi_req *r)
+{
+	int coll = ck__agent_is_coll(r->op), c = r->comm;
+
+	for (;;) {
+		uint32_t g = __atomic_load_n(&cut.gate_gen, __ATOMIC_SEQ_CST);
+		int hold = 0;
+
+		if (ld(&cut.gate_on))
+			hold = ld(&cut.hold_all) ||
+			       (coll && c >= 0 && c < CK_MAX_COMMS && c != CK_COMM_comm_self &&
+				ck__agent_ncoll(c) >= __atomic_load_n(&cut.target[c], __ATOMIC_SEQ_CST));
+		if (!hold)
+			break;
+		ck__agent_set_state(CK_AST_HELD);
+		ck_mpi_chan_wait_word(&cut.gate_gen, g, 50);
+	}
+	if (coll && c >= 0 && c < CK_MAX_COMMS)
+		ck__agent_ncoll_add(c);
+	ck__agent_set_state(coll ? CK_AST_COLL : ck__agent_is_p2p(r->op) ? CK_AST_P2P : CK_AST_OTHER);
+}
+
+/* Until the serving thread is idle or held, at most MS. */
+static void settle(int ms)
+{
+	for (int i = 0; i < ms * 5; i++) {
+		int s = ld(&cut.state);
+		if (s == CK_AST_IDLE || s == CK_AST_HELD)
+			return;
+		usleep(200);
+	}
+}
+
+static int asked(void)
+{
+	struct ck_mpi_chan_hdr *h = cut.ch->h;
+
+	return ck_mpi_chan_ld(&h->cut_req) == ck_mpi_chan_ld(&h->cut_done) + 1;
+}
+
+/* Flags reduced with MAXLOC: the value, and the lowest rank that has it. */
+enum { F_NOTCONN, F_LOGFULL, F_NOTASKED, F_BEHIND, F_COLL, F_P2P, F_BUSY, F_PENDING, F_ELAPSED, NFLAGS };
+
+static void reduce(int v[NFLAGS], int out[NFLAGS][2])
+{
+	int in[NFLAGS][2];
+
+	for (int i = 0; i < NFLAGS; i++) {
+		in[i][0] = v[i];
+		in[i][1] = cut.rank;
+	}
+	MPI_Allreduce(in, out, NFLAGS, MPI_2INT, MPI_MAXLOC, cut.ctl);
+}
+
+static void local_flags(int v[NFLAGS], uint64_t t0)
+{
+	int s = ld(&cut.state);
+
+	memset(v, 0, sizeof(int) * NFLAGS);
+	v[F_NOTCONN] = ck__agent_client_state(); /* 0 connected, 1 not yet, 2 finalized or gone */
+	v[F_LOGFULL] = (int)ck_mpi_chan_ld(&cut.ch->h->log_full);
+	v[F_NOTASKED] = !asked();
+	v[F_COLL] = s == CK_AST_COLL;
+	v[F_P2P] = s == CK_AST_P2P;
+	v[F_BUSY] = s != CK_AST_IDLE && s != CK_AST_HELD;
+	v[F_PENDING] = ck__agent_outstanding();
+	v[F_ELAPSED] = (int)(now_ms() - t0);
+}
+
+/* Phase 1's exchange: every communicator's target, 1 if this rank is behind. */
+static int exchange_targets(void)
+{
+	struct {
+		uint64_t key;
+		int64_t n;
+	} mine[PAIRS], *all;
+	int behind = 0;
+
+	memset(mine, 0, sizeof(mine));
+	for (int c = 0; c < CK_MAX_COMMS; c++)
+		if (c != CK_COMM_comm_self && ck__agent_key(c)) {
+			mine[c].key = ck__agent_key(c);
+			mine[c].n = ck__agent_ncoll(c);
+		}
+	all = calloc((size_t)cut.size, sizeof(mine));
+	if (!all) {
+		fprintf(stderr, "ckmpi-agent: out of memory\n");
+		MPI_Abort(MPI_COMM_WORLD, 71);
+	}
+	MPI_Allgather(mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, cut.ctl);
+	for (int c = 0; c < CK_MAX_COMMS; c++) {
+		int64_t t = 0;
+		if (!mine[c].key)
+			continue;
+		for (int r = 0; r < cut.size; r++)
+			for (int k = 0; k < PAIRS; k++)
+				if (all[(size_t)r * PAIRS + (size_t)k].key == mine[c].key &&
+				    all[(size_t)r * PAIRS + (size_t)k].n > t)
+					t = all[(size_t)r * PAIRS + (size_t)k].n;
+		__atomic_store_n(&cut.target[c], t, __ATOMIC_SEQ_CST);
+		behind |= ck__agent_ncoll(c) < t;
+	}
+	free(all);
+	gate_changed();
+	return behind;
+}
+
+static void fail(char *why, size_t n, const char *fmt, int rank)
+{
+	snprintf(why, n, fmt, rank);
+}
+
+/* One cut; 1 when it holds, 0 with WHY set when it does not. */
+static int run_cut(char *why, size_t whylen)
+{
+	int v[NFLAGS], g[NFLAGS][2], iter;
+	uint64_t t0 = now_ms();
+
+	if (!cut.multiple) {
+		snprintf(why, whylen, "MPI: the agents' Open MPI lacks MPI_THREAD_MULTIPLE; no checkpoint of MPI state");
+		return 0;
+	}
+	for (int c = 0; c < CK_MAX_COMMS; c++)
+		__atomic_store_n(&cut.target[c], INT64_MAX, __ATOMIC_SEQ_CST);
+	st(&cut.hold_all, 0);
+	st(&cut.gate_on, 1);
+	gate_changed();
+	for (iter = 0;; iter++) {
+		settle(20);
+		local_flags(v, t0);
+		v[F_BEHIND] = exchange_targets();
+		reduce(v, g);
+		if (g[F_NOTCONN][0] == 1)
+			return fail(why, whylen, "MPI: rank %d has not called MPI_Init yet", g[F_NOTCONN][1]), 0;
+		if (g[F_NOTCONN][0] == 2)
+			return fail(why, whylen, "MPI: rank %d has finalized MPI or ended", g[F_NOTCONN][1]), 0;
+		if (g[F_LOGFULL][0])
+			return fail(why, whylen, "MPI: rank %d made more communicators than a restart can replay", g[F_LOGFULL][1]), 0;
+		/* the first targets were set after this look: decide from the second on */
+		if (iter > 0 && !g[F_BEHIND][0] && !g[F_COLL][0] && !g[F_P2P][0] && !g[F_NOTASKED][0])
+			break;
+		if (g[F_ELAPSED][0] > cut.limit_ms) {
+			if (g[F_NOTASKED][0])
+				return fail(why, whylen, "MPI: rank %d did not take part in the cut", g[F_NOTASKED][1]), 0;
+			if (g[F_P2P][0])
+				return fail(why, whylen, "MPI: rank %d stayed in a blocking point-to-point call "
+					    "(send, receive, probe or wait) past the cut's limit", g[F_P2P][1]), 0;
+			return fail(why, whylen, "MPI: rank %d did not reach the collective the others are in "
+				    "within the cut's limit", g[F_BEHIND][0] ? g[F_BEHIND][1] : g[F_COLL][1]), 0;
+		}
+	}
+	st(&cut.hold_all, 1);
+	gate_changed();
+	for (;;) {
+		long long inflight, sum = 0;
+
+		settle(50);
+		local_flags(v, t0);
+		inflight = (long long)ck__agent_sent() - (long long)ck__agent_recvd();
+		reduce(v, g);
+		MPI_Allreduce(&inflight, &sum, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
+		if (g[F_PENDING][0])
+			return fail(why, whylen, "MPI: rank %d has nonblocking requests or probed messages outstanding "
+				    "(not yet carried across a checkpoint)", g[F_PENDING][1]), 0;
+		if (!g[F_BUSY][0] && sum == 0)
+			return 1;
+		if (!g[F_BUSY][0] || g[F_ELAPSED][0] > cut.limit_ms) {
+			snprintf(why, whylen, "MPI: %lld message(s) in flight between ranks at the cut (not yet carried "
+				 "across a checkpoint)", sum);
+			if (g[F_BUSY][0])
+				fail(why, whylen, "MPI: rank %d stayed in a point-to-point call past the cut's limit",
+				     g[F_BUSY][1]);
+			return 0;
+		}
+	}
+}
+
+static void answer(int ok, const char *why)
+{
+	struct ck_mpi_chan_hdr *h = cut.ch->h;
+
+	if (!ok) {
+		st(&cut.hold_all, 0);
+		st(&cut.gate_on, 0);
+		gate_changed();
+	}
+	if (!asked())
+		return;
+	snprintf(h->cut_why, sizeof(h->cut_why), "%s", ok ? "" : why);
+	ck_mpi_chan_st_wake(&h->cut_ok, (uint32_t)ok);
+	ck_mpi_chan_st_wake(&h->cut_done, ck_mpi_chan_ld(&h->cut_req));
+}
+
+static void *ctl_main(void *arg)
+{
+	uint64_t in = 0, gen = 0;
+	MPI_Request rq;
+	char why[sizeof(cut.ch->h->cut_why)];
+
+	(void)arg;
+	MPI_Irecv(&in, 1, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_CUT, cut.ctl, &rq);
+	while (!ld(&cut.stop)) {
+		struct ck_mpi_chan_hdr *h = cut.ch->h;
+		int flag = 0, join = 0, ok;
+
+		MPI_Test(&rq, &flag, MPI_STATUS_IGNORE);
+		if (flag) {
+			join = in == gen + 1; /* older ones: a cut already run */
+			MPI_Irecv(&in, 1, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_CUT, cut.ctl, &rq);
+		}
+		if (!join && asked()) {
+			uint64_t next = gen + 1;
+			join = 1;
+			for (int r = 0; r < cut.size; r++)
+				if (r != cut.rank)
+					MPI_Send(&next, 1, MPI_UINT64_T, r, TAG_CUT, cut.ctl);
+		}
+		if (join) {
+			gen++;
+			ok = run_cut(why, sizeof(why));
+			answer(ok, why);
+			continue;
+		}
+		/* a cut that held: released at the round's end */
+		if (ld(&cut.gate_on) && ck_mpi_chan_ld(&h->cut_release) == ck_mpi_chan_ld(&h->cut_done)) {
+			st(&cut.hold_all, 0);
+			st(&cut.gate_on, 0);
+			gate_changed();
+		}
+		ck_mpi_chan_wait_word(ld(&cut.gate_on) ? &h->cut_release : &h->cut_req,
+				      ck_mpi_chan_ld(ld(&cut.gate_on) ? &h->cut_release : &h->cut_req), 5);
+	}
+	MPI_Cancel(&rq);
+	MPI_Wait(&rq, MPI_STATUS_IGNORE);
+	return NULL;
+}
+
+int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple)
+{
+	const char *lim = getenv("CKPT_MPI_CUT_MS");
+
+	cut.ch = ch;
+	cut.multiple = multiple;
+	cut.limit_ms = lim && atoi(lim) > 0 ? atoi(lim) : 10000;
+	MPI_Comm_rank(MPI_COMM_WORLD, &cut.rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &cut.size);
+	MPI_Comm_dup(MPI_COMM_WORLD, &cut.ctl);
+	if (pthread_create(&cut.thr, NULL, ctl_main, NULL))
+		return -errno;
+	cut.started = 1;
+	return 0;
+}
+
+void ck__agent_cut_stop(void)
+{
+	if (!cut.started)
+		return;
+	st(&cut.stop, 1);
+	pthread_join(cut.thr, NULL);
+	cut.started = 0;
+}

@@ -1,0 +1,138 @@
+/* ckmpi-agent --serve KEY [--restore]: the agent of one rank of a job that
+ * ckrun runs (ckrun --np). ckrun starts the agents with mpirun outside its
+ * job's namespaces and the programs inside them (ckmpi-ranks); a program
+ * finds its agent's channel by name, /ckmpi-KEY-RANK. Unlike the plain
+ * mode the agent neither starts nor waits for the program: ckrun owns both
+ * and ends the agents when the job ends or stops.
+ *
+ * --restore: the programs come back from a checkpoint; each adopts its
+ * agent's channel (moves its ring, log and arena in), the agent makes the
+ * program's communicators again from the log, with every other agent, and
+ * serves the request the cut held. */
+#include <errno.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "plugins/mpi/channel/mpi_wire.h"
+#include "plugins/mpi/rankagent/agent.h"
+
+static char shm_path[96];
+
+static void on_signal(int sig)
+{
+	if (shm_path[0])
+		unlink(shm_path); /* shm_unlink is not async-signal-safe; this is the same */
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* The name is ours (it holds our uid's key): one left by an agent killed
+ * before its program connected goes. */
+static int create(struct ck_mpi_chan *ch, const char *name, size_t arena)
+{
+	int rc = ck_mpi_chan_create(ch, name, arena);
+
+	if (rc == -EEXIST) {
+		ck_mpi_chan_unlink(name);
+		rc = ck_mpi_chan_create(ch, name, arena);
+	}
+	return rc;
+}
+
+/* Every rank's program done: the real MPI_Finalize, with the control
+ * thread serving the cuts the others may still ask for until then. */
+static void finish(MPI_Comm fin)
+{
+	MPI_Request rq;
+	int done = 0;
+
+	MPI_Ibarrier(fin, &rq);
+	while (!done) {
+		MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+		if (!done)
+			usleep(5000);
+	}
+	ck__agent_cut_stop();
+	MPI_Comm_free(&fin);
+	MPI_Finalize();
+}
+
+int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char ***argv)
+{
+	char chan[64];
+	int rank = -1, provided = 0, rc, finalized = 0;
+	unsigned long served = 0;
+	struct ck_mpi_chan ch;
+	struct ck_mpi_req *r;
+	MPI_Comm fin;
+
+	ck__agent_pin_mca();
+	MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_dup(MPI_COMM_WORLD, &fin);
+	snprintf(chan, sizeof(chan), "/ckmpi-%s-%d", key, rank);
+	rc = create(&ch, chan, arena);
+	if (rc) {
+		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
+		MPI_Abort(MPI_COMM_WORLD, 69);
+	}
+	snprintf(shm_path, sizeof(shm_path), "/dev/shm%s", chan);
+	signal(SIGTERM, on_signal);
+	signal(SIGINT, on_signal);
+	signal(SIGHUP, on_signal);
+	ck__agent_log_to(&ch);
+	if (ck__agent_cut_start(&ch, provided == MPI_THREAD_MULTIPLE)) {
+		fprintf(stderr, "ckmpi-agent: rank %d: cannot start the control thread\n", rank);
+		MPI_Abort(MPI_COMM_WORLD, 71);
+	}
+	if (restore) {
+		/* The program adopts the channel; ckrun ends us if it never does. */
+		while (ck_mpi_chan_wait_adopted(&ch, 1000) == -ETIMEDOUT)
+			;
+		shm_path[0] = 0;
+		ck_mpi_chan_unlink(chan);
+		rc = ck__agent_replay(&ch);
+		if (rc != MPI_SUCCESS) {
+			fprintf(stderr, "ckmpi-agent: rank %d: cannot make the program's communicators again (error %d)\n",
+				rank, rc);
+			MPI_Abort(MPI_COMM_WORLD, 71);
+		}
+		ck_mpi_chan_rewind(&ch);
+		ck__agent_set_client_state(0);
+	}
+	for (;;) {
+		ck__agent_set_state(CK_AST_IDLE);
+		rc = ck_mpi_chan_next(&ch, &r, 100);
+		if (rc == -ETIMEDOUT)
+			continue;
+		if (rc)
+			break; /* the program closed the channel: it finalized */
+		ck__agent_gate(r);
+		finalized |= ck__agent_serve(&ch, r);
+		ck__agent_set_state(CK_AST_OTHER);
+		served++;
+		if (r->op == CK_W_HELLO && shm_path[0]) { /* mapped by the program: the name can go */
+			shm_path[0] = 0;
+			ck_mpi_chan_unlink(chan);
+			ck__agent_set_client_state(0);
+		}
+		ck_mpi_chan_done(&ch, r);
+		if (finalized)
+			ck__agent_set_client_state(2);
+	}
+	ck__agent_set_client_state(2);
+	ck__agent_set_state(CK_AST_IDLE);
+	if (getenv("CKPT_MPI_STATS") && !strcmp(getenv("CKPT_MPI_STATS"), "1"))
+		fprintf(stderr, "ckmpi-agent: rank %d: %lu requests served\n", rank, served);
+	if (!finalized) {
+		fprintf(stderr, "ckmpi-agent: rank %d: the program left without MPI_Finalize\n", rank);
+		fflush(NULL);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	finish(fin);
+	return 0;
+}
