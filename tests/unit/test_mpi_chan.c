@@ -49,7 +49,7 @@ static void test_refusals(void)
 	struct ck_mpi_chan c;
 	int fd;
 
-	CHECK_EQ_INT(ck_mpi_chan_create(&c, "no-slash", 4096), -EINVAL);
+	CHECK_EQ_INT(ck_mpi_chan_create(&c, "no-slash", 4096, 0), -EINVAL);
 	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), -ENOENT);
 	/* An object of the right size that is not a channel. */
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -57,7 +57,7 @@ static void test_refusals(void)
 	CHECK_EQ_INT(ftruncate(fd, 1 << 20), 0);
 	close(fd);
 	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), -EPROTO);
-	CHECK_EQ_INT(ck_mpi_chan_create(&c, name, 4096), -EEXIST);
+	CHECK_EQ_INT(ck_mpi_chan_create(&c, name, 4096, 0), -EEXIST);
 	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
 }
 
@@ -68,7 +68,7 @@ static void test_traffic(void)
 	int ws = 0, bad = 0;
 	pid_t pid;
 
-	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 1 << 16), 0);
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 1 << 16, 0), 0);
 	CHECK_EQ_INT(s.arena_len, 1 << 16);
 	pid = fork();
 	if (pid == 0)
@@ -125,7 +125,7 @@ static void test_peers_gone(void)
 	int ws;
 	pid_t pid;
 
-	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096), 0);
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096, 0), 0);
 	CHECK_EQ_INT(ck_mpi_chan_next(&s, &r, 50), -ETIMEDOUT);
 	pid = fork();
 	if (pid == 0) {
@@ -139,7 +139,7 @@ static void test_peers_gone(void)
 	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
 
 	/* The server (a child, never reaped while we wait) is killed. */
-	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096), 0);
+	CHECK_EQ_INT(ck_mpi_chan_create(&s, name, 4096, 0), 0);
 	pid = fork();
 	if (pid == 0) {
 		ck_mpi_chan_next(&s, &r, 10000);

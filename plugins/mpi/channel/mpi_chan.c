@@ -149,7 +149,7 @@ static int map(struct ck_mpi_chan *c, int fd, size_t len)
 	return 0;
 }
 
-int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len)
+int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len)
 {
 	size_t hdr = (sizeof(struct ck_mpi_chan_hdr) + 4095) & ~(size_t)4095;
 	int fd, rc;
@@ -158,10 +158,11 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 	if (strlen(name) >= sizeof(c->name) || name[0] != '/')
 		return -EINVAL;
 	arena_len = (arena_len + 4095) & ~(size_t)4095;
+	drain_len = (drain_len + 4095) & ~(size_t)4095;
 	fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = ftruncate(fd, (off_t)(hdr + arena_len)) ? -errno : map(c, fd, hdr + arena_len);
+	rc = ftruncate(fd, (off_t)(hdr + arena_len + drain_len)) ? -errno : map(c, fd, hdr + arena_len + drain_len);
 	close(fd);
 	if (rc) {
 		shm_unlink(name);
@@ -170,9 +171,11 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 	strcpy(c->name, name);
 	c->h->version = CK_MPI_CHAN_VERSION;
 	c->h->nslots = CK_MPI_CHAN_SLOTS;
-	c->h->size = hdr + arena_len;
+	c->h->size = hdr + arena_len + drain_len;
 	c->h->arena_off = hdr;
 	c->h->arena_len = arena_len;
+	c->h->drain_off = hdr + arena_len;
+	c->h->drain_len = drain_len;
 	c->h->server_pid = getpid();
 	c->pidns = c->h->server_pidns = self_pidns();
 	{
@@ -186,6 +189,7 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 		pthread_mutex_lock(&c->h->server_lock); /* until this process ends */
 	}
 	c->arena = (uint8_t *)c->h + hdr;
+	c->drain = c->arena + arena_len;
 	c->arena_len = arena_len;
 	__atomic_store_n(&c->h->magic, CK_MPI_CHAN_MAGIC, __ATOMIC_RELEASE);
 	return 0;
@@ -212,13 +216,15 @@ int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name)
 		return rc;
 	if (__atomic_load_n(&c->h->magic, __ATOMIC_ACQUIRE) != CK_MPI_CHAN_MAGIC ||
 	    c->h->version != CK_MPI_CHAN_VERSION || c->h->nslots != CK_MPI_CHAN_SLOTS ||
-	    c->h->size != (uint64_t)sb.st_size || c->h->arena_off + c->h->arena_len > c->h->size) {
+	    c->h->size != (uint64_t)sb.st_size || c->h->arena_off + c->h->arena_len > c->h->size ||
+	    c->h->drain_off + c->h->drain_len > c->h->size) {
 		munmap(c->h, c->map_len);
 		c->h = NULL;
 		return -EPROTO;
 	}
 	strcpy(c->name, name);
 	c->arena = (uint8_t *)c->h + c->h->arena_off;
+	c->drain = (uint8_t *)c->h + c->h->drain_off;
 	c->arena_len = c->h->arena_len;
 	c->h->client_pid = getpid();
 	c->pidns = c->h->client_pidns = self_pidns();
@@ -352,7 +358,11 @@ int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
 	struct ck_mpi_chan_hdr *o = c->h, *n;
 	struct ck_mpi_chan nc;
 	int rc, waited = 0;
+	char nm[sizeof(c->name)];
 	void *at;
+
+	snprintf(nm, sizeof(nm), "%s", name); /* may be c->name */
+	name = nm;
 
 	for (;;) {
 		rc = ck_mpi_chan_open(&nc, name);
@@ -365,7 +375,7 @@ int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
 	}
 	if (rc)
 		return rc;
-	if (nc.map_len != c->map_len || nc.h->arena_off != o->arena_off) {
+	if (nc.map_len != c->map_len || nc.h->arena_off != o->arena_off || nc.h->drain_off != o->drain_off) {
 		munmap(nc.h, nc.map_len);
 		return -EMSGSIZE;
 	}
@@ -378,7 +388,11 @@ int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
 	n->log_n = o->log_n;
 	n->log_full = o->log_full;
 	memcpy(n->log, o->log, sizeof(n->log));
-	copy_used((uint8_t *)n + n->arena_off, (const uint8_t *)o + o->arena_off, o->arena_len);
+	n->drain_used = o->drain_used;
+	n->ndrained = o->ndrained;
+	memcpy(n->drained, o->drained, sizeof(n->drained));
+	/* the arena and the drain area */
+	copy_used((uint8_t *)n + n->arena_off, (const uint8_t *)o + o->arena_off, o->size - o->arena_off);
 	/* The same address: the program's threads hold pointers into it. */
 	at = mremap(nc.h, nc.map_len, c->map_len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)o);
 	if (at == MAP_FAILED) {

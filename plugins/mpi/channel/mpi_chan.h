@@ -45,6 +45,15 @@ struct ck_mpi_log_ent {
 	int32_t id;             /* its number */
 };
 
+/* A message the cut took out of MPI (in flight when the ranks stopped):
+ * kept in the drain area of the channel until a receive of the program
+ * matches it, before any message that came later. */
+#define CK_MPI_DRAIN_MAX 256
+struct ck_mpi_drained {
+	int32_t comm, src, tag, taken;
+	uint64_t off, len; /* in the drain area */
+};
+
 struct ck_mpi_chan_hdr {
 	uint64_t magic;
 	uint32_t version, nslots;
@@ -68,19 +77,24 @@ struct ck_mpi_chan_hdr {
 	char cut_why[200];
 	uint32_t log_n, log_full;
 	struct ck_mpi_log_ent log[CK_MPI_LOG_MAX];
+	/* after the arena: the drain area (server-owned) */
+	uint64_t drain_off, drain_len, drain_used;
+	uint32_t ndrained;
+	struct ck_mpi_drained drained[CK_MPI_DRAIN_MAX];
 	struct ck_mpi_req slots[CK_MPI_CHAN_SLOTS];
 };
 
 struct ck_mpi_chan {
 	struct ck_mpi_chan_hdr *h;
-	uint8_t *arena;
+	uint8_t *arena, *drain;
 	size_t arena_len, map_len;
 	char name[64];
 	uint64_t pidns; /* this side's */
 };
 
-/* Server side: creates (exclusively) and maps the object NAME ("/..."). */
-int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len);
+/* Server side: creates (exclusively) and maps the object NAME ("/..."),
+ * with a drain area of DRAIN_LEN bytes after the arena (0: none). */
+int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len);
 /* Client side: maps an existing channel; -EPROTO if it is not one. */
 int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name);
 /* Marks this side gone (wakes the other), unmaps. */

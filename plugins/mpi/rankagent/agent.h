@@ -5,12 +5,17 @@
 #ifndef CK_MPI_AGENT_H
 #define CK_MPI_AGENT_H
 
+#include <mpi.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "plugins/mpi/channel/mpi_chan.h"
 
 /* Makes the real call for request R (data in the channel's arena) and
- * fills R's answer. Returns 1 once the program finalised, 0 otherwise. */
+ * fills R's answer. Returns 1 once the program finalised, 0 otherwise, or
+ * with CK_SERVE_HELD: a cut interrupted the call (a blocking receive or
+ * probe); R is not answered and is served again once the gate lets it. */
+#define CK_SERVE_HELD 2
 int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r);
 /* The MCA settings the agent pins before MPI_Init (deterministic
  * collectives), unless the environment sets them already. */
@@ -47,6 +52,18 @@ int ck__agent_outstanding(void);
 /* 0: the program is connected; 1: not yet; 2: finalized or gone. */
 int ck__agent_client_state(void);
 void ck__agent_set_client_state(int s);
+/* Whether the cut holds every request now (its second phase). */
+int ck__agent_holding(void);
+/* The real communicator of wire number I (MPI_COMM_NULL: none). */
+MPI_Comm ck__agent_comm(int i);
+void ck__agent_count_recv(int src);
+/* agent_drain.c: messages the cut took out of MPI. */
+int ck__drain_find(struct ck_mpi_chan *ch, int comm, int src, int tag);
+void ck__drain_status(struct ck_mpi_chan *ch, int i, struct ck_mpi_req *r);
+int ck__drain_take(struct ck_mpi_chan *ch, int i, uint64_t off, uint64_t cap, struct ck_mpi_req *r);
+/* The control thread, every request held: every message that arrived for
+ * this rank into the drain area; -ENOSPC when one does not fit. */
+int ck__agent_drain(struct ck_mpi_chan *ch);
 /* A restarted agent: makes the communicators of the channel's log again. */
 int ck__agent_replay(struct ck_mpi_chan *ch);
 /* The channel whose header keeps the log of communicators. */

@@ -16,15 +16,19 @@
  *     otherwise, so the ranks behind catch up (as MANA does). Done when no
  *     rank is behind, none is inside a collective or a blocking
  *     point-to-point call, and every stand-in asked.
- *  2. Hold: every request is held. The cut holds when no message is in
- *     flight (sent = received, summed over all ranks) and no nonblocking
- *     request or probed message is outstanding; each agent then serves
- *     nothing until its stand-in releases it (the round's end), or a new
- *     agent takes the channel over after a restart.
+ *  2. Hold: every request is held, a blocking receive or probe in the
+ *     real MPI is cancelled and held (served again later), and each agent
+ *     drains the messages sent to its rank into the channel's drain area
+ *     (agent_drain.c), until none is in flight (sent = received, summed
+ *     over all ranks). The cut holds then, unless a nonblocking request or
+ *     probed message is outstanding; each agent serves nothing until its
+ *     stand-in releases it (the round's end), or a new agent takes the
+ *     channel over after a restart.
  *
- * Anything else (a rank blocked in MPI_Recv past the limit, messages in
- * flight, requests outstanding) fails the cut in one line naming the rank,
- * the same on every rank; the programs go on as if nothing happened. */
+ * Anything else (a rank that does not catch up or stays in a blocking send,
+ * send-receive or wait past the limit, requests outstanding, a drain area
+ * too small) fails the cut in one line naming the rank, the same on every
+ * rank; the programs go on as if nothing happened. */
 #include <errno.h>
 #include <mpi.h>
 #include <pthread.h>
@@ -44,7 +48,7 @@
 static struct {
 	struct ck_mpi_chan *ch;
 	MPI_Comm ctl;
-	int rank, size, multiple, limit_ms;
+	int rank, size, multiple, limit_ms, log;
 	pthread_t thr;
 	int started, stop;
 	/* shared with the serving thread */
@@ -76,6 +80,11 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int ck__agent_holding(void)
+{
+	return ld(&cut.gate_on) && ld(&cut.hold_all);
 }
 
 void ck__agent_set_state(int s)
@@ -124,7 +133,7 @@ static int asked(void)
 }
 
 /* Flags reduced with MAXLOC: the value, and the lowest rank that has it. */
-enum { F_NOTCONN, F_LOGFULL, F_NOTASKED, F_BEHIND, F_COLL, F_P2P, F_BUSY, F_PENDING, F_ELAPSED, NFLAGS };
+enum { F_NOTCONN, F_LOGFULL, F_NOTASKED, F_BEHIND, F_COLL, F_P2P, F_BUSY, F_PENDING, F_NOSPACE, F_ELAPSED, NFLAGS };
 
 static void reduce(int v[NFLAGS], int out[NFLAGS][2])
 {
@@ -222,14 +231,13 @@ static int run_cut(char *why, size_t whylen)
 		if (g[F_LOGFULL][0])
 			return fail(why, whylen, "MPI: rank %d made more communicators than a restart can replay", g[F_LOGFULL][1]), 0;
 		/* the first targets were set after this look: decide from the second on */
-		if (iter > 0 && !g[F_BEHIND][0] && !g[F_COLL][0] && !g[F_P2P][0] && !g[F_NOTASKED][0])
+		/* ranks in a point-to-point call are let be: the second phase
+		 * interrupts receives and drains what is in flight */
+		if (iter > 0 && !g[F_BEHIND][0] && !g[F_COLL][0] && !g[F_NOTASKED][0])
 			break;
 		if (g[F_ELAPSED][0] > cut.limit_ms) {
 			if (g[F_NOTASKED][0])
 				return fail(why, whylen, "MPI: rank %d did not take part in the cut", g[F_NOTASKED][1]), 0;
-			if (g[F_P2P][0])
-				return fail(why, whylen, "MPI: rank %d stayed in a blocking point-to-point call "
-					    "(send, receive, probe or wait) past the cut's limit", g[F_P2P][1]), 0;
 			return fail(why, whylen, "MPI: rank %d did not reach the collective the others are in "
 				    "within the cut's limit", g[F_BEHIND][0] ? g[F_BEHIND][1] : g[F_COLL][1]), 0;
 		}
@@ -241,20 +249,28 @@ static int run_cut(char *why, size_t whylen)
 
 		settle(50);
 		local_flags(v, t0);
+		v[F_NOSPACE] = ck__agent_drain(cut.ch) == -ENOSPC;
 		inflight = (long long)ck__agent_sent() - (long long)ck__agent_recvd();
 		reduce(v, g);
 		MPI_Allreduce(&inflight, &sum, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
+		if (g[F_NOSPACE][0])
+			return fail(why, whylen, "MPI: the messages in flight to rank %d at the cut do not fit its "
+				    "drain area (CKPT_MPI_DRAIN)", g[F_NOSPACE][1]), 0;
 		if (g[F_PENDING][0])
 			return fail(why, whylen, "MPI: rank %d has nonblocking requests or probed messages outstanding "
 				    "(not yet carried across a checkpoint)", g[F_PENDING][1]), 0;
-		if (!g[F_BUSY][0] && sum == 0)
+		if (!g[F_BUSY][0] && sum == 0) {
+			if (cut.log)
+				fprintf(stderr, "ckmpi-agent: rank %d: cut held after %d ms, %u message(s) in its drain area\n",
+					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained);
 			return 1;
-		if (!g[F_BUSY][0] || g[F_ELAPSED][0] > cut.limit_ms) {
-			snprintf(why, whylen, "MPI: %lld message(s) in flight between ranks at the cut (not yet carried "
-				 "across a checkpoint)", sum);
+		}
+		if (g[F_ELAPSED][0] > cut.limit_ms) {
+			snprintf(why, whylen, "MPI: %lld message(s) still in flight between ranks at the cut's limit",
+				 sum);
 			if (g[F_BUSY][0])
-				fail(why, whylen, "MPI: rank %d stayed in a point-to-point call past the cut's limit",
-				     g[F_BUSY][1]);
+				fail(why, whylen, "MPI: rank %d stayed in a blocking call (send, send-receive or wait) "
+				     "past the cut's limit", g[F_BUSY][1]);
 			return 0;
 		}
 	}
@@ -327,6 +343,7 @@ int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple)
 	cut.ch = ch;
 	cut.multiple = multiple;
 	cut.limit_ms = lim && atoi(lim) > 0 ? atoi(lim) : 10000;
+	cut.log = getenv("CKPT_MPI_CUT_LOG") && !strcmp(getenv("CKPT_MPI_CUT_LOG"), "1");
 	MPI_Comm_rank(MPI_COMM_WORLD, &cut.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &cut.size);
 	MPI_Comm_dup(MPI_COMM_WORLD, &cut.ctl);

@@ -30,17 +30,51 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
+/* CKPT_MPI_DRAIN: room for the messages in flight at a cut (16 MiB). */
+static size_t drain_size(void)
+{
+	const char *v = getenv("CKPT_MPI_DRAIN");
+	char *end;
+	unsigned long long n;
+
+	if (!v || !*v)
+		return 16ul << 20;
+	n = strtoull(v, &end, 0);
+	if (*end || n > (1ull << 36)) {
+		fprintf(stderr, "ckmpi-agent: CKPT_MPI_DRAIN=%s: not a size up to 64 GiB\n", v);
+		exit(64);
+	}
+	return (size_t)n;
+}
+
 /* The name is ours (it holds our uid's key): one left by an agent killed
  * before its program connected goes. */
-static int create(struct ck_mpi_chan *ch, const char *name, size_t arena)
+static int create(struct ck_mpi_chan *ch, const char *name, size_t arena, size_t drain)
 {
-	int rc = ck_mpi_chan_create(ch, name, arena);
+	int rc = ck_mpi_chan_create(ch, name, arena, drain);
 
 	if (rc == -EEXIST) {
 		ck_mpi_chan_unlink(name);
-		rc = ck_mpi_chan_create(ch, name, arena);
+		rc = ck_mpi_chan_create(ch, name, arena, drain);
 	}
 	return rc;
+}
+
+/* A restart: 1 once the program adopted the channel; 0 when it connects
+ * afresh instead (it had not called MPI_Init at the checkpoint: no cut was
+ * needed, and it says HELLO like a new program). ckrun ends us if neither
+ * comes. */
+static int adopted_or_fresh(struct ck_mpi_chan *ch)
+{
+	for (;;) {
+		struct ck_mpi_req *r = &ch->h->slots[ch->h->tail % CK_MPI_CHAN_SLOTS];
+
+		if (ck_mpi_chan_ld(&ch->h->adopted))
+			return 1;
+		if (ck_mpi_chan_ld(&r->state) == CK_SLOT_POSTED && r->op == CK_W_HELLO)
+			return 0;
+		ck_mpi_chan_wait_word(&ch->h->req_bell, ck_mpi_chan_ld(&ch->h->req_bell), 20);
+	}
 }
 
 /* Every rank's program done: the real MPI_Finalize, with the control
@@ -64,7 +98,8 @@ static void finish(MPI_Comm fin)
 int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char ***argv)
 {
 	char chan[64];
-	int rank = -1, provided = 0, rc, finalized = 0;
+	int rank = -1, provided = 0, rc, finalized = 0, f;
+	size_t drain = drain_size();
 	unsigned long served = 0;
 	struct ck_mpi_chan ch;
 	struct ck_mpi_req *r;
@@ -75,7 +110,7 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_dup(MPI_COMM_WORLD, &fin);
 	snprintf(chan, sizeof(chan), "/ckmpi-%s-%d", key, rank);
-	rc = create(&ch, chan, arena);
+	rc = create(&ch, chan, arena, drain);
 	if (rc) {
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
@@ -89,10 +124,7 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot start the control thread\n", rank);
 		MPI_Abort(MPI_COMM_WORLD, 71);
 	}
-	if (restore) {
-		/* The program adopts the channel; ckrun ends us if it never does. */
-		while (ck_mpi_chan_wait_adopted(&ch, 1000) == -ETIMEDOUT)
-			;
+	if (restore && adopted_or_fresh(&ch)) {
 		shm_path[0] = 0;
 		ck_mpi_chan_unlink(chan);
 		rc = ck__agent_replay(&ch);
@@ -111,8 +143,10 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 			continue;
 		if (rc)
 			break; /* the program closed the channel: it finalized */
-		ck__agent_gate(r);
-		finalized |= ck__agent_serve(&ch, r);
+		do
+			ck__agent_gate(r);
+		while ((f = ck__agent_serve(&ch, r)) & CK_SERVE_HELD);
+		finalized |= f & 1;
 		ck__agent_set_state(CK_AST_OTHER);
 		served++;
 		if (r->op == CK_W_HELLO && shm_path[0]) { /* mapped by the program: the name can go */

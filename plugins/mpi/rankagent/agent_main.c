@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	snprintf(chan, sizeof(chan), "/ckmpi-%d-%d", (int)getpid(), rank);
-	rc = ck_mpi_chan_create(&ch, chan, arena);
+	rc = ck_mpi_chan_create(&ch, chan, arena, 0);
 	if (rc) {
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 	while (!exited) {
 		rc = ck_mpi_chan_next(&ch, &r, finalized ? -1 : 100);
 		if (rc == 0) {
-			finalized |= ck__agent_serve(&ch, r);
+			finalized |= ck__agent_serve(&ch, r) & 1;
 			served++;
 			if (r->op == CK_W_HELLO && named) { /* mapped by the program: the name can go */
 				shm_path[0] = 0;

@@ -4,6 +4,7 @@
  * (MPI_ERRORS_ARE_FATAL on the job's communicators, as in a bare run). */
 #include <mpi.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,10 +71,15 @@ static void count_send(int peer)
 		__atomic_add_fetch(&nsent, 1, __ATOMIC_SEQ_CST);
 }
 
+void ck__agent_count_recv(int src)
+{
+	if (src != MPI_PROC_NULL)
+		__atomic_add_fetch(&nrecvd, 1, __ATOMIC_SEQ_CST);
+}
+
 static void count_recv(const MPI_Status *st)
 {
-	if (st->MPI_SOURCE != MPI_PROC_NULL)
-		__atomic_add_fetch(&nrecvd, 1, __ATOMIC_SEQ_CST);
+	ck__agent_count_recv(st->MPI_SOURCE);
 }
 
 int ck__agent_is_coll(unsigned op)
@@ -171,6 +177,47 @@ static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
 	return r->rc;
 }
 
+MPI_Comm ck__agent_comm(int i)
+{
+	return comm_of(i);
+}
+
+/* The channel of the request being served (the drain area is in it). */
+static struct ck_mpi_chan *cur_ch;
+
+/* A blocking receive or probe that a cut can interrupt: polls the real
+ * MPI, and when every request is to be held (the cut's second phase)
+ * cancels and says HELD: the request is served again after the cut (or,
+ * after a restart, by the new agent). Returns the real MPI code. */
+static int wait_interruptibly(MPI_Request *rq, MPI_Status *st, int *held)
+{
+	int done = 0, cancelled = 0, rc;
+
+	for (int spin = 0;; spin++) {
+		rc = MPI_Test(rq, &done, st);
+		if (rc != MPI_SUCCESS || done)
+			return rc;
+		if (ck__agent_holding()) {
+			MPI_Cancel(rq);
+			rc = MPI_Wait(rq, st);
+			MPI_Test_cancelled(st, &cancelled);
+			*held = cancelled;
+			return rc;
+		}
+		if (spin > 1000)
+			sched_yield();
+	}
+}
+
+static int recv_interruptibly(void *buf, int count, MPI_Datatype dt, int src, int tag, MPI_Comm comm,
+			      MPI_Status *st, int *held)
+{
+	MPI_Request rq;
+	int rc = MPI_Irecv(buf, count, dt, src, tag, comm, &rq);
+
+	return rc == MPI_SUCCESS ? wait_interruptibly(&rq, st, held) : rc;
+}
+
 static MPI_Datatype type_of(int i)
 {
 	static const MPI_Datatype tab[] = { CK_MPI_TYPES(TYPE_H) };
@@ -238,19 +285,39 @@ static void answer_status(struct ck_mpi_req *r, MPI_Status *st)
 	r->rlen = (uint64_t)n;
 }
 
-static int probe(struct ck_mpi_req *r, MPI_Comm comm)
+/* Matched probes of drained messages, by number: the message's index + 1. */
+static int msg_drained[CK_MAX_MESSAGES];
+
+static int probe(struct ck_mpi_req *r, MPI_Comm comm, int *held)
 {
 	MPI_Message m = MPI_MESSAGE_NULL;
 	MPI_Status st;
-	int found = 1, rc = MPI_ERR_ARG, matched = r->op == CK_W_MPROBE || r->op == CK_W_IMPROBE;
+	int found = 1, rc = MPI_ERR_ARG, matched = r->op == CK_W_MPROBE || r->op == CK_W_IMPROBE, d;
+	int blocking = r->op == CK_W_PROBE || r->op == CK_W_MPROBE;
 
-	if (matched && (r->count >= CK_MAX_MESSAGES || msgs[r->count]))
+	if (matched && (r->count >= CK_MAX_MESSAGES || msgs[r->count] || msg_drained[r->count]))
 		return MPI_ERR_ARG;
-	switch (r->op) {
-	case CK_W_PROBE: rc = MPI_Probe(r->peer, r->tag, comm, &st); break;
-	case CK_W_IPROBE: rc = MPI_Iprobe(r->peer, r->tag, comm, &found, &st); break;
-	case CK_W_MPROBE: rc = MPI_Mprobe(r->peer, r->tag, comm, &m, &st); break;
-	case CK_W_IMPROBE: rc = MPI_Improbe(r->peer, r->tag, comm, &found, &m, &st); break;
+	if ((d = ck__drain_find(cur_ch, r->comm, r->peer, r->tag)) >= 0) {
+		r->root = 1;
+		ck__drain_status(cur_ch, d, r);
+		if (matched)
+			msg_drained[r->count] = d + 1;
+		return MPI_SUCCESS;
+	}
+	for (;;) {
+		switch (r->op) {
+		case CK_W_PROBE:
+		case CK_W_IPROBE: rc = MPI_Iprobe(r->peer, r->tag, comm, &found, &st); break;
+		case CK_W_MPROBE:
+		case CK_W_IMPROBE: rc = MPI_Improbe(r->peer, r->tag, comm, &found, &m, &st); break;
+		}
+		if (rc != MPI_SUCCESS || found || !blocking)
+			break;
+		if (ck__agent_holding()) {
+			*held = 1;
+			return MPI_SUCCESS;
+		}
+		sched_yield();
 	}
 	r->root = found;
 	if (rc == MPI_SUCCESS && found) {
@@ -266,6 +333,12 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
 	MPI_Status st;
 	int rc;
 
+	if (r->count < CK_MAX_MESSAGES && msg_drained[r->count]) {
+		int d = msg_drained[r->count] - 1;
+
+		msg_drained[r->count] = 0;
+		return ck__drain_take(ch, d, r->off, r->len, r);
+	}
 	if (r->count >= CK_MAX_MESSAGES || !msgs[r->count] || !in_arena(ch, r->off, r->len))
 		return MPI_ERR_ARG;
 	rc = MPI_Mrecv(ch->arena + r->off, (int)r->peer, dt, &msgs[r->count], &st);
@@ -282,6 +355,7 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
 static struct {
 	int used, done;
 	unsigned op;
+	int64_t drained_len; /* >= 0: completed from the drain area, this many bytes */
 	MPI_Request req;
 	MPI_Status st;
 } reqs[CK_MAX_REQUESTS];
@@ -297,6 +371,24 @@ static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm
 
 	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !in_arena(ch, r->off, r->len))
 		return MPI_ERR_REQUEST;
+	if (r->op == CK_W_IRECV) {
+		int d = ck__drain_find(ch, r->comm, r->peer, r->tag);
+
+		if (d >= 0) { /* done at once, as a message already arrived would be */
+			struct ck_mpi_req a = *r;
+
+			rc = ck__drain_take(ch, d, r->off, r->len, &a);
+			reqs[id].used = reqs[id].done = 1;
+			reqs[id].op = r->op;
+			reqs[id].req = MPI_REQUEST_NULL;
+			memset(&reqs[id].st, 0, sizeof(reqs[id].st));
+			reqs[id].st.MPI_SOURCE = a.src;
+			reqs[id].st.MPI_TAG = a.rtag;
+			reqs[id].st.MPI_ERROR = rc;
+			reqs[id].drained_len = (int64_t)a.rlen;
+			return MPI_SUCCESS;
+		}
+	}
 	if (r->op == CK_W_IALLREDUCE)
 		rc = in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len)
 			     ? MPI_Iallreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : ch->arena + r->off,
@@ -310,6 +402,7 @@ static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm
 	if (rc == MPI_SUCCESS) {
 		reqs[id].used = 1;
 		reqs[id].done = 0;
+		reqs[id].drained_len = -1;
 		reqs[id].op = r->op;
 		if (r->op == CK_W_ISEND)
 			count_send(r->peer);
@@ -378,6 +471,10 @@ static int wait_req(struct ck_mpi_req *r)
 	}
 	if (rc == MPI_SUCCESS)
 		answer_status(r, &reqs[id].st);
+	if (reqs[id].drained_len >= 0) {
+		r->rlen = (uint64_t)reqs[id].drained_len;
+		rc = reqs[id].st.MPI_ERROR;
+	}
 	reqs[id].used = 0;
 	return rc;
 }
@@ -391,6 +488,14 @@ static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm,
 	memcpy(&v, r->inl, sizeof(v));
 	if (!in_arena(ch, r->off, r->len) || !in_arena(ch, v.roff, v.rlen))
 		return MPI_ERR_ARG;
+	if (v.source != MPI_PROC_NULL && ck__drain_find(ch, r->comm, v.source, v.rtag) >= 0) {
+		rc = MPI_Send(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm);
+		if (rc == MPI_SUCCESS) {
+			count_send(r->peer);
+			rc = ck__drain_take(ch, ck__drain_find(ch, r->comm, v.source, v.rtag), v.roff, v.rlen, r);
+		}
+		return rc;
+	}
 	rc = MPI_Sendrecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, ch->arena + v.roff, v.rcount,
 			  type_of(v.rtype), v.source, v.rtag, comm, &st);
 	if (rc == MPI_SUCCESS) {
@@ -483,6 +588,8 @@ static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 
 int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 {
+	int held = 0;
+
 	MPI_Comm comm = comm_of(r->comm);
 	MPI_Datatype dt = type_of(r->dtype);
 	uint8_t *a = ch->arena + r->off;
@@ -490,6 +597,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	int n, fin = 0;
 
 	r->rc = MPI_ERR_ARG;
+	cur_ch = ch;
 	switch (r->op) {
 	case CK_W_HELLO:
 		MPI_Comm_rank(MPI_COMM_WORLD, &r->src);
@@ -541,8 +649,12 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_RECV:
 		if (!in_arena(ch, r->off, r->len))
 			break;
-		r->rc = MPI_Recv(a, (int)r->count, dt, r->peer, r->tag, comm, &st);
-		if (r->rc == MPI_SUCCESS) {
+		if ((n = ck__drain_find(ch, r->comm, r->peer, r->tag)) >= 0) {
+			r->rc = ck__drain_take(ch, n, r->off, r->len, r);
+			break;
+		}
+		r->rc = recv_interruptibly(a, (int)r->count, dt, r->peer, r->tag, comm, &st, &held);
+		if (r->rc == MPI_SUCCESS && !held) {
 			count_recv(&st);
 			r->src = st.MPI_SOURCE;
 			r->rtag = st.MPI_TAG;
@@ -576,7 +688,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_IPROBE:
 	case CK_W_MPROBE:
 	case CK_W_IMPROBE:
-		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : probe(r, comm);
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : probe(r, comm, &held);
 		break;
 	case CK_W_MRECV:
 		r->rc = mrecv(ch, r, dt);
@@ -621,7 +733,8 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		fprintf(stderr, "ckmpi-agent: unknown request %u from the program\n", r->op);
 		break;
 	}
-	return fin;
+	cur_ch = NULL;
+	return fin | (held ? CK_SERVE_HELD : 0);
 }
 
 int ck__agent_outstanding(void)
@@ -630,7 +743,7 @@ int ck__agent_outstanding(void)
 		if (reqs[i].used)
 			return 1;
 	for (int i = 0; i < CK_MAX_MESSAGES; i++)
-		if (msgs[i])
+		if (msgs[i] || msg_drained[i])
 			return 1;
 	return 0;
 }
