@@ -46,6 +46,8 @@ int main(int argc, char **argv)
 			}
 			if (seen != ((1 << size) - 2))
 				MPI_Abort(MPI_COMM_WORLD, 6);
+			if (r % 100 == 0) /* progress: a resumed run goes on from where it was */
+				printf("round %d token %lld\n", r, token);
 		} else {
 			msg[0] = rank;
 			msg[1] = r;

@@ -55,6 +55,7 @@ static struct {
 	int state;
 	uint32_t gate_gen; /* futex word: bumped whenever the gate changes */
 	int gate_on, hold_all;
+	int held_comm; /* the communicator whose gate holds the serving thread, or -1 */
 	int64_t target[CK_MAX_COMMS];
 } cut;
 
@@ -106,9 +107,11 @@ void ck__agent_gate(struct ck_mpi_req *r)
 				ck__agent_ncoll(c) >= __atomic_load_n(&cut.target[c], __ATOMIC_SEQ_CST));
 		if (!hold)
 			break;
+		st(&cut.held_comm, ld(&cut.hold_all) ? -1 : c);
 		ck__agent_set_state(CK_AST_HELD);
 		ck_mpi_chan_wait_word(&cut.gate_gen, g, 50);
 	}
+	st(&cut.held_comm, -1);
 	if (coll && c >= 0 && c < CK_MAX_COMMS)
 		ck__agent_ncoll_add(c);
 	ck__agent_set_state(coll ? CK_AST_COLL : ck__agent_is_p2p(r->op) ? CK_AST_P2P : CK_AST_OTHER);
@@ -161,20 +164,27 @@ static void local_flags(int v[NFLAGS], uint64_t t0)
 	v[F_ELAPSED] = (int)(now_ms() - t0);
 }
 
-/* Phase 1's exchange: every communicator's target, 1 if this rank is behind. */
-static int exchange_targets(void)
+/* Phase 1's exchange: for each communicator, the most collectives any
+ * member entered, and whether a member is held at its gate; 1 if this rank
+ * is behind on one. */
+static int64_t most[CK_MAX_COMMS];
+static int held_at[CK_MAX_COMMS];
+
+static int exchange_counts(void)
 {
 	struct {
 		uint64_t key;
 		int64_t n;
+		int64_t held;
 	} mine[PAIRS], *all;
-	int behind = 0;
+	int behind = 0, hc = ld(&cut.held_comm);
 
 	memset(mine, 0, sizeof(mine));
 	for (int c = 0; c < CK_MAX_COMMS; c++)
 		if (c != CK_COMM_comm_self && ck__agent_key(c)) {
 			mine[c].key = ck__agent_key(c);
 			mine[c].n = ck__agent_ncoll(c);
+			mine[c].held = c == hc;
 		}
 	all = calloc((size_t)cut.size, sizeof(mine));
 	if (!all) {
@@ -183,20 +193,35 @@ static int exchange_targets(void)
 	}
 	MPI_Allgather(mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, cut.ctl);
 	for (int c = 0; c < CK_MAX_COMMS; c++) {
-		int64_t t = 0;
+		most[c] = 0;
+		held_at[c] = 0;
 		if (!mine[c].key)
 			continue;
 		for (int r = 0; r < cut.size; r++)
-			for (int k = 0; k < PAIRS; k++)
-				if (all[(size_t)r * PAIRS + (size_t)k].key == mine[c].key &&
-				    all[(size_t)r * PAIRS + (size_t)k].n > t)
-					t = all[(size_t)r * PAIRS + (size_t)k].n;
-		__atomic_store_n(&cut.target[c], t, __ATOMIC_SEQ_CST);
-		behind |= ck__agent_ncoll(c) < t;
+			for (int k = 0; k < PAIRS; k++) {
+				const __typeof__(mine[0]) *e = &all[(size_t)r * PAIRS + (size_t)k];
+				if (e->key != mine[c].key)
+					continue;
+				if (e->n > most[c])
+					most[c] = e->n;
+				held_at[c] |= (int)e->held;
+			}
+		behind |= ck__agent_ncoll(c) < most[c];
 	}
 	free(all);
-	gate_changed();
 	return behind;
+}
+
+/* The gate's targets: the most any member entered. STUCK (nothing moved
+ * since the last look while someone waits): a member held at a
+ * communicator's gate may be the one another waits for, after its next
+ * collective there (a rank of two communicators enters them in its own
+ * order): every member of such a communicator goes one further. */
+static void set_targets(int stuck)
+{
+	for (int c = 0; c < CK_MAX_COMMS; c++)
+		__atomic_store_n(&cut.target[c], most[c] + (stuck && held_at[c]), __ATOMIC_SEQ_CST);
+	gate_changed();
 }
 
 static void fail(char *why, size_t n, const char *fmt, int rank)
@@ -209,6 +234,7 @@ static int run_cut(char *why, size_t whylen)
 {
 	int v[NFLAGS], g[NFLAGS][2], iter;
 	uint64_t t0 = now_ms();
+	long long total, last_total = -1;
 
 	if (!cut.multiple) {
 		snprintf(why, whylen, "MPI: the agents' Open MPI lacks MPI_THREAD_MULTIPLE; no checkpoint of MPI state");
@@ -222,8 +248,14 @@ static int run_cut(char *why, size_t whylen)
 	for (iter = 0;; iter++) {
 		settle(20);
 		local_flags(v, t0);
-		v[F_BEHIND] = exchange_targets();
+		v[F_BEHIND] = exchange_counts();
+		total = 0;
+		for (int c = 0; c < CK_MAX_COMMS; c++)
+			total += ck__agent_key(c) ? ck__agent_ncoll(c) : 0;
 		reduce(v, g);
+		MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
+		set_targets(iter > 0 && total == last_total && (g[F_BEHIND][0] || g[F_COLL][0]));
+		last_total = total;
 		if (g[F_NOTCONN][0] == 1)
 			return fail(why, whylen, "MPI: rank %d has not called MPI_Init yet", g[F_NOTCONN][1]), 0;
 		if (g[F_NOTCONN][0] == 2)
@@ -341,6 +373,7 @@ int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple)
 	const char *lim = getenv("CKPT_MPI_CUT_MS");
 
 	cut.ch = ch;
+	cut.held_comm = -1;
 	cut.multiple = multiple;
 	cut.limit_ms = lim && atoi(lim) > 0 ? atoi(lim) : 10000;
 	cut.log = getenv("CKPT_MPI_CUT_LOG") && !strcmp(getenv("CKPT_MPI_CUT_LOG"), "1");

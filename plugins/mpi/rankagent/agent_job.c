@@ -125,6 +125,9 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		MPI_Abort(MPI_COMM_WORLD, 71);
 	}
 	if (restore && adopted_or_fresh(&ch)) {
+		/* a cut asked meanwhile waits for the replay (busy, not absent) */
+		ck__agent_set_state(CK_AST_OTHER);
+		ck__agent_set_client_state(0);
 		shm_path[0] = 0;
 		ck_mpi_chan_unlink(chan);
 		rc = ck__agent_replay(&ch);
@@ -134,7 +137,6 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 			MPI_Abort(MPI_COMM_WORLD, 71);
 		}
 		ck_mpi_chan_rewind(&ch);
-		ck__agent_set_client_state(0);
 	}
 	for (;;) {
 		ck__agent_set_state(CK_AST_IDLE);

@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# MPI jobs under `ckrun --np N` (issue 20, second step): checkpointed at a
+# consistent cut across the ranks and resumed on this host, with output
+# identical to a bare mpirun (exact integer arithmetic).
+#
+# - stops: SIGTERM at random moments, each after the run committed a
+#   checkpoint of its own, then `--resume`, until the job ends: the C SGD
+#   (allreduce), a point-to-point ring with MPI_ANY_SOURCE and random sleeps
+#   (receives interrupted and messages in flight drained at the cut), a
+#   program of split, duplicated and freed communicators (made again at each
+#   restart), and the mpi4py trainer. The output, appended over all runs,
+#   must equal the bare run's: a resume that started afresh would print its
+#   first lines again; every run after the first must say it restored.
+# - kill9: every process on the host killed mid-run (ckrun, mpirun, the
+#   agents, the job) after checkpoints committed; the resume's output
+#   (stdio buffers travel with the job) completes the bare run's.
+# - user: the SGD stopped and resumed as an ordinary user (the job in a user
+#   namespace, the agents outside it).
+# - refused: a rank that does not reach the others' collective within the
+#   cut's limit: the checkpoint is refused in one line naming it, the job
+#   goes on and ends as a bare run does.
+# - nested: `ckrun -- mpirun ...` and `mpirun ... ckrun -- ...` are refused
+#   in one line pointing to --np, exit 64.
+# - no-leak: no channel left in /dev/shm, no agent or program left running.
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+
+T=$H_BUILD/tests/mpi
+NP=${CKPT_TEST_MPI_NP:-4}
+MPIRUN=(mpirun --oversubscribe -np "$NP")
+[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
+# The bare reference runs get the algorithms the agents pin.
+export OMPI_MCA_coll='^sm,han,adapt' OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
+	OMPI_MCA_coll_tuned_allreduce_algorithm=4 OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize=0 \
+	OMPI_MCA_coll_tuned_reduce_algorithm=6 OMPI_MCA_coll_tuned_bcast_algorithm=6
+
+# ref NAME CMD...: the bare mpirun's output, $H_WORK/NAME/ref.
+ref() {
+	local d=$H_WORK/$1
+	shift
+	mkdir -p "$d"
+	timeout -s KILL 300 "${MPIRUN[@]}" "$@" >"$d/ref" 2>"$d/ref.err"
+	echo $? >"$d/ref.rc"
+}
+
+# stops NAME WANT CMD...: CMD under ckrun --np, stopped WANT times (SIGTERM
+# at a random moment after the run's own first commit) and resumed until it
+# ends; its output appended to NAME/out over all runs.
+stops() {
+	local name=$1 want=$2 d=$H_WORK/$1 run rc stopped=0 pid ms restored=0 drained
+	shift 2
+	ref "$name" "$@"
+	if [ "$(cat "$d/ref.rc")" != 0 ] || [ ! -s "$d/ref" ]; then
+		h_fail "mpi-ckpt/$name" "the bare run exited $(cat "$d/ref.rc")" "$d/ref.err"
+		return
+	fi
+	: >"$d/out"
+	h_rng_seed "mpi-$name"
+	for run in $(seq 1 $(( want + 8 ))); do
+		local -a res=()
+		(( run > 1 )) && res=(--resume)
+		CKPT_MPI_CUT_LOG=1 setsid "$CKRUN" -v --store "$d/store" --interval 300ms --np "$NP" "${res[@]}" \
+			-- "$@" </dev/null >>"$d/out" 2>"$d/err.$run" &
+		pid=$!
+		H_PGIDS+=("$pid")
+		if (( stopped < want )) && h_wait_line "$d/err.$run" 'checkpoint [0-9]+ committed' 60000 "$pid"; then
+			h_rand ms 0 900
+			h_sleep_ms "$ms"
+			kill -TERM "$pid" 2>/dev/null
+		fi
+		h_wait "$pid" 300000
+		rc=$?
+		(( run > 1 )) && grep -q 'restored from checkpoint' "$d/err.$run" && restored=$(( restored + 1 ))
+		case $rc in
+		0) break ;;
+		75) stopped=$(( stopped + 1 )) ;;
+		76) ;; # the stop's round was refused: a resume goes back to the run's last commit
+		*)
+			h_fail "mpi-ckpt/$name" "run $run exited $rc" "$d/err.$run"
+			return
+			;;
+		esac
+	done
+	drained=$(cat "$d"/err.* | grep -c 'cut held.*, [1-9][0-9]* message(s) in its drain area')
+	if [ "$rc" != 0 ]; then
+		h_fail "mpi-ckpt/$name" "not done after $run runs (last exit $rc)" "$d/err.$run"
+	elif (( stopped < want )); then
+		h_fail "mpi-ckpt/$name" "stopped with a checkpoint $stopped times, wanted $want" "$d/err.1"
+	elif (( restored != run - 1 )); then
+		h_fail "mpi-ckpt/$name" "$restored of $(( run - 1 )) resumed runs said they restored" "$d/err.$run"
+	elif ! cmp -s "$d/ref" "$d/out"; then
+		diff "$d/ref" "$d/out" >"$d/diff"
+		h_fail "mpi-ckpt/$name" "the output over $run runs differs from the bare mpirun's" "$d/diff"
+	else
+		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages)"
+	fi
+}
+
+kill9() {
+	local d=$H_WORK/kill9 pid left n
+	mkdir -p "$d"
+	ref kill9 "$T/sgd_mpi" 6000
+	setsid "$CKRUN" -v --store "$d/store" --interval 300ms --np "$NP" -- "$T/sgd_mpi" 6000 </dev/null \
+		>"$d/out.1" 2>"$d/err.1" &
+	pid=$!
+	H_PGIDS+=("$pid")
+	if ! h_wait_line_count "$d/err.1" 'checkpoint [0-9]+ committed' 2 60000 "$pid"; then
+		{ h_kill_group "$pid"; wait "$pid"; } 2>/dev/null
+		h_fail mpi-ckpt/kill9 "no two checkpoints committed" "$d/err.1"
+		return
+	fi
+	h_sleep_ms 300
+	{ h_kill_group "$pid"; wait "$pid"; } 2>/dev/null
+	for _ in $(seq 50); do
+		left=$(pgrep -f 'ckmpi-agent|sgd_mpi') || break
+		sleep 0.1
+	done
+	if [ -n "$left" ]; then
+		h_fail mpi-ckpt/kill9 "processes left after the kill: $(ps -o pid,comm -p "${left//$'\n'/,}" | tail -n +2 | tr '\n' ' ')"
+		return
+	fi
+	timeout -s KILL 300 "$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/sgd_mpi" 6000 </dev/null \
+		>"$d/out.2" 2>"$d/err.2"
+	n=$?
+	if [ "$n" != 0 ]; then
+		h_fail mpi-ckpt/kill9 "the resume exited $n" "$d/err.2"
+	elif ! grep -q 'restored from checkpoint' "$d/err.2"; then
+		h_fail mpi-ckpt/kill9 "the resume did not restore" "$d/err.2"
+	elif ! cat "$d/out.1" "$d/out.2" | cmp -s - "$d/ref"; then
+		cat "$d/out.1" "$d/out.2" | diff "$d/ref" - >"$d/diff"
+		h_fail mpi-ckpt/kill9 "the output of both runs differs from the bare mpirun's" "$d/diff"
+	else
+		h_pass "mpi-ckpt/kill9: every process killed after $(grep -c committed "$d/err.1") checkpoints; $(grep -o 'restored from checkpoint [0-9]*' "$d/err.2"), output identical to bare mpirun"
+	fi
+}
+
+# The SGD stopped and resumed as an ordinary user.
+as_user() {
+	local u=ckmpi$$ d=$H_WORK/user rc
+	if [ "$(id -u)" != 0 ] || ! command -v useradd >/dev/null || ! command -v runuser >/dev/null; then
+		h_skip mpi-ckpt/user "needs root, useradd and runuser (it creates a user)"
+		return
+	fi
+	if ! useradd -M -s /bin/sh "$u"; then
+		h_fail mpi-ckpt/user "useradd $u failed"
+		return
+	fi
+	H_CLEANUPS+=("userdel $u")
+	mkdir -p "$d"
+	chown "$u" "$d"
+	chmod 755 "$H_WORK"
+	ref user "$T/sgd_mpi" 8000
+	runuser -u "$u" -- env -i PATH="$PATH" HOME="$d" TMPDIR="$d" bash -c '
+		ckrun=$1 np=$2 prog=$3 d=$4
+		"$ckrun" -v --store "$d/store" --interval 300ms --np "$np" -- "$prog" 8000 >"$d/out" 2>"$d/err.1" </dev/null &
+		pid=$!
+		for _ in $(seq 600); do grep -q committed "$d/err.1" 2>/dev/null && break; sleep 0.05; done
+		kill -TERM $pid
+		wait $pid; echo "first $?" >"$d/rc"
+		"$ckrun" -v --store "$d/store" --np "$np" --resume -- "$prog" 8000 >>"$d/out" 2>"$d/err.2" </dev/null
+		echo "second $?" >>"$d/rc"' _ "$CKRUN" "$NP" "$T/sgd_mpi" "$d" >/dev/null 2>&1
+	rc=$(tr '\n' ' ' <"$d/rc" 2>/dev/null)
+	if [ "$rc" != "first 75 second 0 " ]; then
+		h_fail mpi-ckpt/user "exit statuses: ${rc:-none} (wanted first 75 second 0)" "$d/err.1" "$d/err.2"
+	elif ! grep -q 'restored from checkpoint' "$d/err.2"; then
+		h_fail mpi-ckpt/user "the resume did not restore" "$d/err.2"
+	elif ! cmp -s "$d/out" "$H_WORK/user/ref"; then
+		h_fail mpi-ckpt/user "the output differs from the bare mpirun's"
+	else
+		h_pass "mpi-ckpt/user: as $u (the job in a user namespace, agents outside), stopped and resumed, output identical to bare mpirun"
+	fi
+}
+
+refused() {
+	local d=$H_WORK/refused pid n
+	ref refused "$T/slowrank_mpi" 5 1500
+	CKPT_MPI_CUT_MS=400 setsid "$CKRUN" -v --store "$d/store" --np "$NP" -- "$T/slowrank_mpi" 5 1500 </dev/null \
+		>"$d/out" 2>"$d/err" &
+	pid=$!
+	H_PGIDS+=("$pid")
+	h_wait_line "$d/out" '^step 0 ' 60000 "$pid"
+	kill -USR2 "$pid"
+	h_wait "$pid" 120000
+	n=$?
+	if [ "$n" != 0 ]; then
+		h_fail mpi-ckpt/refused "the job exited $n" "$d/err"
+	elif ! grep -q 'checkpoint .* failed: .*MPI: rank 1 did not reach the collective the others are in' "$d/err"; then
+		h_fail mpi-ckpt/refused "no refusal naming rank 1" "$d/err"
+	elif [ "$(grep -c 'failed: ' "$d/err")" != 1 ]; then
+		h_fail mpi-ckpt/refused "more than one line for one refused checkpoint" "$d/err"
+	elif ! cmp -s "$d/out" "$d/ref"; then
+		h_fail mpi-ckpt/refused "the job's output after the refusal differs from the bare mpirun's" "$d/out"
+	else
+		h_pass "mpi-ckpt/refused: $(grep -o 'MPI: rank 1 did not reach[^;]*' "$d/err" | head -n 1); the job ended as the bare run does"
+	fi
+}
+
+nested() {
+	local d=$H_WORK/nested n1 n2
+	mkdir -p "$d"
+	timeout -s KILL 60 "$CKRUN" --store "$d/store" -- "${MPIRUN[@]}" "$T/sgd_mpi" 2 >"$d/out1" 2>"$d/err1"
+	n1=$?
+	timeout -s KILL 60 "${MPIRUN[@]}" "$CKRUN" --store "$d/store" -- "$T/sgd_mpi" 2 >"$d/out2" 2>"$d/err2"
+	n2=$?
+	if [ "$n1" != 64 ] || [ "$(wc -l <"$d/err1")" != 1 ] || ! grep -q -- '--np' "$d/err1"; then
+		h_fail mpi-ckpt/nested "ckrun -- mpirun: exit $n1, expected 64 and one line pointing to --np" "$d/err1"
+	elif [ "$n2" != 64 ] || ! grep -q '^ckrun: ckrun runs under mpirun.*--np' "$d/err2" ||
+	     grep '^ckrun' "$d/err2" | grep -qv 'ckrun runs under mpirun' || [ -s "$d/out2" ]; then
+		# (mpirun ends the other ranks once one failed: a line from each that got that far)
+		h_fail mpi-ckpt/nested "mpirun ckrun: exit $n2, expected 64 and only lines pointing to --np" "$d/err2"
+	else
+		h_pass "mpi-ckpt/nested: ckrun -- mpirun and mpirun ckrun refused in one line each, pointing to --np"
+	fi
+}
+
+shm_names() {
+	local f
+	for f in /dev/shm/ckmpi-*; do
+		[ -e "$f" ] && echo "${f##*/}"
+	done | sort
+}
+
+no_leak() {
+	local left procs
+	left=$(comm -13 "$H_WORK/shm.before" <(shm_names))
+	procs=$(pgrep -f 'ckmpi-agent --serve|ckmpi-ranks') || true
+	if [ -n "$left" ]; then
+		h_fail mpi-ckpt/no-leak "channels left in /dev/shm: $left"
+	elif [ -n "$procs" ]; then
+		h_fail mpi-ckpt/no-leak "agents or rank launchers left running: $procs"
+	else
+		h_pass "mpi-ckpt/no-leak: no channel left in /dev/shm, no agent left running"
+	fi
+}
+
+main() {
+	h_init mpi-ckpt
+	h_seed_init
+	if ! CKPT_DEPS_EXTRA="mpi" "$H_TOP/scripts/deps.sh" >"$H_WORK/deps.log" 2>&1; then
+		h_fail mpi-ckpt "Open MPI cannot be installed (scripts/deps.sh, set mpi)" "$H_WORK/deps.log"
+		return 1
+	fi
+	if ! make --no-print-directory -C "$H_TOP" BUILD="$H_BUILD" mpi >"$H_WORK/make.log" 2>&1; then
+		h_fail mpi-ckpt "make mpi failed" "$H_WORK/make.log"
+		return 1
+	fi
+	shm_names >"$H_WORK/shm.before"
+	stops sgd 2 "$T/sgd_mpi" 6000
+	stops ring 2 "$T/ring_mpi" 1500
+	stops comms 2 "$T/comms_mpi" 1500
+	stops mpi4py 1 "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 1500
+	kill9
+	as_user
+	refused
+	nested
+	no_leak
+	return "$H_FAILED"
+}
+
+main "$@"
