@@ -73,8 +73,7 @@ static void test_traffic(void)
 	pid = fork();
 	if (pid == 0)
 		_exit(serve(&s));
-	s.h->server_pid = pid; /* the child serves; this process only drops its mapping */
-	munmap(s.h, s.map_len);
+	s.h->server_pid = pid; /* the child serves; this process keeps the lock that says a server lives */
 	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), 0);
 	CHECK_EQ_INT(ck_mpi_chan_unlink(name), 0);
 	for (int round = 0; round < ROUNDS && !bad; round++) {
@@ -114,6 +113,7 @@ static void test_traffic(void)
 	CHECK_EQ_INT(waitpid(pid, &ws, 0), pid);
 	CHECK(WIFEXITED(ws));
 	CHECK_EQ_INT(WEXITSTATUS(ws), 0);
+	ck_mpi_chan_forget(&s);
 }
 
 /* A server that times out, then a client that dies without closing, then a
@@ -159,7 +159,127 @@ static void test_peers_gone(void)
 	}
 	waitpid(pid, &ws, 0);
 	ck_mpi_chan_close(&c);
-	munmap(s.h, s.map_len);
+	ck_mpi_chan_forget(&s);
+}
+
+/* A restarted client moves its channel's contents into a new server's
+ * channel, at the same address: the request the old server took and never
+ * answered is served by the new one, the arena, the drain area, the log of
+ * communicators and the cut's numbers come along; another size is refused,
+ * a channel that never comes times out. */
+static void test_adopt(void)
+{
+	struct ck_mpi_chan a, b, c, d;
+	struct ck_mpi_req *r1, *r2, *x = NULL;
+	char n2[80], n3[80];
+	void *at;
+
+	snprintf(n2, sizeof(n2), "%s-new", name);
+	snprintf(n3, sizeof(n3), "%s-other", name);
+	CHECK_EQ_INT(ck_mpi_chan_create(&a, name, 1 << 16, 8192), 0);
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), 0);
+	CHECK(c.drain == c.arena + (1 << 16));
+	r1 = ck_mpi_chan_slot(&c);
+	CHECK(r1 != NULL);
+	if (!r1)
+		return;
+	r1->op = 7;
+	ck_mpi_chan_post(&c, r1);
+	r2 = ck_mpi_chan_slot(&c);
+	CHECK(r2 != NULL);
+	if (!r2)
+		return;
+	r2->op = 8;
+	ck_mpi_chan_post(&c, r2);
+	CHECK_EQ_INT(ck_mpi_chan_next(&a, &x, 100), 0); /* taken, held: never answered */
+	CHECK(x && x->op == 7);
+	c.arena[100] = 42;
+	c.drain[10] = 7;
+	a.h->log_n = 1;
+	a.h->log[0].id = 5;
+	a.h->ndrained = 1;
+	a.h->drained[0].len = 3;
+	a.h->cut_done = a.h->cut_req = 3;
+	CHECK_EQ_INT(ck_mpi_chan_create(&b, n2, 1 << 16, 8192), 0);
+	at = c.h;
+	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, n2, 1000), 0);
+	CHECK(c.h == at);
+	CHECK_EQ_INT(strcmp(c.name, n2), 0);
+	CHECK_EQ_INT(ck_mpi_chan_wait_adopted(&b, 0), 0);
+	CHECK_EQ_INT(b.arena[100], 42);
+	CHECK_EQ_INT(b.drain[10], 7);
+	CHECK_EQ_INT(b.h->log_n, 1);
+	CHECK_EQ_INT(b.h->log[0].id, 5);
+	CHECK_EQ_INT(b.h->ndrained, 1);
+	CHECK_EQ_INT(b.h->drained[0].len, 3);
+	CHECK_EQ_INT(b.h->cut_req, 3);
+	CHECK_EQ_INT(b.h->cut_done, 3);
+	CHECK_EQ_INT(b.h->head, 2);
+	ck_mpi_chan_rewind(&b); /* the held request first */
+	CHECK_EQ_INT(b.h->tail, 0);
+	x = NULL;
+	CHECK_EQ_INT(ck_mpi_chan_next(&b, &x, 100), 0);
+	CHECK(x && x->op == 7);
+	if (x) {
+		x->rc = 11;
+		ck_mpi_chan_done(&b, x);
+	}
+	CHECK_EQ_INT(ck_mpi_chan_wait(&c, r1), 0); /* the client's pointer: same address, new object */
+	CHECK_EQ_INT(r1->rc, 11);
+	ck_mpi_chan_release(&c, r1);
+	x = NULL;
+	CHECK_EQ_INT(ck_mpi_chan_next(&b, &x, 100), 0);
+	CHECK(x && x->op == 8);
+	if (x)
+		ck_mpi_chan_done(&b, x);
+	CHECK_EQ_INT(ck_mpi_chan_wait(&c, r2), 0);
+	ck_mpi_chan_release(&c, r2);
+	/* another size; a channel that never comes */
+	CHECK_EQ_INT(ck_mpi_chan_create(&d, n3, 1 << 17, 8192), 0);
+	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, n3, 1000), -EMSGSIZE);
+	CHECK(c.h == at);
+	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, "/ckunit-mpichan-none", 60), -ENOENT);
+	ck_mpi_chan_unlink(name);
+	ck_mpi_chan_unlink(n2);
+	ck_mpi_chan_unlink(n3);
+	ck_mpi_chan_close(&c);
+	ck_mpi_chan_forget(&a);
+	ck_mpi_chan_forget(&b);
+	ck_mpi_chan_forget(&d);
+}
+
+/* A server in another pid namespace cannot be looked up by pid: its death
+ * is told by its robust lock, which the kernel marks when it dies. */
+static void test_server_lock(void)
+{
+	struct ck_mpi_chan c;
+	int p[2], ws;
+	char b;
+	pid_t pid;
+
+	CHECK_EQ_INT(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		struct ck_mpi_chan s;
+
+		close(p[0]);
+		if (ck_mpi_chan_create(&s, name, 4096, 0))
+			_exit(1);
+		(void)!write(p[1], "x", 1);
+		pause();
+		_exit(0);
+	}
+	close(p[1]);
+	CHECK_EQ_INT(read(p[0], &b, 1), 1);
+	close(p[0]);
+	CHECK_EQ_INT(ck_mpi_chan_open(&c, name), 0);
+	ck_mpi_chan_unlink(name);
+	c.pidns = c.h->server_pidns + 1; /* as if in another namespace */
+	CHECK_EQ_INT(ck_mpi_chan_peer_alive(&c, 1), 1);
+	kill(pid, SIGKILL);
+	CHECK_EQ_INT(waitpid(pid, &ws, 0), pid);
+	CHECK_EQ_INT(ck_mpi_chan_peer_alive(&c, 1), 0);
+	ck_mpi_chan_close(&c);
 }
 
 void ck_unit_run(void)
@@ -168,4 +288,6 @@ void ck_unit_run(void)
 	test_refusals();
 	test_traffic();
 	test_peers_gone();
+	test_adopt();
+	test_server_lock();
 }

@@ -89,7 +89,13 @@ int ck_mpi_chan_peer_alive(struct ck_mpi_chan *c, int peer_is_server)
 		/* The kernel marks the server's robust lock when it dies,
 		 * whichever namespace looks. */
 		int rc = pthread_mutex_trylock(&h->server_lock);
-		if (rc == EOWNERDEAD || rc == 0)
+		if (rc == EOWNERDEAD || rc == 0) {
+			/* not kept: a robust lock held in a mapping that goes
+			 * away would leave this thread's robust list dangling */
+			pthread_mutex_unlock(&h->server_lock);
+			return 0;
+		}
+		if (rc == ENOTRECOVERABLE)
 			return 0;
 	}
 	if ((peer_is_server ? h->server_pidns : h->client_pidns) != c->pidns)
@@ -186,7 +192,8 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 		pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
 		pthread_mutex_init(&c->h->server_lock, &a);
 		pthread_mutexattr_destroy(&a);
-		pthread_mutex_lock(&c->h->server_lock); /* until this process ends */
+		pthread_mutex_lock(&c->h->server_lock); /* until this process ends or closes */
+		c->server = 1;
 	}
 	c->arena = (uint8_t *)c->h + hdr;
 	c->drain = c->arena + arena_len;
@@ -231,10 +238,22 @@ int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name)
 	return 0;
 }
 
+void ck_mpi_chan_forget(struct ck_mpi_chan *c)
+{
+	if (!c->h)
+		return;
+	if (c->server)
+		pthread_mutex_unlock(&c->h->server_lock); /* off this thread's robust list before the unmap */
+	munmap(c->h, c->map_len);
+	c->h = NULL;
+}
+
 void ck_mpi_chan_close(struct ck_mpi_chan *c)
 {
 	if (!c->h)
 		return;
+	if (c->server)
+		pthread_mutex_unlock(&c->h->server_lock);
 	st(&c->h->closed, 1);
 	futex(&c->h->req_bell, FUTEX_WAKE, 0x7fffffff, NULL);
 	for (unsigned i = 0; i < CK_MPI_CHAN_SLOTS; i++)

@@ -90,6 +90,7 @@ struct ck_mpi_chan {
 	size_t arena_len, map_len;
 	char name[64];
 	uint64_t pidns; /* this side's */
+	int server;     /* this process made it (and holds server_lock) */
 };
 
 /* Server side: creates (exclusively) and maps the object NAME ("/..."),
@@ -99,6 +100,10 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name);
 /* Marks this side gone (wakes the other), unmaps. */
 void ck_mpi_chan_close(struct ck_mpi_chan *c);
+/* Unmaps without a word to the other side (a process that forked the one
+ * that serves). The server's lock is released first: a robust lock left in
+ * an unmapped page would break the thread's next robust lock. */
+void ck_mpi_chan_forget(struct ck_mpi_chan *c);
 /* Removes the name (the mapping stays valid for who holds it). */
 int ck_mpi_chan_unlink(const char *name);
 
