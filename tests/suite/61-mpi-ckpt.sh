@@ -19,6 +19,8 @@
 # - refused: a rank that does not reach the others' collective within the
 #   cut's limit: the checkpoint is refused in one line naming it, the job
 #   goes on and ends as a bare run does.
+# - np-mismatch: a resume with another --np fails in one line per rank
+#   naming the --np the checkpoint holds.
 # - nested: `ckrun -- mpirun ...` and `mpirun ... ckrun -- ...` are refused
 #   in one line pointing to --np, exit 64.
 # - no-leak: no channel left in /dev/shm, no agent or program left running.
@@ -131,6 +133,24 @@ kill9() {
 		h_fail mpi-ckpt/kill9 "the output of both runs differs from the bare mpirun's" "$d/diff"
 	else
 		h_pass "mpi-ckpt/kill9: every process killed after $(grep -c committed "$d/err.1") checkpoints; $(grep -o 'restored from checkpoint [0-9]*' "$d/err.2"), output identical to bare mpirun"
+	fi
+}
+
+# A resume with another --np (the kill9 store holds NP ranks): each rank
+# that finds an agent of another world says so and the restore fails.
+np_mismatch() {
+	local d=$H_WORK/kill9 n
+	timeout -s KILL 120 "$CKRUN" --store "$d/store" --np 2 --resume -- "$T/sgd_mpi" 6000 </dev/null \
+		>"$d/out.np" 2>"$d/err.np"
+	n=$?
+	if [ "$n" = 0 ] || [ "$n" = 124 ] || [ "$n" = 137 ]; then
+		h_fail mpi-ckpt/np-mismatch "a resume with --np 2 of $NP ranks exited $n" "$d/err.np"
+	elif ! grep -q "^ckrun-mpi: rank [01]: restart: the checkpoint holds $NP ranks; resume it with ckrun --np $NP\$" "$d/err.np"; then
+		h_fail mpi-ckpt/np-mismatch "no line naming --np $NP" "$d/err.np"
+	elif [ -s "$d/out.np" ]; then
+		h_fail mpi-ckpt/np-mismatch "the job printed something" "$d/out.np"
+	else
+		h_pass "mpi-ckpt/np-mismatch: --np 2 for $NP ranks: $(grep -m1 -o 'the checkpoint holds.*' "$d/err.np"), exit $n"
 	fi
 }
 
@@ -250,6 +270,7 @@ main() {
 	stops comms 2 "$T/comms_mpi" 1500
 	stops mpi4py 1 "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 1500
 	kill9
+	np_mismatch
 	as_user
 	refused
 	nested

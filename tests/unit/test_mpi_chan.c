@@ -238,6 +238,12 @@ static void test_adopt(void)
 	CHECK_EQ_INT(ck_mpi_chan_create(&d, n3, 1 << 17, 8192), 0);
 	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, n3, 1000), -EMSGSIZE);
 	CHECK(c.h == at);
+	ck_mpi_chan_forget(&d);
+	ck_mpi_chan_unlink(n3);
+	CHECK_EQ_INT(ck_mpi_chan_create(&d, n3, 1 << 16, 8192), 0);
+	d.h->world_size = 9; /* a server of another world */
+	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, n3, 1000), -EXDEV);
+	CHECK(c.h == at);
 	CHECK_EQ_INT(ck_mpi_chan_adopt(&c, "/ckunit-mpichan-none", 60), -ENOENT);
 	ck_mpi_chan_unlink(name);
 	ck_mpi_chan_unlink(n2);

@@ -394,6 +394,10 @@ int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
 	}
 	if (rc)
 		return rc;
+	if (nc.h->world_size != o->world_size || nc.h->world_rank != o->world_rank) {
+		munmap(nc.h, nc.map_len);
+		return -EXDEV;
+	}
 	if (nc.map_len != c->map_len || nc.h->arena_off != o->arena_off || nc.h->drain_off != o->drain_off) {
 		munmap(nc.h, nc.map_len);
 		return -EMSGSIZE;

@@ -74,6 +74,7 @@ struct ck_mpi_chan_hdr {
 	 * the cut holds, serves nothing until cut_release = cut_done. */
 	uint32_t cut_req, cut_done, cut_ok, cut_release;
 	uint32_t adopted; /* futex word: a restarted client moved its state in */
+	int32_t world_rank, world_size; /* the server's, for a restarted client to check */
 	char cut_why[200];
 	uint32_t log_n, log_full;
 	struct ck_mpi_log_ent log[CK_MPI_LOG_MAX];
@@ -111,7 +112,8 @@ int ck_mpi_chan_unlink(const char *name);
  * channel's contents (ring, log, arena): moves them into the new channel
  * NAME made by a new server (waiting up to TIMEOUT_MS for it), maps it at
  * the same address and tells the server (adopted). -EMSGSIZE when the new
- * channel has another size. */
+ * channel has another size, -EXDEV when its server is of another rank or
+ * world size. */
 int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms);
 /* Server: waits until a client adopted the channel (restart) or
  * TIMEOUT_MS passed (-ETIMEDOUT). */

@@ -115,6 +115,8 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
 	}
+	ch.h->world_rank = rank;
+	MPI_Comm_size(MPI_COMM_WORLD, &ch.h->world_size);
 	snprintf(shm_path, sizeof(shm_path), "/dev/shm%s", chan);
 	signal(SIGTERM, on_signal);
 	signal(SIGINT, on_signal);

@@ -4,8 +4,9 @@
  * library path and CKPT_MPI_CHANNEL naming the channel of rank R's agent
  * (/ckmpi-KEY-R; ckrun started the agents with mpirun, outside the job),
  * and exits once all have: 0, or the status of the first that failed
- * (128+N for signal N). It holds no state of its own beyond its children,
- * so a checkpoint of the job restores it with them. */
+ * (128+N for signal N); the first that fails ends the others, as mpirun
+ * does (an MPI job is over when one rank is). It holds no state of its own
+ * beyond its children, so a checkpoint of the job restores it with them. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -42,6 +43,7 @@ int main(int argc, char **argv)
 {
 	char lib[PATH_MAX], chan[96], *path;
 	const char *old = getenv("LD_LIBRARY_PATH");
+	static pid_t kids[MAX_RANKS];
 	int n, status = 0, left, ws;
 	char *end;
 	pid_t pid;
@@ -64,6 +66,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "ckmpi-ranks: fork: %s\n", strerror(errno));
 			return 71;
 		}
+		kids[r] = pid;
 		if (pid == 0) {
 			setenv("CKPT_MPI_CHANNEL", chan, 1);
 			execvp(argv[4], argv + 4);
@@ -79,8 +82,10 @@ int main(int argc, char **argv)
 			break;
 		}
 		left--;
-		if (!status)
-			status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+		if (!status && (status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)))
+			for (int r = 0; r < n; r++)
+				if (kids[r] != pid)
+					kill(kids[r], SIGKILL);
 	}
 	return status;
 }

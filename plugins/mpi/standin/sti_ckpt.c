@@ -10,6 +10,8 @@
  * into the channel of the new agent, at the same address. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -45,6 +47,21 @@ static int ask_cut(void)
 	return -EAGAIN;
 }
 
+/* A restored rank that cannot go on: one line and out, without flushing
+ * the program's stdio (what it buffered before the checkpoint would be
+ * printed a second time by the resume that works). */
+__attribute__((noreturn, format(printf, 1, 2))) static void restart_fail(const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	dprintf(2, "ckrun-mpi: rank %d: restart: %s\n", ck__sti.rank, why);
+	_exit(CK_MPI_EXIT_UNSUPPORTED);
+}
+
 static int live(void)
 {
 	return ck__sti.inited && !ck__sti.finalized && ck__sti.ch.h;
@@ -65,9 +82,13 @@ static int event(enum ck_event ev)
 		if (!live())
 			return 0;
 		rc = ck_mpi_chan_adopt(&ck__sti.ch, ck__sti.ch.name, ADOPT_MS);
+		if (rc == -EXDEV)
+			restart_fail("the checkpoint holds %d ranks; resume it with ckrun --np %d", ck__sti.size,
+				     ck__sti.size);
 		if (rc)
-			ck__sti_die("restart", "cannot take over the new agent's channel %s: %s", ck__sti.ch.name,
-				    rc == -EMSGSIZE ? "it has another size (CKPT_MPI_ARENA differs)" : strerror(-rc));
+			restart_fail("cannot take over the new agent's channel %s: %s", ck__sti.ch.name,
+				     rc == -EMSGSIZE ? "it has another size (CKPT_MPI_ARENA or CKPT_MPI_DRAIN differs)"
+						     : strerror(-rc));
 		return 0;
 	default:
 		return 0;
