@@ -14,16 +14,10 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-T=$H_BUILD/tests/mpi
+# shellcheck source=tests/lib/mpi.sh
+. "$(dirname "$0")/../lib/mpi.sh"
 AGENT=$H_BUILD/mpi/ckmpi-agent
 STANDIN=$H_BUILD/mpi/lib/libmpi.so.40
-NP=${CKPT_TEST_MPI_NP:-4}
-MPIRUN=(mpirun --oversubscribe -np "$NP")
-[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
-# The agents pin these by themselves; the bare runs get the same.
-export OMPI_MCA_coll='^sm,han,adapt' OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
-	OMPI_MCA_coll_tuned_allreduce_algorithm=4 OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize=0 \
-	OMPI_MCA_coll_tuned_reduce_algorithm=6 OMPI_MCA_coll_tuned_bcast_algorithm=6
 
 # run NAME OUT -- CMD...: CMD under a time limit, status in $NAME.rc.
 run() {
@@ -126,13 +120,6 @@ rank_killed() {
 }
 
 # The agents' channels in /dev/shm, sorted.
-shm_names() {
-	local f
-	for f in /dev/shm/ckmpi-*; do
-		[ -e "$f" ] && echo "${f##*/}"
-	done | sort
-}
-
 # No channel left in /dev/shm by the agents of this suite.
 no_leak() {
 	local left
@@ -161,14 +148,7 @@ bench() {
 
 main() {
 	h_init mpi
-	if ! CKPT_DEPS_EXTRA="mpi" "$H_TOP/scripts/deps.sh" >"$H_WORK/deps.log" 2>&1; then
-		h_fail mpi "Open MPI cannot be installed (scripts/deps.sh, set mpi)" "$H_WORK/deps.log"
-		return 1
-	fi
-	if ! make --no-print-directory -C "$H_TOP" BUILD="$H_BUILD" mpi >"$H_WORK/make.log" 2>&1; then
-		h_fail mpi "make mpi failed" "$H_WORK/make.log"
-		return 1
-	fi
+	mpi_setup mpi || return 1
 	shm_names >"$H_WORK/shm.before"
 	abi_sizes
 	same sgd "$T/sgd_mpi" 300 16

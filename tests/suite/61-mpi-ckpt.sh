@@ -27,14 +27,8 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-T=$H_BUILD/tests/mpi
-NP=${CKPT_TEST_MPI_NP:-4}
-MPIRUN=(mpirun --oversubscribe -np "$NP")
-[ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
-# The bare reference runs get the algorithms the agents pin.
-export OMPI_MCA_coll='^sm,han,adapt' OMPI_MCA_coll_tuned_use_dynamic_rules=1 \
-	OMPI_MCA_coll_tuned_allreduce_algorithm=4 OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize=0 \
-	OMPI_MCA_coll_tuned_reduce_algorithm=6 OMPI_MCA_coll_tuned_bcast_algorithm=6
+# shellcheck source=tests/lib/mpi.sh
+. "$(dirname "$0")/../lib/mpi.sh"
 
 # ref NAME CMD...: the bare mpirun's output, $H_WORK/NAME/ref.
 ref() {
@@ -233,13 +227,6 @@ nested() {
 	fi
 }
 
-shm_names() {
-	local f
-	for f in /dev/shm/ckmpi-*; do
-		[ -e "$f" ] && echo "${f##*/}"
-	done | sort
-}
-
 no_leak() {
 	local left procs
 	left=$(comm -13 "$H_WORK/shm.before" <(shm_names))
@@ -256,14 +243,7 @@ no_leak() {
 main() {
 	h_init mpi-ckpt
 	h_seed_init
-	if ! CKPT_DEPS_EXTRA="mpi" "$H_TOP/scripts/deps.sh" >"$H_WORK/deps.log" 2>&1; then
-		h_fail mpi-ckpt "Open MPI cannot be installed (scripts/deps.sh, set mpi)" "$H_WORK/deps.log"
-		return 1
-	fi
-	if ! make --no-print-directory -C "$H_TOP" BUILD="$H_BUILD" mpi >"$H_WORK/make.log" 2>&1; then
-		h_fail mpi-ckpt "make mpi failed" "$H_WORK/make.log"
-		return 1
-	fi
+	mpi_setup mpi-ckpt || return 1
 	shm_names >"$H_WORK/shm.before"
 	stops sgd 2 "$T/sgd_mpi" 6000
 	stops ring 2 "$T/ring_mpi" 1500

@@ -21,6 +21,12 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r);
  * collectives), unless the environment sets them already. */
 void ck__agent_pin_mca(void);
 
+/* agent_name.c: the channel's name is removed by a signal that ends the
+ * agent before the program opened it, and by _drop once it has. */
+void ck__agent_name_guard(const char *chan);
+int ck__agent_name_held(void);
+void ck__agent_name_drop(const char *chan);
+
 /* ckmpi-agent --serve KEY [--restore] (agent_job.c): returns the exit status. */
 int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char ***argv);
 

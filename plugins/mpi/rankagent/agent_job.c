@@ -20,16 +20,6 @@
 #include "plugins/mpi/channel/mpi_wire.h"
 #include "plugins/mpi/rankagent/agent.h"
 
-static char shm_path[96];
-
-static void on_signal(int sig)
-{
-	if (shm_path[0])
-		unlink(shm_path); /* shm_unlink is not async-signal-safe; this is the same */
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 /* CKPT_MPI_DRAIN: room for the messages in flight at a cut (16 MiB). */
 static size_t drain_size(void)
 {
@@ -117,10 +107,7 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 	}
 	ch.h->world_rank = rank;
 	MPI_Comm_size(MPI_COMM_WORLD, &ch.h->world_size);
-	snprintf(shm_path, sizeof(shm_path), "/dev/shm%s", chan);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGHUP, on_signal);
+	ck__agent_name_guard(chan);
 	ck__agent_log_to(&ch);
 	if (ck__agent_cut_start(&ch, provided == MPI_THREAD_MULTIPLE)) {
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot start the control thread\n", rank);
@@ -130,8 +117,7 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		/* a cut asked meanwhile waits for the replay (busy, not absent) */
 		ck__agent_set_state(CK_AST_OTHER);
 		ck__agent_set_client_state(0);
-		shm_path[0] = 0;
-		ck_mpi_chan_unlink(chan);
+		ck__agent_name_drop(chan);
 		rc = ck__agent_replay(&ch);
 		if (rc != MPI_SUCCESS) {
 			fprintf(stderr, "ckmpi-agent: rank %d: cannot make the program's communicators again (error %d)\n",
@@ -153,9 +139,8 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		finalized |= f & 1;
 		ck__agent_set_state(CK_AST_OTHER);
 		served++;
-		if (r->op == CK_W_HELLO && shm_path[0]) { /* mapped by the program: the name can go */
-			shm_path[0] = 0;
-			ck_mpi_chan_unlink(chan);
+		if (r->op == CK_W_HELLO && ck__agent_name_held()) { /* mapped by the program: the name can go */
+			ck__agent_name_drop(chan);
 			ck__agent_set_client_state(0);
 		}
 		ck_mpi_chan_done(&ch, r);

@@ -87,18 +87,6 @@ static pid_t start(char **argv, const char *lib, const char *chan)
 	return pid;
 }
 
-/* The channel's name until the program has opened it: a signal that ends
- * the agent first (mpirun's SIGTERM when another rank aborts) removes it. */
-static char shm_path[96];
-
-static void on_signal(int sig)
-{
-	if (shm_path[0])
-		unlink(shm_path); /* shm_unlink is not async-signal-safe; this is the same */
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
 static int status_code(int ws)
 {
 	return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
@@ -141,10 +129,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
 	}
-	snprintf(shm_path, sizeof(shm_path), "/dev/shm%s", chan);
-	signal(SIGTERM, on_signal);
-	signal(SIGINT, on_signal);
-	signal(SIGHUP, on_signal);
+	ck__agent_name_guard(chan);
 	pid = start(argv + i + 1, lib, chan);
 	if (pid < 0) {
 		fprintf(stderr, "ckmpi-agent: rank %d: fork: %s\n", rank, strerror(errno));
@@ -157,8 +142,7 @@ int main(int argc, char **argv)
 			finalized |= ck__agent_serve(&ch, r) & 1;
 			served++;
 			if (r->op == CK_W_HELLO && named) { /* mapped by the program: the name can go */
-				shm_path[0] = 0;
-				ck_mpi_chan_unlink(chan);
+				ck__agent_name_drop(chan);
 				named = 0;
 			}
 			ck_mpi_chan_done(&ch, r);
@@ -167,8 +151,7 @@ int main(int argc, char **argv)
 		if (waitpid(pid, &ws, rc == -EPIPE ? 0 : WNOHANG) == pid)
 			exited = 1;
 	}
-	if (named)
-		ck_mpi_chan_unlink(chan);
+	ck__agent_name_drop(chan);
 	ck_mpi_chan_close(&ch);
 	code = status_code(ws);
 	if (getenv("CKPT_MPI_STATS") && !strcmp(getenv("CKPT_MPI_STATS"), "1"))
