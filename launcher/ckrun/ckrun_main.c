@@ -488,6 +488,21 @@ static int ck__loop(struct ckrun *c)
 		}
 		c->job_ready = c->nprocs > 0;
 		c->job_started |= c->job_ready;
+		if (ck_sig_chld) {
+			int mst;
+			ck_sig_chld = 0;
+			if (ck_mpi_exited(c, &mst)) {
+				/* The agents are gone: the ranks end (their agent's
+				 * lock says so) unless they had not reached one yet */
+				if (ck__job_ended(c, 3000, &status))
+					goto out;
+				fprintf(stderr, "ckrun: the MPI agents (mpirun) exited with status %d; job %s cannot go on\n",
+					mst, c->job);
+				ck_kill_job(c);
+				status = CK_EXIT_INTERNAL;
+				goto out;
+			}
+		}
 		if (got == 1 && from && m.type == CK_MSG_REQUEST) {
 			/* The job's own ckpt_request() */
 			ck__checkpoint(c, 0, &seq);

@@ -51,7 +51,7 @@ int ck_mpi_refuse_nesting(struct ckrun *c)
 {
 	/* Under mpirun each rank would be a job of its own, checkpointed
 	 * alone: no consistent cut, and agents of nobody. */
-	if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) {
+	if (getenv("OMPI_COMM_WORLD_SIZE")) { /* Open MPI's mpirun (srun's PMIx alone may run a serial job) */
 		ck_err_set("ckrun runs under mpirun here: each rank would be checkpointed alone; run "
 			   "`ckrun --np N -- PROGRAM` instead of `mpirun -np N ckrun -- PROGRAM`");
 		return -EINVAL;
@@ -165,6 +165,17 @@ int ck_mpi_start(struct ckrun *c, int restore)
 		fprintf(stderr, "ckrun: %d MPI agents started (%s%s, channels /ckmpi-%s-*)\n", c->mpi_np, mpirun,
 			restore ? ", to restore" : "", c->mpi_key);
 	return 0;
+}
+
+int ck_mpi_exited(struct ckrun *c, int *status)
+{
+	int ws;
+
+	if (c->mpi_pid <= 0 || waitpid(c->mpi_pid, &ws, WNOHANG) != c->mpi_pid)
+		return 0;
+	c->mpi_pid = 0;
+	*status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+	return 1;
 }
 
 void ck_mpi_stop(struct ckrun *c)

@@ -12,6 +12,8 @@ int ck_mpi_refuse_nesting(struct ckrun *c);
 int ck_mpi_prepare(struct ckrun *c);
 /* mpirun -np N ckmpi-agent --serve KEY [--restore], outside the job. */
 int ck_mpi_start(struct ckrun *c, int restore);
+/* 1 and mpirun's status if it has ended (the agents are gone). */
+int ck_mpi_exited(struct ckrun *c, int *status);
 /* Ends the agents (the job has ended or stopped). */
 void ck_mpi_stop(struct ckrun *c);
 

@@ -23,6 +23,7 @@
 #   naming the --np the checkpoint holds.
 # - nested: `ckrun -- mpirun ...` and `mpirun ... ckrun -- ...` are refused
 #   in one line pointing to --np, exit 64.
+# - agents-gone: mpirun that exits at once: one line, exit 99, no hang.
 # - no-leak: no channel left in /dev/shm, no agent or program left running.
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
@@ -148,6 +149,24 @@ np_mismatch() {
 	fi
 }
 
+# mpirun that ends at once (the agents never come): ckrun says so in one
+# line and ends the job rather than leaving the ranks waiting.
+agents_gone() {
+	local d=$H_WORK/gone n t0
+	mkdir -p "$d"
+	t0=$(h_now_ms)
+	CKPT_MPIRUN=false timeout -s KILL 120 "$CKRUN" --store "$d/store" --np "$NP" -- "$T/sgd_mpi" 100 </dev/null \
+		>"$d/out" 2>"$d/err"
+	n=$?
+	if [ "$n" != 99 ] || ! grep -q '^ckrun: the MPI agents (mpirun) exited with status 1; job sgd_mpi cannot go on$' "$d/err"; then
+		h_fail mpi-ckpt/agents-gone "exit $n, expected 99 and one line saying mpirun exited" "$d/err"
+	elif [ "$(wc -l <"$d/err")" != 1 ]; then
+		h_fail mpi-ckpt/agents-gone "more than one line" "$d/err"
+	else
+		h_pass "mpi-ckpt/agents-gone: mpirun exited at once: one line, exit 99 after $(( $(h_now_ms) - t0 )) ms"
+	fi
+}
+
 # The SGD stopped and resumed as an ordinary user.
 as_user() {
 	local u=ckmpi$$ d=$H_WORK/user rc
@@ -254,6 +273,7 @@ main() {
 	as_user
 	refused
 	nested
+	agents_gone
 	no_leak
 	return "$H_FAILED"
 }

@@ -262,6 +262,33 @@ void ck_mpi_chan_close(struct ck_mpi_chan *c)
 	c->h = NULL;
 }
 
+int ck_mpi_chan_in_use(const char *name)
+{
+	struct ck_mpi_chan_hdr *h;
+	struct stat sb;
+	int fd, rc, live = 0;
+
+	fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	if (fstat(fd, &sb) || (size_t)sb.st_size < sizeof(*h)) {
+		close(fd);
+		return 0;
+	}
+	h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (h == MAP_FAILED)
+		return 0;
+	if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) == CK_MPI_CHAN_MAGIC && h->version == CK_MPI_CHAN_VERSION) {
+		rc = pthread_mutex_trylock(&h->server_lock);
+		live = rc == EBUSY;
+		if (rc == 0 || rc == EOWNERDEAD)
+			pthread_mutex_unlock(&h->server_lock);
+	}
+	munmap(h, sizeof(*h));
+	return live;
+}
+
 int ck_mpi_chan_unlink(const char *name)
 {
 	return shm_unlink(name) ? -errno : 0;

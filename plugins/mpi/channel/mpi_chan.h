@@ -105,6 +105,9 @@ void ck_mpi_chan_close(struct ck_mpi_chan *c);
  * that serves). The server's lock is released first: a robust lock left in
  * an unmapped page would break the thread's next robust lock. */
 void ck_mpi_chan_forget(struct ck_mpi_chan *c);
+/* 1 if NAME is a channel whose server still lives (without a word to
+ * either side), 0 otherwise. */
+int ck_mpi_chan_in_use(const char *name);
 /* Removes the name (the mapping stays valid for who holds it). */
 int ck_mpi_chan_unlink(const char *name);
 

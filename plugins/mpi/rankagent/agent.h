@@ -33,14 +33,19 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 /* ---- ckrun --np: serving a program inside ckrun's job (agent_cut.c) ---- */
 
 /* What the serving thread is doing, for the cut. */
-enum { CK_AST_IDLE, CK_AST_HELD, CK_AST_COLL, CK_AST_P2P, CK_AST_OTHER };
+enum { CK_AST_IDLE, CK_AST_HELD, CK_AST_COLL, CK_AST_P2P, CK_AST_SEND, CK_AST_OTHER };
+/* CK_AST_SEND for a blocking send (it touches no drained message: the
+ * drain may run meanwhile, and is what lets it end), CK_AST_P2P otherwise. */
+int ck__agent_p2p_state(unsigned op);
 void ck__agent_set_state(int s);
 /* Before serving R: waits while a cut holds it, counts a collective. */
 void ck__agent_gate(struct ck_mpi_req *r);
 /* The control thread (on a duplicate of MPI_COMM_WORLD): cuts asked for by
  * the program's stand-in or by another agent. */
 int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple);
-void ck__agent_cut_stop(void);
+/* The program is done: the control thread serves the others' cuts until
+ * every agent's program is (a barrier on FIN), then ends; returns then. */
+void ck__agent_cut_finish(MPI_Comm fin);
 
 /* Kept by agent_serve.c for the cut: */
 int ck__agent_is_coll(unsigned op);
@@ -67,8 +72,12 @@ void ck__agent_count_recv(int src);
 int ck__drain_find(struct ck_mpi_chan *ch, int comm, int src, int tag);
 void ck__drain_status(struct ck_mpi_chan *ch, int i, struct ck_mpi_req *r);
 int ck__drain_take(struct ck_mpi_chan *ch, int i, uint64_t off, uint64_t cap, struct ck_mpi_req *r);
-/* The control thread, every request held: every message that arrived for
- * this rank into the drain area; -ENOSPC when one does not fit. */
+/* A matched probe took message I: no other receive matches it. */
+void ck__drain_claim(struct ck_mpi_chan *ch, int i);
+/* The control thread, with the serving thread idle, held or in a blocking
+ * send (none of which touches the drain area): the messages handed over
+ * leave the area, and every message that arrived for this rank goes in;
+ * -ENOSPC when one does not fit. */
 int ck__agent_drain(struct ck_mpi_chan *ch);
 /* A restarted agent: makes the communicators of the channel's log again. */
 int ck__agent_replay(struct ck_mpi_chan *ch);

@@ -43,6 +43,8 @@
 #include "plugins/mpi/rankagent/agent.h"
 
 #define TAG_CUT 1
+#define NOTASKED_MS 3000 /* a stand-in that has not asked by then will not */
+#define BACKOFF_US 2000  /* between rounds of the control threads that changed nothing */
 #define PAIRS CK_MAX_COMMS
 
 static struct {
@@ -50,7 +52,8 @@ static struct {
 	MPI_Comm ctl;
 	int rank, size, multiple, limit_ms, log;
 	pthread_t thr;
-	int started, stop;
+	int started, stop, finishing;
+	MPI_Comm fin;
 	/* shared with the serving thread */
 	int state;
 	uint32_t gate_gen; /* futex word: bumped whenever the gate changes */
@@ -96,11 +99,17 @@ void ck__agent_set_state(int s)
 void ck__agent_gate(struct ck_mpi_req *r)
 {
 	int coll = ck__agent_is_coll(r->op), c = r->comm;
+	int busy = coll ? CK_AST_COLL : ck__agent_is_p2p(r->op) ? ck__agent_p2p_state(r->op) : CK_AST_OTHER;
 
 	for (;;) {
 		uint32_t g = __atomic_load_n(&cut.gate_gen, __ATOMIC_SEQ_CST);
 		int hold = 0;
 
+		/* Busy first, then the look at the gate; the control thread
+		 * sets the gate, then looks at the state: one of the two sees
+		 * the other (both sequentially consistent), so no request
+		 * passes a gate the cut already counts as closed. */
+		ck__agent_set_state(busy);
 		if (ld(&cut.gate_on))
 			hold = ld(&cut.hold_all) ||
 			       (coll && c >= 0 && c < CK_MAX_COMMS && c != CK_COMM_comm_self &&
@@ -114,7 +123,6 @@ void ck__agent_gate(struct ck_mpi_req *r)
 	st(&cut.held_comm, -1);
 	if (coll && c >= 0 && c < CK_MAX_COMMS)
 		ck__agent_ncoll_add(c);
-	ck__agent_set_state(coll ? CK_AST_COLL : ck__agent_is_p2p(r->op) ? CK_AST_P2P : CK_AST_OTHER);
 }
 
 /* Until the serving thread is idle or held, at most MS. */
@@ -236,10 +244,6 @@ static int run_cut(char *why, size_t whylen)
 	uint64_t t0 = now_ms();
 	long long total, last_total = -1;
 
-	if (!cut.multiple) {
-		snprintf(why, whylen, "MPI: the agents' Open MPI lacks MPI_THREAD_MULTIPLE; no checkpoint of MPI state");
-		return 0;
-	}
 	for (int c = 0; c < CK_MAX_COMMS; c++)
 		__atomic_store_n(&cut.target[c], INT64_MAX, __ATOMIC_SEQ_CST);
 	st(&cut.hold_all, 0);
@@ -255,6 +259,8 @@ static int run_cut(char *why, size_t whylen)
 		reduce(v, g);
 		MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
 		set_targets(iter > 0 && total == last_total && (g[F_BEHIND][0] || g[F_COLL][0]));
+		if (total == last_total)
+			usleep(BACKOFF_US); /* leave the cores to the ranks that must catch up */
 		last_total = total;
 		if (g[F_NOTCONN][0] == 1)
 			return fail(why, whylen, "MPI: rank %d has not called MPI_Init yet", g[F_NOTCONN][1]), 0;
@@ -267,9 +273,12 @@ static int run_cut(char *why, size_t whylen)
 		 * interrupts receives and drains what is in flight */
 		if (iter > 0 && !g[F_BEHIND][0] && !g[F_COLL][0] && !g[F_NOTASKED][0])
 			break;
+		/* ckrun asks every process at once: a stand-in that has not
+		 * asked by now is not going to (its round ended, or it never
+		 * got one); holding the others longer would only stall them */
+		if (g[F_NOTASKED][0] && g[F_ELAPSED][0] > (cut.limit_ms < NOTASKED_MS ? cut.limit_ms : NOTASKED_MS))
+			return fail(why, whylen, "MPI: rank %d did not take part in the cut", g[F_NOTASKED][1]), 0;
 		if (g[F_ELAPSED][0] > cut.limit_ms) {
-			if (g[F_NOTASKED][0])
-				return fail(why, whylen, "MPI: rank %d did not take part in the cut", g[F_NOTASKED][1]), 0;
 			return fail(why, whylen, "MPI: rank %d did not reach the collective the others are in "
 				    "within the cut's limit", g[F_BEHIND][0] ? g[F_BEHIND][1] : g[F_COLL][1]), 0;
 		}
@@ -279,9 +288,18 @@ static int run_cut(char *why, size_t whylen)
 	for (;;) {
 		long long inflight, sum = 0;
 
+		int s;
+
 		settle(50);
+		s = ld(&cut.state);
 		local_flags(v, t0);
-		v[F_NOSPACE] = ck__agent_drain(cut.ch) == -ENOSPC;
+		/* Only while the serving thread touches no drained message: a
+		 * receive still on its way to the gate would find the area
+		 * changing under it (or miss an older message just drained) */
+		if (s == CK_AST_IDLE || s == CK_AST_HELD || s == CK_AST_SEND)
+			v[F_NOSPACE] = ck__agent_drain(cut.ch) == -ENOSPC;
+		else
+			v[F_BUSY] = 1;
 		inflight = (long long)ck__agent_sent() - (long long)ck__agent_recvd();
 		reduce(v, g);
 		MPI_Allreduce(&inflight, &sum, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
@@ -297,7 +315,11 @@ static int run_cut(char *why, size_t whylen)
 					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained);
 			return 1;
 		}
-		if (g[F_ELAPSED][0] > cut.limit_ms) {
+		if (g[F_ELAPSED][0] <= cut.limit_ms) {
+			usleep(BACKOFF_US);
+			continue;
+		}
+		{
 			snprintf(why, whylen, "MPI: %lld message(s) still in flight between ranks at the cut's limit",
 				 sum);
 			if (g[F_BUSY][0])
@@ -324,15 +346,29 @@ static void answer(int ok, const char *why)
 	ck_mpi_chan_st_wake(&h->cut_done, ck_mpi_chan_ld(&h->cut_req));
 }
 
+/* Without MPI_THREAD_MULTIPLE this thread makes no MPI call: each ask is
+ * answered here with the reason, and the job runs on. */
+static void *ctl_single(void *arg)
+{
+	(void)arg;
+	while (!ld(&cut.stop)) {
+		if (asked())
+			answer(0, "MPI: the agents' Open MPI lacks MPI_THREAD_MULTIPLE; no checkpoint of MPI state");
+		ck_mpi_chan_wait_word(&cut.ch->h->cut_req, ck_mpi_chan_ld(&cut.ch->h->cut_req), 50);
+	}
+	return NULL;
+}
+
 static void *ctl_main(void *arg)
 {
 	uint64_t in = 0, gen = 0;
-	MPI_Request rq;
+	MPI_Request rq, fin_rq = MPI_REQUEST_NULL;
 	char why[sizeof(cut.ch->h->cut_why)];
+	int fin_posted = 0;
 
 	(void)arg;
 	MPI_Irecv(&in, 1, MPI_UINT64_T, MPI_ANY_SOURCE, TAG_CUT, cut.ctl, &rq);
-	while (!ld(&cut.stop)) {
+	for (;;) {
 		struct ck_mpi_chan_hdr *h = cut.ch->h;
 		int flag = 0, join = 0, ok;
 
@@ -360,6 +396,18 @@ static void *ctl_main(void *arg)
 			st(&cut.gate_on, 0);
 			gate_changed();
 		}
+		/* The program is done: once every agent's is (the barrier),
+		 * no cut can come any more. Until then the others' cuts are
+		 * joined (and fail: this rank finalized). */
+		if (ld(&cut.finishing) && !fin_posted) {
+			MPI_Ibarrier(cut.fin, &fin_rq);
+			fin_posted = 1;
+		}
+		if (fin_posted) {
+			MPI_Test(&fin_rq, &flag, MPI_STATUS_IGNORE);
+			if (flag)
+				break;
+		}
 		ck_mpi_chan_wait_word(ld(&cut.gate_on) ? &h->cut_release : &h->cut_req,
 				      ck_mpi_chan_ld(ld(&cut.gate_on) ? &h->cut_release : &h->cut_req), 5);
 	}
@@ -379,18 +427,26 @@ int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple)
 	cut.log = getenv("CKPT_MPI_CUT_LOG") && !strcmp(getenv("CKPT_MPI_CUT_LOG"), "1");
 	MPI_Comm_rank(MPI_COMM_WORLD, &cut.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &cut.size);
-	MPI_Comm_dup(MPI_COMM_WORLD, &cut.ctl);
-	if (pthread_create(&cut.thr, NULL, ctl_main, NULL))
+	if (multiple)
+		MPI_Comm_dup(MPI_COMM_WORLD, &cut.ctl);
+	if (pthread_create(&cut.thr, NULL, multiple ? ctl_main : ctl_single, NULL))
 		return -errno;
 	cut.started = 1;
 	return 0;
 }
 
-void ck__agent_cut_stop(void)
+void ck__agent_cut_finish(MPI_Comm fin)
 {
 	if (!cut.started)
 		return;
-	st(&cut.stop, 1);
+	if (!cut.multiple) {
+		st(&cut.stop, 1);
+		pthread_join(cut.thr, NULL);
+		MPI_Barrier(fin);
+		return;
+	}
+	cut.fin = fin;
+	st(&cut.finishing, 1);
 	pthread_join(cut.thr, NULL);
 	cut.started = 0;
 }

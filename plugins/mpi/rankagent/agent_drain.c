@@ -37,6 +37,37 @@ void ck__drain_status(struct ck_mpi_chan *ch, int i, struct ck_mpi_req *r)
 	r->rlen = d->len;
 }
 
+void ck__drain_claim(struct ck_mpi_chan *ch, int i)
+{
+	__atomic_store_n(&ch->h->drained[i].taken, 2, __ATOMIC_RELEASE);
+}
+
+/* Taken messages leave the area, the others keep their order (offsets
+ * ascend with the index). Not while a matched probe holds one: its number
+ * is an index (and the cut fails then anyway). */
+static void compact(struct ck_mpi_chan *ch)
+{
+	struct ck_mpi_chan_hdr *h = ch->h;
+	uint32_t n = 0;
+	uint64_t used = 0;
+
+	for (uint32_t i = 0; i < h->ndrained; i++)
+		if (h->drained[i].taken == 2)
+			return;
+	for (uint32_t i = 0; i < h->ndrained; i++) {
+		struct ck_mpi_drained e = h->drained[i];
+
+		if (e.taken)
+			continue;
+		memmove(ch->drain + used, ch->drain + e.off, e.len);
+		e.off = used;
+		used += (e.len + 63) & ~63ull;
+		h->drained[n++] = e;
+	}
+	h->drain_used = used < h->drain_len ? used : h->drain_len;
+	__atomic_store_n(&h->ndrained, n, __ATOMIC_RELEASE);
+}
+
 int ck__drain_take(struct ck_mpi_chan *ch, int i, uint64_t off, uint64_t cap, struct ck_mpi_req *r)
 {
 	struct ck_mpi_drained *d = &ch->h->drained[i];
@@ -54,15 +85,8 @@ int ck__drain_take(struct ck_mpi_chan *ch, int i, uint64_t off, uint64_t cap, st
 int ck__agent_drain(struct ck_mpi_chan *ch)
 {
 	struct ck_mpi_chan_hdr *h = ch->h;
-	uint32_t n = h->ndrained, all = 1;
 
-	/* every one handed over: the area starts again */
-	for (uint32_t i = 0; i < n; i++)
-		all &= (uint32_t)h->drained[i].taken;
-	if (all) {
-		__atomic_store_n(&h->ndrained, 0, __ATOMIC_RELEASE);
-		h->drain_used = 0;
-	}
+	compact(ch);
 	for (int c = 0; c < CK_MAX_COMMS; c++) {
 		MPI_Comm comm = ck__agent_comm(c);
 		MPI_Message m;
@@ -92,7 +116,7 @@ int ck__agent_drain(struct ck_mpi_chan *ch)
 			d->tag = st.MPI_TAG;
 			d->off = h->drain_used;
 			d->len = (uint64_t)bytes;
-			d->taken = 0;
+			d->taken = 0; /* seen by receives once ndrained counts it */
 			if (MPI_Mrecv(ch->drain + d->off, bytes, MPI_BYTE, &m, &st) != MPI_SUCCESS)
 				return -EIO;
 			h->drain_used += ((uint64_t)bytes + 63) & ~63ull;

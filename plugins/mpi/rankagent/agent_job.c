@@ -38,11 +38,14 @@ static size_t drain_size(void)
 }
 
 /* The name is ours (it holds our uid's key): one left by an agent killed
- * before its program connected goes. */
+ * before its program connected goes; one whose agent lives is another
+ * job's of the same name and user (-EADDRINUSE). */
 static int create(struct ck_mpi_chan *ch, const char *name, size_t arena, size_t drain)
 {
 	int rc = ck_mpi_chan_create(ch, name, arena, drain);
 
+	if (rc == -EEXIST && ck_mpi_chan_in_use(name))
+		return -EADDRINUSE;
 	if (rc == -EEXIST) {
 		ck_mpi_chan_unlink(name);
 		rc = ck_mpi_chan_create(ch, name, arena, drain);
@@ -67,20 +70,11 @@ static int adopted_or_fresh(struct ck_mpi_chan *ch)
 	}
 }
 
-/* Every rank's program done: the real MPI_Finalize, with the control
- * thread serving the cuts the others may still ask for until then. */
+/* Every rank's program done: the real MPI_Finalize, after the control
+ * thread served the cuts the others may still ask for until then. */
 static void finish(MPI_Comm fin)
 {
-	MPI_Request rq;
-	int done = 0;
-
-	MPI_Ibarrier(fin, &rq);
-	while (!done) {
-		MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
-		if (!done)
-			usleep(5000);
-	}
-	ck__agent_cut_stop();
+	ck__agent_cut_finish(fin);
 	MPI_Comm_free(&fin);
 	MPI_Finalize();
 }
@@ -101,6 +95,11 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 	MPI_Comm_dup(MPI_COMM_WORLD, &fin);
 	snprintf(chan, sizeof(chan), "/ckmpi-%s-%d", key, rank);
 	rc = create(&ch, chan, arena, drain);
+	if (rc == -EADDRINUSE) {
+		fprintf(stderr, "ckmpi-agent: rank %d: the channel %s belongs to a running job (a job of the same name "
+				"by the same user on this host: give one of them another --job)\n", rank, chan);
+		MPI_Abort(MPI_COMM_WORLD, 69);
+	}
 	if (rc) {
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);

@@ -105,6 +105,11 @@ int ck__agent_is_p2p(unsigned op)
 	return 0;
 }
 
+int ck__agent_p2p_state(unsigned op)
+{
+	return op == CK_W_SEND ? CK_AST_SEND : CK_AST_P2P;
+}
+
 /* FNV-1a over the parent's key, the parent's creation count and the world
  * rank of the new communicator's rank 0: the same for every member. */
 static uint64_t child_key(int parent, MPI_Comm nc)
@@ -300,8 +305,10 @@ static int probe(struct ck_mpi_req *r, MPI_Comm comm, int *held)
 	if ((d = ck__drain_find(cur_ch, r->comm, r->peer, r->tag)) >= 0) {
 		r->root = 1;
 		ck__drain_status(cur_ch, d, r);
-		if (matched)
+		if (matched) { /* its own now: no other receive may match it */
 			msg_drained[r->count] = d + 1;
+			ck__drain_claim(cur_ch, d);
+		}
 		return MPI_SUCCESS;
 	}
 	for (;;) {

@@ -64,6 +64,10 @@ int main(int argc, char **argv)
 		pid = fork();
 		if (pid < 0) {
 			fprintf(stderr, "ckmpi-ranks: fork: %s\n", strerror(errno));
+			for (int k = 0; k < r; k++)
+				kill(kids[k], SIGKILL);
+			while (wait(NULL) > 0)
+				;
 			return 71;
 		}
 		kids[r] = pid;
@@ -82,9 +86,12 @@ int main(int argc, char **argv)
 			break;
 		}
 		left--;
+		for (int r = 0; r < n; r++)
+			if (kids[r] == pid)
+				kids[r] = 0; /* reaped: its pid may be another's now */
 		if (!status && (status = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws)))
 			for (int r = 0; r < n; r++)
-				if (kids[r] != pid)
+				if (kids[r] > 0)
 					kill(kids[r], SIGKILL);
 	}
 	return status;

@@ -53,6 +53,9 @@ void ck__sti_end(struct ck_mpi_req *r);
  * lock held over all of them, a slot, then ck_mpi_chan_post and a wait. */
 void ck__sti_lock(void);
 void ck__sti_unlock(void);
+/* Between the checkpoint plugin's use of the channel and MPI_Finalize. */
+void ck__sti_cut_lock(void);
+void ck__sti_cut_unlock(void);
 struct ck_mpi_req *ck__sti_slot(const char *fn, unsigned op);
 int ck__sti_wait(const char *fn, struct ck_mpi_req *r);
 /* Dies naming FN unless MPI_Init ran (and Finalize did not). */

@@ -20,21 +20,32 @@
 #include "plugins/mpi/standin/sti.h"
 
 /* The answer of a cut comes within the agents' limit (CKPT_MPI_CUT_MS,
- * 10 s by default) and a few of their rounds; this bounds a lost agent. */
-#define ANSWER_MS 120000
+ * 10 s by default) and a few of their rounds; a minute more bounds a lost
+ * agent. */
+#define ANSWER_MARGIN_MS 60000
 #define ADOPT_MS 60000
 
 static void (*fail_fn)(const char *fmt, ...);
+
+static int answer_ms(void)
+{
+	const char *v = getenv("CKPT_MPI_CUT_MS");
+
+	return (v && atoi(v) > 0 ? atoi(v) : 10000) + ANSWER_MARGIN_MS;
+}
 
 static int ask_cut(void)
 {
 	struct ck_mpi_chan_hdr *h = ck__sti.ch.h;
 	uint32_t req = ck_mpi_chan_ld(&h->cut_done) + 1;
-	int waited = 0;
+	int waited = 0, limit = answer_ms();
 
 	ck_mpi_chan_st_wake(&h->cut_req, req);
 	while (ck_mpi_chan_ld(&h->cut_done) != req) {
-		if (waited >= ANSWER_MS || !ck_mpi_chan_peer_alive(&ck__sti.ch, 1)) {
+		if (waited >= limit || !ck_mpi_chan_peer_alive(&ck__sti.ch, 1)) {
+			/* no RESUME follows a failed PRESUSPEND: released now,
+			 * should the cut hold after all */
+			ck_mpi_chan_st_wake(&h->cut_release, req);
 			fail_fn("MPI: rank %d: its agent did not answer the cut", ck__sti.rank);
 			return -ETIMEDOUT;
 		}
@@ -73,10 +84,16 @@ static int event(enum ck_event ev)
 
 	switch (ev) {
 	case CK_EV_PRESUSPEND:
-		return live() ? ask_cut() : 0;
+		/* MPI_Finalize unmaps the channel: not while we wait on it */
+		ck__sti_cut_lock();
+		rc = live() ? ask_cut() : 0;
+		ck__sti_cut_unlock();
+		return rc;
 	case CK_EV_RESUME:
+		ck__sti_cut_lock();
 		if (live()) /* a cut that held ends with the round */
 			ck_mpi_chan_st_wake(&ck__sti.ch.h->cut_release, ck_mpi_chan_ld(&ck__sti.ch.h->cut_done));
+		ck__sti_cut_unlock();
 		return 0;
 	case CK_EV_RESTART:
 		if (!live())

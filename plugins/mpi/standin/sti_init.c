@@ -16,6 +16,20 @@ struct ck__sti ck__sti;
  * promised, this keeps a program that breaks the promise safe). */
 static pthread_mutex_t chan_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Held by the checkpoint's plugin while it uses the channel's header from
+ * libckpt's thread; MPI_Finalize takes it before it unmaps the channel. */
+static pthread_mutex_t cut_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void ck__sti_cut_lock(void)
+{
+	pthread_mutex_lock(&cut_lock);
+}
+
+void ck__sti_cut_unlock(void)
+{
+	pthread_mutex_unlock(&cut_lock);
+}
+
 void ck__sti_lock(void)
 {
 	pthread_mutex_lock(&chan_lock);
@@ -164,8 +178,10 @@ int MPI_Finalize(void)
 	r = ck__sti_begin("MPI_Finalize", CK_W_FINALIZE);
 	rc = ck__sti_call("MPI_Finalize", r);
 	ck__sti_end(r);
+	ck__sti_cut_lock(); /* a cut being asked for ends first (it fails: this rank finalized) */
 	ck__sti.finalized = 1;
 	ck_mpi_chan_close(&ck__sti.ch);
+	ck__sti_cut_unlock();
 	return rc;
 }
 
