@@ -491,7 +491,9 @@ static int ck__loop(struct ckrun *c)
 		if (ck_sig_chld) {
 			int mst;
 			ck_sig_chld = 0;
-			if (ck_mpi_exited(c, &mst)) {
+			/* 0: every agent finalized with its program, the job
+			 * is ending by itself */
+			if (ck_mpi_exited(c, &mst) && mst != 0) {
 				/* The agents are gone: the ranks end (their agent's
 				 * lock says so) unless they had not reached one yet */
 				if (ck__job_ended(c, 3000, &status))

@@ -12,6 +12,10 @@
  * without an agent. */
 #define CK_MPI_EXIT_UNSUPPORTED 70
 
+/* A checkpoint's cut fails after this long (CKPT_MPI_CUT_MS): half of
+ * ckrun's default round bound, so that the MPI reason reaches ckrun. */
+#define CK_MPI_CUT_MS_DEFAULT 5000
+
 /* The environment variable naming the channel (a POSIX shm name). */
 #define CK_MPI_CHANNEL_ENV "CKPT_MPI_CHANNEL"
 

@@ -423,7 +423,7 @@ int ck__agent_cut_start(struct ck_mpi_chan *ch, int multiple)
 	cut.ch = ch;
 	cut.held_comm = -1;
 	cut.multiple = multiple;
-	cut.limit_ms = lim && atoi(lim) > 0 ? atoi(lim) : 10000;
+	cut.limit_ms = lim && atoi(lim) > 0 ? atoi(lim) : CK_MPI_CUT_MS_DEFAULT;
 	cut.log = getenv("CKPT_MPI_CUT_LOG") && !strcmp(getenv("CKPT_MPI_CUT_LOG"), "1");
 	MPI_Comm_rank(MPI_COMM_WORLD, &cut.rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &cut.size);

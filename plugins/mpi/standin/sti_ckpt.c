@@ -20,9 +20,9 @@
 #include "plugins/mpi/standin/sti.h"
 
 /* The answer of a cut comes within the agents' limit (CKPT_MPI_CUT_MS,
- * 10 s by default) and a few of their rounds; a minute more bounds a lost
+ * 5 s by default) and a few of their rounds; 10 s more bound a lost
  * agent. */
-#define ANSWER_MARGIN_MS 60000
+#define ANSWER_MARGIN_MS 10000
 #define ADOPT_MS 60000
 
 static void (*fail_fn)(const char *fmt, ...);
@@ -31,7 +31,7 @@ static int answer_ms(void)
 {
 	const char *v = getenv("CKPT_MPI_CUT_MS");
 
-	return (v && atoi(v) > 0 ? atoi(v) : 10000) + ANSWER_MARGIN_MS;
+	return (v && atoi(v) > 0 ? atoi(v) : CK_MPI_CUT_MS_DEFAULT) + ANSWER_MARGIN_MS;
 }
 
 static int ask_cut(void)
