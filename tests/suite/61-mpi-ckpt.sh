@@ -41,10 +41,16 @@ ref() {
 }
 
 # stops NAME WANT CMD...: CMD under ckrun --np, stopped WANT times (SIGTERM
-# at a random moment after the run's own first commit) and resumed until it
-# ends; its output appended to NAME/out over all runs.
+# at a random moment after the run's own first commit and, in the first
+# run, once a cut held: every rank is in MPI then) and resumed until it
+# ends; its output appended to NAME/out over all runs. A stop whose round is
+# refused (exit 76: a rank finalizing as the stop came) sends the resume
+# back to the run's own earlier checkpoints, and whatever the job printed
+# since them would be printed again: such a run is undone (its checkpoints
+# removed, its output cut off) and the resume starts from the previous
+# stop's checkpoint, exactly where the output stands.
 stops() {
-	local name=$1 want=$2 d=$H_WORK/$1 run rc stopped=0 pid ms restored=0 drained
+	local name=$1 want=$2 d=$H_WORK/$1 run rc stopped=0 pid ms restored=0 drained base_out base_seq=0 undone=0 fresh=0 seq
 	shift 2
 	ref "$name" "$@"
 	if [ "$(cat "$d/ref.rc")" != 0 ] || [ ! -s "$d/ref" ]; then
@@ -56,11 +62,13 @@ stops() {
 	for run in $(seq 1 $(( want + 8 ))); do
 		local -a res=()
 		(( run > 1 )) && res=(--resume)
-		CKPT_MPI_CUT_LOG=1 setsid "$CKRUN" -v --store "$d/store" --interval 300ms --np "$NP" "${res[@]}" \
-			-- "$@" </dev/null >>"$d/out" 2>"$d/err.$run" &
+		base_out=$(h_size "$d/out")
+		CKPT_MPI_CUT_LOG=1 setsid "$CKRUN" -v --store "$d/store" --job "$name" --keep 1000 --interval 300ms \
+			--np "$NP" "${res[@]}" -- "$@" </dev/null >>"$d/out" 2>"$d/err.$run" &
 		pid=$!
 		H_PGIDS+=("$pid")
-		if (( stopped < want )) && h_wait_line "$d/err.$run" 'checkpoint [0-9]+ committed' 60000 "$pid"; then
+		if (( stopped < want )) && h_wait_line "$d/err.$run" 'checkpoint [0-9]+ committed' 60000 "$pid" &&
+		   { (( run > 1 )) || h_wait_line "$d/err.$run" 'cut held' 60000 "$pid"; }; then
 			h_rand ms 0 900
 			h_sleep_ms "$ms"
 			kill -TERM "$pid" 2>/dev/null
@@ -70,8 +78,18 @@ stops() {
 		(( run > 1 )) && grep -q 'restored from checkpoint' "$d/err.$run" && restored=$(( restored + 1 ))
 		case $rc in
 		0) break ;;
-		75) stopped=$(( stopped + 1 )) ;;
-		76) ;; # the stop's round was refused: a resume goes back to the run's last commit
+		75)
+			stopped=$(( stopped + 1 ))
+			base_seq=$(sed -n 's/.*checkpointed (\([0-9]*\)) and stopped.*/\1/p' "$d/err.$run" | tail -n 1)
+			;;
+		76)
+			undone=$(( undone + 1 ))
+			for seq in $("$CKPT" ls --store "$d/store" "$name" 2>/dev/null | awk '/^ *[0-9]+ / { print $1 }'); do
+				(( seq > base_seq )) && "$CKPT" rm --store "$d/store" --force "$name@$seq" >/dev/null 2>&1
+			done
+			truncate -s "$base_out" "$d/out"
+			(( base_seq == 0 )) && fresh=$(( fresh + 1 )) # nothing left: the next run starts afresh
+			;;
 		*)
 			h_fail "mpi-ckpt/$name" "run $run exited $rc" "$d/err.$run"
 			return
@@ -83,13 +101,13 @@ stops() {
 		h_fail "mpi-ckpt/$name" "not done after $run runs (last exit $rc)" "$d/err.$run"
 	elif (( stopped < want )); then
 		h_fail "mpi-ckpt/$name" "stopped with a checkpoint $stopped times, wanted $want" "$d/err.1"
-	elif (( restored != run - 1 )); then
+	elif (( restored != run - 1 - fresh )); then
 		h_fail "mpi-ckpt/$name" "$restored of $(( run - 1 )) resumed runs said they restored" "$d/err.$run"
 	elif ! cmp -s "$d/ref" "$d/out"; then
 		diff "$d/ref" "$d/out" >"$d/diff"
 		h_fail "mpi-ckpt/$name" "the output over $run runs differs from the bare mpirun's" "$d/diff"
 	else
-		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages)"
+		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages; $undone refused stop(s) undone)"
 	fi
 }
 
