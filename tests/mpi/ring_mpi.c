@@ -17,6 +17,9 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	/* a line as soon as it is printed: a run's output is on disk before a
+	 * stop, and a resume that started afresh would print it again */
+	setvbuf(stdout, NULL, _IOLBF, 0);
 	srand(7u + (unsigned)rank);
 	for (r = 0; r < rounds; r++) {
 		struct timespec ts = { 0, (rand() % 500) * 1000L };
