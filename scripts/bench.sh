@@ -254,6 +254,13 @@ if [ "${CKPT_BENCH_BUSY:-1}" != 0 ]; then
 	"$top/scripts/bench-busy.sh" "$B/bench.md" || exit 1
 fi
 
+# MPI jobs under ckrun --np (appends its own table; needs make mpi);
+# CKPT_BENCH_MPI=0 skips it
+if [ "${CKPT_BENCH_MPI:-1}" != 0 ]; then
+	make --no-print-directory -C "$top" mpi >/dev/null || exit 1
+	"$top/scripts/bench-mpi.sh" "$B/bench.md" || exit 1
+fi
+
 # the job of large shape: ckrun's own memory (appends its own table);
 # CKPT_BENCH_SCALE=0 skips it
 if [ "${CKPT_BENCH_SCALE:-1}" != 0 ]; then
