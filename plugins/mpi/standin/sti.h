@@ -7,6 +7,7 @@
 #define CK_STI_H
 
 #include <mpi.h>
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "plugins/mpi/channel/mpi_chan.h"
@@ -40,6 +41,10 @@ extern struct ck__sti ck__sti;
 /* Prints "ckrun-mpi: FN: WHY" and ends the program with
  * CK_MPI_EXIT_UNSUPPORTED (the agent then aborts the job with it). */
 __attribute__((noreturn, format(printf, 2, 3))) void ck__sti_die(const char *fn, const char *fmt, ...);
+/* The same from a va_list; FLUSH 0 leaves the program's stdio unflushed
+ * (a restored rank: what it buffered before the checkpoint is not its to
+ * print twice). */
+__attribute__((noreturn)) void ck__sti_vdie(const char *fn, int flush, const char *fmt, va_list ap);
 /* The entry point of every MPI function the stand-in lacks. */
 __attribute__((noreturn)) void ck__sti_unsupported(const char *fn);
 

@@ -63,14 +63,10 @@ static int ask_cut(void)
  * printed a second time by the resume that works). */
 __attribute__((noreturn, format(printf, 1, 2))) static void restart_fail(const char *fmt, ...)
 {
-	char why[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
-	dprintf(2, "ckrun-mpi: rank %d: restart: %s\n", ck__sti.rank, why);
-	_exit(CK_MPI_EXIT_UNSUPPORTED);
+	ck__sti_vdie("restart", 0, fmt, ap);
 }
 
 static int live(void)

@@ -7,20 +7,26 @@
 
 #include "plugins/mpi/standin/sti.h"
 
-void ck__sti_die(const char *fn, const char *fmt, ...)
+void ck__sti_vdie(const char *fn, int flush, const char *fmt, va_list ap)
 {
 	char why[256];
-	va_list ap;
 
-	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
-	va_end(ap);
 	if (ck__sti.inited)
 		fprintf(stderr, "ckrun-mpi: rank %d: %s: %s\n", ck__sti.rank, fn, why);
 	else
 		fprintf(stderr, "ckrun-mpi: %s: %s\n", fn, why);
-	fflush(NULL);
+	if (flush)
+		fflush(NULL);
 	_exit(CK_MPI_EXIT_UNSUPPORTED);
+}
+
+void ck__sti_die(const char *fn, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	ck__sti_vdie(fn, 1, fmt, ap);
 }
 
 void ck__sti_unsupported(const char *fn)
