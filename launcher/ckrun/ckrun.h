@@ -111,6 +111,7 @@ struct ckrun {
 	int mpi_np;
 	pid_t mpi_pid; /* mpirun of the agents */
 	char mpi_key[48];
+	char mpi_profile[1024]; /* ckmpi-agent --profile: Open MPI's version, the pinned settings */
 	char mpi_agent[4096];
 };
 

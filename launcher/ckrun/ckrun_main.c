@@ -663,6 +663,12 @@ static int ck__run(struct ckrun *c)
 		c->last_seq = m->seq;
 		c->prev = m;
 	}
+	if (c->resume && m && (r = ck_mpi_check_resume(c, m)) < 0) {
+		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
+		ck_manifest_free(m);
+		c->prev = NULL;
+		return r == -EXDEV ? CK_EXIT_INTERNAL : CK_EXIT_USAGE;
+	}
 	if (ck_attach_open(c) < 0)
 		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
 				"checkpointable\n", ck_err_msg());

@@ -6,6 +6,7 @@
  * A new kind: its file, and one line here. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -108,6 +109,38 @@ static void ck__mark_shared(struct ckrun *c)
 	}
 }
 
+/* The offset of a shared description as it stands now, every holder
+ * parked. Each process recorded it as it parked, and one parks later than
+ * another (an MPI rank finishing its cut, a child busy writing): the
+ * restart made the description from one holder's record, and a line
+ * written after that record was written over. */
+static void ck__shared_offsets_now(const struct ckrun *c)
+{
+	char path[64], buf[256];
+	ssize_t n;
+	int fd;
+
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; k < pd->nfds; k++) {
+			struct ck_pd_fd *f = &pd->fds[k];
+
+			if (!(f->xflags & CK_PD_FD_SHARED) || (f->kind != CK_FD_FILE && f->kind != CK_FD_DEV &&
+							       f->kind != CK_FD_DELETED && f->kind != CK_FD_MEMFD))
+				continue;
+			snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)c->procs[i].pid, f->fd);
+			if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+				continue; /* the recorded one, as before */
+			n = read(fd, buf, sizeof(buf) - 1);
+			close(fd);
+			if (n <= 4 || strncmp(buf, "pos:", 4))
+				continue;
+			buf[n] = 0;
+			f->offset = strtoull(buf + 4, NULL, 10);
+		}
+	}
+}
+
 int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 {
 	int r0;
@@ -119,6 +152,7 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 			c->procs[i].pd->fds[k].pipe_off = 0;
 		}
 	ck__mark_shared(c);
+	ck__shared_offsets_now(c);
 	/* pairs first: a refusal there comes before any pipe is drained */
 	if ((r0 = ck_ptys_record(c, w)) < 0)
 		return r0;

@@ -75,11 +75,51 @@ static int helper(const struct ckrun *c, const char *name, char *out, size_t n)
 	return access(out, X_OK) ? -errno : 0;
 }
 
+/* `ckmpi-agent --profile`, with ckrun's environment: the agents' own. */
+static int ck__agent_profile(struct ckrun *c)
+{
+	int p[2], ws, r = -EIO;
+	ssize_t n, got = 0;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid < 0) {
+		r = -errno;
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execl(c->mpi_agent, c->mpi_agent, "--profile", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	while ((size_t)got < sizeof(c->mpi_profile) - 1 &&
+	       ((n = read(p[0], c->mpi_profile + got, sizeof(c->mpi_profile) - 1 - (size_t)got)) > 0 ||
+		(n < 0 && errno == EINTR)))
+		got += n > 0 ? n : 0;
+	close(p[0]);
+	c->mpi_profile[got] = 0;
+	c->mpi_profile[strcspn(c->mpi_profile, "\n")] = 0;
+	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+		;
+	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && c->mpi_profile[0])
+		r = 0;
+	else
+		ck_err_set("--np: the MPI agent (%s --profile) cannot read Open MPI's version (exit status %d)",
+			   c->mpi_agent, WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
+	return r;
+}
+
 int ck_mpi_prepare(struct ckrun *c)
 {
 	char ranks[4096], np[16], **av;
 	uint64_t h = 1469598103934665603ull;
 	size_t n = 0, i;
+	int r;
 
 	if (helper(c, "ckmpi-agent", c->mpi_agent, sizeof(c->mpi_agent)) < 0 ||
 	    helper(c, "ckmpi-ranks", ranks, sizeof(ranks)) < 0) {
@@ -92,18 +132,21 @@ int ck_mpi_prepare(struct ckrun *c)
 		h *= 1099511628211ull;
 	}
 	snprintf(c->mpi_key, sizeof(c->mpi_key), "%u-%016llx", (unsigned)getuid(), (unsigned long long)h);
+	if ((r = ck__agent_profile(c)) < 0)
+		return r;
 	while (c->argv[n])
 		n++;
-	av = calloc(n + 5, sizeof(*av));
+	av = calloc(n + 6, sizeof(*av));
 	if (!av)
 		return -ENOMEM;
 	snprintf(np, sizeof(np), "%d", c->mpi_np);
 	av[0] = strdup(ranks);
 	av[1] = strdup(np);
 	av[2] = c->mpi_key;
-	av[3] = "--";
+	av[3] = c->mpi_profile;
+	av[4] = "--";
 	for (i = 0; i < n; i++)
-		av[4 + i] = c->argv[i];
+		av[5 + i] = c->argv[i];
 	if (!av[0] || !av[1]) {
 		free(av[0]);
 		free(av[1]);
@@ -112,6 +155,45 @@ int ck_mpi_prepare(struct ckrun *c)
 	}
 	c->argv = av;
 	return 0;
+}
+
+/* The ranks a checkpoint holds and what decided its collectives, from its
+ * job's command line (ckmpi-ranks N KEY PROFILE -- PROGRAM...); 0 for a
+ * job that is not an MPI one. */
+static int ck__manifest_np(const struct ck_manifest *m, const char **profile)
+{
+	const char *b;
+
+	if (m->argc < 5 || !m->argv[0] || !m->argv[1] || !m->argv[3] || !m->argv[4] || strcmp(m->argv[4], "--"))
+		return 0;
+	b = strrchr(m->argv[0], '/');
+	*profile = m->argv[3];
+	return strcmp(b ? b + 1 : m->argv[0], "ckmpi-ranks") ? 0 : atoi(m->argv[1]);
+}
+
+int ck_mpi_check_resume(const struct ckrun *c, const struct ck_manifest *m)
+{
+	const char *profile = NULL;
+	int held = ck__manifest_np(m, &profile);
+
+	if (held && held == c->mpi_np) {
+		if (!strcmp(profile, c->mpi_profile))
+			return 0;
+		/* another library or another algorithm sums in another order */
+		ck_err_set("checkpoint %s@%llu ran its collectives with %s; the agents here would run them with %s: "
+			   "the results would not be bit-identical (resume it under that Open MPI and those settings)",
+			   c->job, (unsigned long long)m->seq, profile, c->mpi_profile);
+		return -EXDEV;
+	}
+	if (held == c->mpi_np)
+		return 0;
+	if (!held)
+		ck_err_set("checkpoint %s@%llu is not an MPI job's: resume it without --np", c->job,
+			   (unsigned long long)m->seq);
+	else
+		ck_err_set("checkpoint %s@%llu holds an MPI job of %d ranks: resume it with ckrun --np %d", c->job,
+			   (unsigned long long)m->seq, held, held);
+	return -EINVAL;
 }
 
 int ck_mpi_start(struct ckrun *c, int restore)
@@ -156,6 +238,10 @@ int ck_mpi_start(struct ckrun *c, int restore)
 		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 		if (fd >= 0)
 			dup2(fd, 0); /* mpirun forwards its stdin to rank 0: the job's stdin is the job's */
+		/* The job's stdout is the job's alone: whatever mpirun or the
+		 * agents print (Open MPI's warnings among it) goes with ckrun's
+		 * own messages. */
+		dup2(2, 1);
 		execvp(mpirun, (char **)av);
 		fprintf(stderr, "ckrun: cannot run %s for the MPI agents: %s\n", mpirun, strerror(errno));
 		_exit(127);

@@ -16,11 +16,18 @@
 #   (stdio buffers travel with the job) completes the bare run's.
 # - user: the SGD stopped and resumed as an ordinary user (the job in a user
 #   namespace, the agents outside it).
+# - catchup: a stop while the rank that prints is behind; it prints as it
+#   catches up, its parent long parked; stdout a file without O_APPEND: the
+#   resume writes on after that line.
+# - profile-mismatch: a resume whose agents would run the collectives with
+#   another algorithm (Open MPI's version and the pinned settings are in
+#   the checkpoint's command line): one line naming both, exit 99.
 # - refused: a rank that does not reach the others' collective within the
 #   cut's limit: the checkpoint is refused in one line naming it, the job
 #   goes on and ends as a bare run does.
-# - np-mismatch: a resume with another --np fails in one line per rank
-#   naming the --np the checkpoint holds.
+# - np-mismatch: a resume with another --np, or without --np, is refused in
+#   one line naming the --np the checkpoint holds (exit 64, the store kept);
+#   np-not-mpi: --np for a checkpoint of a job that is not an MPI one.
 # - nested: `ckrun -- mpirun ...` and `mpirun ... ckrun -- ...` are refused
 #   in one line pointing to --np, exit 64.
 # - agents-gone: mpirun that exits at once: one line, exit 99, no hang.
@@ -165,18 +172,56 @@ kill9() {
 # A resume with another --np (the kill9 store holds NP ranks): each rank
 # that finds an agent of another world says so and the restore fails.
 np_mismatch() {
-	local d=$H_WORK/kill9 n
+	local d=$H_WORK/kill9 n m seq line
+	seq=$("$CKPT" ls --store "$d/store" sgd_mpi 2>/dev/null | awk '/^ *[0-9]+ / { s = $1 } END { print s }')
+	line="ckrun: checkpoint sgd_mpi@$seq holds an MPI job of $NP ranks: resume it with ckrun --np $NP"
 	timeout -s KILL 120 "$CKRUN" --store "$d/store" --np 2 --resume -- "$T/sgd_mpi" 6000 </dev/null \
 		>"$d/out.np" 2>"$d/err.np"
 	n=$?
-	if [ "$n" = 0 ] || [ "$n" = 124 ] || [ "$n" = 137 ]; then
-		h_fail mpi-ckpt/np-mismatch "a resume with --np 2 of $NP ranks exited $n" "$d/err.np"
-	elif ! grep -q "^ckrun-mpi: rank [01]: restart: the checkpoint holds $NP ranks; resume it with ckrun --np $NP\$" "$d/err.np"; then
-		h_fail mpi-ckpt/np-mismatch "no line naming --np $NP" "$d/err.np"
-	elif [ -s "$d/out.np" ]; then
-		h_fail mpi-ckpt/np-mismatch "the job printed something" "$d/out.np"
+	timeout -s KILL 120 "$CKRUN" --store "$d/store" --resume -- "$T/sgd_mpi" 6000 </dev/null \
+		>"$d/out.nonp" 2>"$d/err.nonp"
+	m=$?
+	if [ "$n $m" != "64 64" ]; then
+		h_fail mpi-ckpt/np-mismatch "a resume with --np 2, and one without --np, of $NP ranks exited $n and $m (wanted 64)" \
+			"$d/err.np" "$d/err.nonp"
+	elif [ "$(cat "$d/err.np")" != "$line" ] || [ "$(cat "$d/err.nonp")" != "$line" ]; then
+		h_fail mpi-ckpt/np-mismatch "not the one line naming --np $NP (checkpoint $seq)" "$d/err.np" "$d/err.nonp"
+	elif [ -s "$d/out.np" ] || [ -s "$d/out.nonp" ]; then
+		h_fail mpi-ckpt/np-mismatch "the job printed something" "$d/out.np" "$d/out.nonp"
+	elif [ "$("$CKPT" ls --store "$d/store" sgd_mpi 2>/dev/null | awk '/^ *[0-9]+ / { s = $1 } END { print s }')" != "$seq" ]; then
+		h_fail mpi-ckpt/np-mismatch "the refused resumes changed the store's checkpoints"
 	else
-		h_pass "mpi-ckpt/np-mismatch: --np 2 for $NP ranks: $(grep -m1 -o 'the checkpoint holds.*' "$d/err.np"), exit $n"
+		h_pass "mpi-ckpt/np-mismatch: --np 2, and no --np, for $NP ranks: one line each, exit 64, checkpoint $seq kept: ${line#ckrun: }"
+	fi
+}
+
+# --np for a job that is not an MPI one: refused in one line; the plain
+# resume then restores it.
+np_not_mpi() {
+	local d=$H_WORK/notmpi pid n rc
+	mkdir -p "$d"
+	setsid "$CKRUN" -v --store "$d/store" --job plain --interval 200ms -- "$H_BUILD/tests/apps/sleeper" 5 \
+		</dev/null >"$d/out" 2>"$d/err.1" &
+	pid=$!
+	H_PGIDS+=("$pid")
+	h_wait_line "$d/err.1" 'checkpoint [0-9]+ committed' 60000 "$pid"
+	kill -TERM "$pid"
+	h_wait "$pid" 60000
+	rc=$?
+	timeout -s KILL 60 "$CKRUN" --store "$d/store" --job plain --np "$NP" --resume -- "$H_BUILD/tests/apps/sleeper" 5 \
+		</dev/null >>"$d/out" 2>"$d/err.2"
+	n=$?
+	timeout -s KILL 120 "$CKRUN" -v --store "$d/store" --job plain --resume -- "$H_BUILD/tests/apps/sleeper" 5 \
+		</dev/null >>"$d/out" 2>"$d/err.3"
+	if [ "$rc" != 75 ]; then
+		h_fail mpi-ckpt/np-not-mpi "the plain job exited $rc at its stop, wanted 75" "$d/err.1"
+	elif [ "$n" != 64 ] || [ "$(wc -l <"$d/err.2")" != 1 ] ||
+	     ! grep -q '^ckrun: checkpoint plain@[0-9]* is not an MPI job.s: resume it without --np$' "$d/err.2"; then
+		h_fail mpi-ckpt/np-not-mpi "--np resume of a plain job: exit $n, wanted 64 and one line" "$d/err.2"
+	elif ! grep -q 'restored from checkpoint' "$d/err.3"; then
+		h_fail mpi-ckpt/np-not-mpi "the plain resume after the refused one did not restore" "$d/err.3"
+	else
+		h_pass "mpi-ckpt/np-not-mpi: $(sed 's/^ckrun: //' "$d/err.2"), exit 64; the plain resume then restored it"
 	fi
 }
 
@@ -227,14 +272,68 @@ as_user() {
 		"$ckrun" -v --store "$d/store" --np "$np" --resume -- "$prog" 8000 >>"$d/out" 2>"$d/err.2" </dev/null
 		echo "second $?" >>"$d/rc"' _ "$CKRUN" "$NP" "$T/sgd_mpi" "$d" >/dev/null 2>&1
 	rc=$(tr '\n' ' ' <"$d/rc" 2>/dev/null)
-	if [ "$rc" != "first 75 second 0 " ]; then
+	if [ "$(cat "$d/ref.rc")" != 0 ] || [ ! -s "$d/ref" ]; then
+		h_fail mpi-ckpt/user "the bare run exited $(cat "$d/ref.rc")" "$d/ref.err"
+	elif [ "$rc" != "first 75 second 0 " ]; then
 		h_fail mpi-ckpt/user "exit statuses: ${rc:-none} (wanted first 75 second 0)" "$d/err.1" "$d/err.2"
 	elif ! grep -q 'restored from checkpoint' "$d/err.2"; then
 		h_fail mpi-ckpt/user "the resume did not restore" "$d/err.2"
-	elif ! cmp -s "$d/out" "$H_WORK/user/ref"; then
-		h_fail mpi-ckpt/user "the output differs from the bare mpirun's"
+	elif ! cmp -s "$d/out" "$d/ref"; then
+		diff "$d/ref" "$d/out" >"$d/diff"
+		h_fail mpi-ckpt/user "the output differs from the bare mpirun's" "$d/diff" "$d/err.1" "$d/err.2"
 	else
 		h_pass "mpi-ckpt/user: as $u (the job in a user namespace, agents outside), stopped and resumed, output identical to bare mpirun"
+	fi
+}
+
+# A stop asked while the rank that prints is behind the others: it prints a
+# line as it catches up to the cut, after its parent (ckmpi-ranks, no MPI)
+# parked. stdout is a file opened without O_APPEND, one description shared
+# by every process: the restart must write on after that line, not over it
+# (the offset is the description's with every process parked).
+catchup() {
+	local d=$H_WORK/catchup pid rc1 rc2
+	ref catchup "$T/slowrank_mpi" 6 800 0
+	setsid "$CKRUN" -v --store "$d/store" --np "$NP" -- "$T/slowrank_mpi" 6 800 0 </dev/null >"$d/out" 2>"$d/err.1" &
+	pid=$!
+	H_PGIDS+=("$pid")
+	h_wait_line "$d/out" '^step 1 ' 60000 "$pid"
+	kill -TERM "$pid"
+	h_wait "$pid" 120000
+	rc1=$?
+	"$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/slowrank_mpi" 6 800 0 </dev/null >>"$d/out" 2>"$d/err.2"
+	rc2=$?
+	if [ "$rc1 $rc2" != "75 0" ]; then
+		h_fail mpi-ckpt/catchup "exit statuses $rc1 $rc2, wanted 75 0" "$d/err.1" "$d/err.2"
+	elif ! grep -q 'restored from checkpoint' "$d/err.2"; then
+		h_fail mpi-ckpt/catchup "the resume did not restore" "$d/err.2"
+	elif ! cmp -s "$d/ref" "$d/out"; then
+		diff "$d/ref" "$d/out" >"$d/diff"
+		h_fail mpi-ckpt/catchup "the output differs from the bare mpirun's" "$d/diff" "$d/err.1"
+	else
+		h_pass "mpi-ckpt/catchup: stopped while rank 0 was behind, stdout a file without O_APPEND: the resume wrote on after the line it printed catching up ($(wc -l <"$d/out") lines, as bare mpirun)"
+	fi
+}
+
+# A resume whose agents would run the collectives otherwise (here another
+# allreduce algorithm in the environment; another Open MPI alike): refused
+# in one line naming both, exit 99, before any agent starts; the store kept.
+profile_mismatch() {
+	local d=$H_WORK/catchup n seq after
+	seq=$("$CKPT" ls --store "$d/store" slowrank_mpi 2>/dev/null | awk '/^ *[0-9]+ / { s = $1 } END { print s }')
+	OMPI_MCA_coll_tuned_allreduce_algorithm=2 timeout -s KILL 120 "$CKRUN" --store "$d/store" --np "$NP" --resume -- \
+		"$T/slowrank_mpi" 6 800 0 </dev/null >"$d/out.prof" 2>"$d/err.prof"
+	n=$?
+	after=$("$CKPT" ls --store "$d/store" slowrank_mpi 2>/dev/null | awk '/^ *[0-9]+ / { s = $1 } END { print s }')
+	if [ -z "$seq" ]; then
+		h_fail mpi-ckpt/profile-mismatch "no checkpoint of catchup to resume"
+	elif [ "$n" != 99 ] || [ "$(wc -l <"$d/err.prof")" != 1 ] ||
+	     ! grep -q "^ckrun: checkpoint slowrank_mpi@$seq ran its collectives with Open MPI .*allreduce_algorithm=4 .*; the agents here would run them with .*allreduce_algorithm=2 " "$d/err.prof"; then
+		h_fail mpi-ckpt/profile-mismatch "exit $n, wanted 99 and one line naming both settings" "$d/err.prof"
+	elif [ -s "$d/out.prof" ] || [ "$after" != "$seq" ]; then
+		h_fail mpi-ckpt/profile-mismatch "the refused resume ran the job or changed the store (newest $seq, now $after)" "$d/out.prof"
+	else
+		h_pass "mpi-ckpt/profile-mismatch: another allreduce algorithm at the resume: one line naming both, exit 99, checkpoint $seq kept"
 	fi
 }
 
@@ -304,7 +403,10 @@ main() {
 	PYTHONUNBUFFERED=1 stops mpi4py 1 "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 1500
 	kill9
 	np_mismatch
+	np_not_mpi
 	as_user
+	catchup
+	profile_mismatch
 	refused
 	nested
 	agents_gone

@@ -20,6 +20,10 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r);
 /* The MCA settings the agent pins before MPI_Init (deterministic
  * collectives), unless the environment sets them already. */
 void ck__agent_pin_mca(void);
+/* What decides the collectives' results: Open MPI's version and the pinned
+ * settings as the agents will have them ("Open MPI v4.1.4 coll=^sm,..."),
+ * which the checkpoint records; callable before MPI_Init. */
+int ck__agent_profile(char *out, size_t n);
 
 /* agent_name.c: the channel's name is removed by a signal that ends the
  * agent before the program opened it, and by _drop once it has. */

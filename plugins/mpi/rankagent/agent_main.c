@@ -29,7 +29,8 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: ckmpi-agent [--lib DIR] -- PROGRAM [ARGS...]\n"
-			"       ckmpi-agent --serve KEY [--restore]   (started by ckrun --np)\n");
+			"       ckmpi-agent --serve KEY [--restore]   (started by ckrun --np)\n"
+			"       ckmpi-agent --profile   (Open MPI's version and the pinned settings)\n");
 	return 64;
 }
 
@@ -102,6 +103,16 @@ int main(int argc, char **argv)
 	size_t arena;
 	pid_t pid;
 
+	if (argc == 2 && !strcmp(argv[1], "--profile")) {
+		char prof[1024];
+
+		if (ck__agent_profile(prof, sizeof(prof)) < 0) {
+			fprintf(stderr, "ckmpi-agent: cannot read Open MPI's version\n");
+			return 70;
+		}
+		printf("%s\n", prof);
+		return 0;
+	}
 	if (argc >= 3 && !strcmp(argv[1], "--serve")) {
 		if (argc > 4 || (argc == 4 && strcmp(argv[3], "--restore")) || !*argv[2] || strlen(argv[2]) > 40)
 			return usage();

@@ -259,22 +259,38 @@ static int in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len)
 	return off <= ch->arena_len && len <= ch->arena_len - off;
 }
 
+/* Collectives by coll/tuned alone, each algorithm fixed: the result then
+ * depends on the ranks' order only, not on where they run (coll/sm and han
+ * depend on placement, adapt on timing). */
+static const char *const pins[][2] = {
+	{ "OMPI_MCA_coll", "^sm,han,adapt" },
+	{ "OMPI_MCA_coll_tuned_use_dynamic_rules", "1" },
+	{ "OMPI_MCA_coll_tuned_allreduce_algorithm", "4" }, /* ring */
+	{ "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0" },
+	{ "OMPI_MCA_coll_tuned_reduce_algorithm", "6" },    /* in-order binary */
+	{ "OMPI_MCA_coll_tuned_bcast_algorithm", "6" },     /* binomial */
+};
+
 void ck__agent_pin_mca(void)
 {
-	/* Collectives by coll/tuned alone, each algorithm fixed: the result
-	 * then depends on the ranks' order only, not on where they run (coll/sm
-	 * and han depend on placement, adapt on timing). */
-	static const char *const pins[][2] = {
-		{ "OMPI_MCA_coll", "^sm,han,adapt" },
-		{ "OMPI_MCA_coll_tuned_use_dynamic_rules", "1" },
-		{ "OMPI_MCA_coll_tuned_allreduce_algorithm", "4" }, /* ring */
-		{ "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize", "0" },
-		{ "OMPI_MCA_coll_tuned_reduce_algorithm", "6" },    /* in-order binary */
-		{ "OMPI_MCA_coll_tuned_bcast_algorithm", "6" },     /* binomial */
-	};
-
 	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]); i++)
 		setenv(pins[i][0], pins[i][1], 0);
+}
+
+int ck__agent_profile(char *out, size_t n)
+{
+	char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+	int len = 0;
+	size_t at;
+
+	ck__agent_pin_mca();
+	if (MPI_Get_library_version(lib, &len) != MPI_SUCCESS)
+		return -1;
+	lib[strcspn(lib, ",\n")] = 0; /* "Open MPI v4.1.4" */
+	at = (size_t)snprintf(out, n, "%s", lib);
+	for (size_t i = 0; i < sizeof(pins) / sizeof(pins[0]) && at < n; i++)
+		at += (size_t)snprintf(out + at, n - at, " %s=%s", pins[i][0] + 9, getenv(pins[i][0]));
+	return at < n ? 0 : -1;
 }
 
 /* Messages taken by a matched probe, by number, until received. */

@@ -1,4 +1,4 @@
-/* ckmpi-ranks N KEY -- PROGRAM [ARGS...]: the main process of a job that
+/* ckmpi-ranks N KEY PROFILE -- PROGRAM [ARGS...]: the main process of a job that
  * `ckrun --np N` runs. It starts N copies of PROGRAM, rank R with the
  * stand-in libmpi.so.40 (lib/ next to this executable) first on its
  * library path and CKPT_MPI_CHANNEL naming the channel of rank R's agent
@@ -6,7 +6,9 @@
  * and exits once all have: 0, or the status of the first that failed
  * (128+N for signal N); the first that fails ends the others, as mpirun
  * does (an MPI job is over when one rank is). It holds no state of its own
- * beyond its children, so a checkpoint of the job restores it with them. */
+ * beyond its children, so a checkpoint of the job restores it with them.
+ * PROFILE (Open MPI's version and the pinned settings) is not used here:
+ * it is in the job's command line so that the checkpoint records it. */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -20,7 +22,7 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: ckmpi-ranks N KEY -- PROGRAM [ARGS...] (started by ckrun --np)\n");
+	fprintf(stderr, "usage: ckmpi-ranks N KEY PROFILE -- PROGRAM [ARGS...] (started by ckrun --np)\n");
 	return 64;
 }
 
@@ -48,7 +50,7 @@ int main(int argc, char **argv)
 	char *end;
 	pid_t pid;
 
-	if (argc < 5 || strcmp(argv[3], "--"))
+	if (argc < 6 || strcmp(argv[4], "--"))
 		return usage();
 	n = (int)strtol(argv[1], &end, 10);
 	if (*end || n < 1 || n > MAX_RANKS || !*argv[2] || strlen(argv[2]) > 40)
@@ -73,8 +75,8 @@ int main(int argc, char **argv)
 		kids[r] = pid;
 		if (pid == 0) {
 			setenv("CKPT_MPI_CHANNEL", chan, 1);
-			execvp(argv[4], argv + 4);
-			fprintf(stderr, "ckmpi-ranks: cannot run %s: %s\n", argv[4], strerror(errno));
+			execvp(argv[5], argv + 5);
+			fprintf(stderr, "ckmpi-ranks: cannot run %s: %s\n", argv[5], strerror(errno));
 			_exit(127);
 		}
 	}
