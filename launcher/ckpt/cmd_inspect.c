@@ -70,6 +70,24 @@ static void print_proc(const struct ck_manifest *m, const struct ck_proc *p)
 	else
 		printf("  process state: %zu bytes\n", p->desc_len);
 }
+/* One argument of a command line as a shell would read it back: quoted
+ * when it holds blanks or quotes (an MPI job's PROFILE). */
+static void ckpt__print_word(const char *w)
+{
+	if (!*w || w[strcspn(w, " \t\n'\"\\$`")]) {
+		printf(" '");
+		for (; *w; w++) {
+			if (*w == '\'')
+				fputs("'\\''", stdout);
+			else
+				putchar(*w);
+		}
+		printf("'");
+		return;
+	}
+	printf(" %s", w);
+}
+
 
 int ckpt_cmd_inspect(int argc, char **argv)
 {
@@ -122,7 +140,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	printf("  time       %s UTC (took %s, job stopped %s)\n", when, dur, frozen);
 	printf("  command   ");
 	for (i = 0; i < m->argc; i++)
-		printf(" %s", m->argv[i]);
+		ckpt__print_word(m->argv[i]);
 	printf("\n  cwd        %s\n", m->cwd ? m->cwd : "?");
 	printf("  data       %s of region data, %s newly stored by this round\n", lb, sb);
 	printf("  chunks     %zu: %zu zero, %zu compressed, %zu stored raw, %zu as pages differing from a "

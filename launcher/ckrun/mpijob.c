@@ -12,6 +12,7 @@
  * hold in their memory. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,11 +76,16 @@ static int helper(const struct ckrun *c, const char *name, char *out, size_t n)
 	return access(out, X_OK) ? -errno : 0;
 }
 
-/* `ckmpi-agent --profile`, with ckrun's environment: the agents' own. */
+/* `ckmpi-agent --profile`, with ckrun's environment (the agents' own):
+ * its one line of output, or its first line of complaint in ckrun's one
+ * line; 10 s at most (a hung library load must not hold ckrun). */
+#define CK_PROFILE_MS 10000
 static int ck__agent_profile(struct ckrun *c)
 {
-	int p[2], ws, r = -EIO;
-	ssize_t n, got = 0;
+	char out[sizeof(c->mpi_profile)];
+	int p[2], ws = 0, r = -EIO, left = CK_PROFILE_MS;
+	size_t got = 0;
+	ssize_t n;
 	pid_t pid;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -93,25 +99,52 @@ static int ck__agent_profile(struct ckrun *c)
 	}
 	if (pid == 0) {
 		dup2(p[1], 1);
+		dup2(p[1], 2);
 		execl(c->mpi_agent, c->mpi_agent, "--profile", (char *)NULL);
+		printf("cannot run it: %s\n", strerror(errno));
+		fflush(stdout);
 		_exit(127);
 	}
 	close(p[1]);
-	while ((size_t)got < sizeof(c->mpi_profile) - 1 &&
-	       ((n = read(p[0], c->mpi_profile + got, sizeof(c->mpi_profile) - 1 - (size_t)got)) > 0 ||
-		(n < 0 && errno == EINTR)))
-		got += n > 0 ? n : 0;
+	while (got < sizeof(out) - 1 && left > 0) {
+		struct pollfd pf = {.fd = p[0], .events = POLLIN};
+		uint64_t t0 = ck_now_ns();
+		int k = poll(&pf, 1, left);
+
+		left -= (int)((ck_now_ns() - t0) / 1000000);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n = read(p[0], out + got, sizeof(out) - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
 	close(p[0]);
-	c->mpi_profile[got] = 0;
-	c->mpi_profile[strcspn(c->mpi_profile, "\n")] = 0;
-	while (waitpid(pid, &ws, 0) < 0 && errno == EINTR)
+	out[got] = 0;
+	out[strcspn(out, "\n")] = 0;
+	if (left <= 0)
+		kill(pid, SIGKILL);
+	while ((r = (int)waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
 		;
-	if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && c->mpi_profile[0])
-		r = 0;
+	if (r != pid) {
+		ck_err_set("--np: waiting for the MPI agent (%s --profile): %s", c->mpi_agent, strerror(errno));
+		return -ECHILD;
+	}
+	if (left > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && out[0]) {
+		memcpy(c->mpi_profile, out, got + 1);
+		return 0;
+	}
+	if (left <= 0)
+		ck_err_set("--np: the MPI agent (%s --profile) did not say Open MPI's version within %d s", c->mpi_agent,
+			   CK_PROFILE_MS / 1000);
 	else
-		ck_err_set("--np: the MPI agent (%s --profile) cannot read Open MPI's version (exit status %d)",
-			   c->mpi_agent, WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws));
-	return r;
+		ck_err_set("--np: the MPI agent (%s --profile) cannot tell Open MPI's version (exit status %d%s%s)",
+			   c->mpi_agent, WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), out[0] ? ": " : "", out);
+	return -EIO;
 }
 
 int ck_mpi_prepare(struct ckrun *c)
@@ -164,11 +197,17 @@ static int ck__manifest_np(const struct ck_manifest *m, const char **profile)
 {
 	const char *b;
 
-	if (m->argc < 5 || !m->argv[0] || !m->argv[1] || !m->argv[3] || !m->argv[4] || strcmp(m->argv[4], "--"))
+	*profile = NULL;
+	if (m->argc < 4 || !m->argv[0] || !m->argv[1] || !m->argv[3])
 		return 0;
 	b = strrchr(m->argv[0], '/');
-	*profile = m->argv[3];
-	return strcmp(b ? b + 1 : m->argv[0], "ckmpi-ranks") ? 0 : atoi(m->argv[1]);
+	if (strcmp(b ? b + 1 : m->argv[0], "ckmpi-ranks"))
+		return 0;
+	if (m->argc >= 5 && m->argv[4] && !strcmp(m->argv[4], "--"))
+		*profile = m->argv[3];
+	else if (strcmp(m->argv[3], "--")) /* before PROFILE: ckmpi-ranks N KEY -- PROGRAM */
+		return 0;
+	return atoi(m->argv[1]);
 }
 
 int ck_mpi_check_resume(const struct ckrun *c, const struct ck_manifest *m)
@@ -177,7 +216,7 @@ int ck_mpi_check_resume(const struct ckrun *c, const struct ck_manifest *m)
 	int held = ck__manifest_np(m, &profile);
 
 	if (held && held == c->mpi_np) {
-		if (!strcmp(profile, c->mpi_profile))
+		if (!profile || !strcmp(profile, c->mpi_profile)) /* none recorded: nothing to compare */
 			return 0;
 		/* another library or another algorithm sums in another order */
 		ck_err_set("checkpoint %s@%llu ran its collectives with %s; the agents here would run them with %s: "

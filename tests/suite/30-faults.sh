@@ -676,7 +676,8 @@ life_early_usr2() {
 		: >"$d/err.$i"
 		rm -rf "$d/s"
 		h_rand t 0 60
-		h_start new "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB"
+		# (this test is about the moments before the handlers exist)
+		H_NO_WAIT_HANDLERS=1 h_start new "$d/out" "$d/err.$i" --store "$d/s" --job "$JOB"
 		h_sleep_ms "$t"
 		kill -USR2 "$H_PID" 2>/dev/null
 		{ h_wait "$H_PID" 60000; } 2>/dev/null

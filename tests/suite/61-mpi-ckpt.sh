@@ -8,7 +8,10 @@
 #   (allreduce), a point-to-point ring with MPI_ANY_SOURCE and random sleeps
 #   (receives interrupted and messages in flight drained at the cut), a
 #   program of split, duplicated and freed communicators (made again at each
-#   restart), and the mpi4py trainer. The output, appended over all runs,
+#   restart), a ring of nonblocking requests (a receive always posted,
+#   Isend, Wait/Waitall/Test/Waitany, Iallreduce: carried across cuts,
+#   receives cancelled and posted again), and the mpi4py trainer. The
+#   output, appended over all runs,
 #   must equal the bare run's: a resume that started afresh would print its
 #   first lines again; every run after the first must say it restored.
 # - kill9: every process on the host killed mid-run (ckrun, mpirun, the
@@ -57,7 +60,8 @@ ref() {
 # removed, its output cut off) and the resume starts from the previous
 # stop's checkpoint, exactly where the output stands.
 stops() {
-	local name=$1 want=$2 d=$H_WORK/$1 run rc stopped=0 pid ms restored=0 drained base_out base_seq=0 undone=0 fresh=0 seq
+	local name=$1 want=$2 d=$H_WORK/$1 run rc stopped=0 pid ms restored=0 drained carried base_out base_seq=0 undone=0
+	local fresh=0 seq
 	shift 2
 	ref "$name" "$@"
 	if [ "$(cat "$d/ref.rc")" != 0 ] || [ ! -s "$d/ref" ]; then
@@ -104,6 +108,7 @@ stops() {
 		esac
 	done
 	drained=$(cat "$d"/err.* | grep -c 'cut held.*, [1-9][0-9]* message(s) in its drain area')
+	carried=$(cat "$d"/err.* | grep -c 'cut held.*([1-9][0-9]* receive(s) to post again)')
 	if [ "$rc" != 0 ]; then
 		h_fail "mpi-ckpt/$name" "not done after $run runs (last exit $rc)" "$d/err.$run"
 	elif (( stopped < want )); then
@@ -114,7 +119,7 @@ stops() {
 		diff "$d/ref" "$d/out" >"$d/diff"
 		h_fail "mpi-ckpt/$name" "the output over $run runs differs from the bare mpirun's" "$d/diff"
 	else
-		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages; $undone refused stop(s) undone)"
+		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages, $carried carried receives to post again; $undone refused stop(s) undone)"
 	fi
 }
 
@@ -175,6 +180,10 @@ np_mismatch() {
 	local d=$H_WORK/kill9 n m seq line
 	seq=$("$CKPT" ls --store "$d/store" sgd_mpi 2>/dev/null | awk '/^ *[0-9]+ / { s = $1 } END { print s }')
 	line="ckrun: checkpoint sgd_mpi@$seq holds an MPI job of $NP ranks: resume it with ckrun --np $NP"
+	if [ -z "$seq" ]; then
+		h_fail mpi-ckpt/np-mismatch "kill9 left no checkpoint to resume"
+		return
+	fi
 	timeout -s KILL 120 "$CKRUN" --store "$d/store" --np 2 --resume -- "$T/sgd_mpi" 6000 </dev/null \
 		>"$d/out.np" 2>"$d/err.np"
 	n=$?
@@ -301,7 +310,8 @@ catchup() {
 	kill -TERM "$pid"
 	h_wait "$pid" 120000
 	rc1=$?
-	"$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/slowrank_mpi" 6 800 0 </dev/null >>"$d/out" 2>"$d/err.2"
+	timeout -s KILL 120 "$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/slowrank_mpi" 6 800 0 </dev/null \
+		>>"$d/out" 2>"$d/err.2"
 	rc2=$?
 	if [ "$rc1 $rc2" != "75 0" ]; then
 		h_fail mpi-ckpt/catchup "exit statuses $rc1 $rc2, wanted 75 0" "$d/err.1" "$d/err.2"
@@ -332,6 +342,9 @@ profile_mismatch() {
 		h_fail mpi-ckpt/profile-mismatch "exit $n, wanted 99 and one line naming both settings" "$d/err.prof"
 	elif [ -s "$d/out.prof" ] || [ "$after" != "$seq" ]; then
 		h_fail mpi-ckpt/profile-mismatch "the refused resume ran the job or changed the store (newest $seq, now $after)" "$d/out.prof"
+	elif ! "$CKPT" inspect --store "$d/store" "slowrank_mpi@$seq" >"$d/inspect" 2>&1 ||
+	     ! grep -q "^  command .*ckmpi-ranks $NP [0-9a-f-]* 'Open MPI v[^']*allreduce_algorithm=4[^']*' -- " "$d/inspect"; then
+		h_fail mpi-ckpt/profile-mismatch "ckpt inspect does not show the recorded profile as one quoted argument" "$d/inspect"
 	else
 		h_pass "mpi-ckpt/profile-mismatch: another allreduce algorithm at the resume: one line naming both, exit 99, checkpoint $seq kept"
 	fi
@@ -400,6 +413,7 @@ main() {
 	stops sgd 2 "$T/sgd_mpi" 6000
 	stops ring 2 "$T/ring_mpi" 1500
 	stops comms 2 "$T/comms_mpi" 1500
+	stops nbring 2 "$T/nbring_mpi" 1500
 	PYTHONUNBUFFERED=1 stops mpi4py 1 "$PYTHON" "$H_TOP/tests/mpi/trainer_mpi4py.py" 1500
 	kill9
 	np_mismatch

@@ -199,6 +199,8 @@ static void test_adopt(void)
 	a.h->log[0].id = 5;
 	a.h->ndrained = 1;
 	a.h->drained[0].len = 3;
+	a.h->preq[9].state = CK_PREQ_POST_AGAIN; /* a receive the cut cancelled */
+	a.h->preq[9].off = 4096;
 	a.h->cut_done = a.h->cut_req = 3;
 	CHECK_EQ_INT(ck_mpi_chan_create(&b, n2, 1 << 16, 8192), 0);
 	at = c.h;
@@ -212,6 +214,8 @@ static void test_adopt(void)
 	CHECK_EQ_INT(b.h->log[0].id, 5);
 	CHECK_EQ_INT(b.h->ndrained, 1);
 	CHECK_EQ_INT(b.h->drained[0].len, 3);
+	CHECK_EQ_INT(b.h->preq[9].state, CK_PREQ_POST_AGAIN);
+	CHECK_EQ_INT(b.h->preq[9].off, 4096);
 	CHECK_EQ_INT(b.h->cut_req, 3);
 	CHECK_EQ_INT(b.h->cut_done, 3);
 	CHECK_EQ_INT(b.h->head, 2);

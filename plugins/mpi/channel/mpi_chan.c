@@ -441,6 +441,7 @@ int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms)
 	n->drain_used = o->drain_used;
 	n->ndrained = o->ndrained;
 	memcpy(n->drained, o->drained, sizeof(n->drained));
+	memcpy(n->preq, o->preq, sizeof(n->preq));
 	/* the arena and the drain area */
 	copy_used((uint8_t *)n + n->arena_off, (const uint8_t *)o + o->arena_off, o->size - o->arena_off);
 	/* The same address: the program's threads hold pointers into it. */

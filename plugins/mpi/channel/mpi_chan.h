@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define CK_MPI_CHAN_MAGIC 0x636b6d70696368aull /* "ckmpich" */
-#define CK_MPI_CHAN_VERSION 2
+#define CK_MPI_CHAN_VERSION 3
 #define CK_MPI_CHAN_SLOTS 16
 #define CK_MPI_CHAN_INLINE 256 /* bytes of small payload carried in a slot */
 
@@ -54,6 +54,21 @@ struct ck_mpi_drained {
 	uint64_t off, len; /* in the drain area */
 };
 
+/* The program's nonblocking requests as a cut left them (by the request's
+ * number): a receive the cut cancelled in MPI, to be posted again when the
+ * agent serves again (the same one, or a new one after a restart), or a
+ * request that completed, its answer kept for the program's wait. */
+#define CK_MPI_PREQ_MAX 256
+enum { CK_PREQ_NONE = 0, CK_PREQ_POST_AGAIN = 1, CK_PREQ_DONE = 2 };
+struct ck_mpi_preq {
+	uint32_t state, op;
+	int32_t comm, dtype, peer, tag; /* a receive to post again */
+	uint64_t count, off, len;
+	uint64_t order;                 /* the receives' posting order */
+	int32_t src, rtag, err, pad;    /* a done one's status */
+	uint64_t rlen;                  /* and its bytes */
+};
+
 struct ck_mpi_chan_hdr {
 	uint64_t magic;
 	uint32_t version, nslots;
@@ -82,6 +97,7 @@ struct ck_mpi_chan_hdr {
 	uint64_t drain_off, drain_len, drain_used;
 	uint32_t ndrained;
 	struct ck_mpi_drained drained[CK_MPI_DRAIN_MAX];
+	struct ck_mpi_preq preq[CK_MPI_PREQ_MAX]; /* written by the server at a cut */
 	struct ck_mpi_req slots[CK_MPI_CHAN_SLOTS];
 };
 
@@ -114,7 +130,8 @@ int ck_mpi_chan_unlink(const char *name);
 /* Client, in a restored process whose mapping C still holds the old
  * channel's contents (ring, log, arena): moves them into the new channel
  * NAME made by a new server (waiting up to TIMEOUT_MS for it), maps it at
- * the same address and tells the server (adopted). -EMSGSIZE when the new
+ * the same address and tells the server (adopted); the requests the cut
+ * left (preq) come along. -EMSGSIZE when the new
  * channel has another size, -EXDEV when its server is of another rank or
  * world size. */
 int ck_mpi_chan_adopt(struct ck_mpi_chan *c, const char *name, int timeout_ms);

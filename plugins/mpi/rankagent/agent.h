@@ -13,8 +13,9 @@
 
 /* Makes the real call for request R (data in the channel's arena) and
  * fills R's answer. Returns 1 once the program finalised, 0 otherwise, or
- * with CK_SERVE_HELD: a cut interrupted the call (a blocking receive or
- * probe); R is not answered and is served again once the gate lets it. */
+ * with CK_SERVE_HELD: a cut interrupted the call (a blocking receive,
+ * probe, wait or waitany); R is not answered and is served again once the
+ * gate lets it. */
 #define CK_SERVE_HELD 2
 int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r);
 /* The MCA settings the agent pins before MPI_Init (deterministic
@@ -62,7 +63,7 @@ void ck__agent_ncoll_add(int c);
 /* Messages sent and received by the program (MPI_PROC_NULL aside). */
 uint64_t ck__agent_sent(void);
 uint64_t ck__agent_recvd(void);
-/* Nonblocking requests or matched-probe messages not handed over. */
+/* Matched-probe messages not received yet (a cut does not carry them). */
 int ck__agent_outstanding(void);
 /* 0: the program is connected; 1: not yet; 2: finalized or gone. */
 int ck__agent_client_state(void);
@@ -72,6 +73,36 @@ int ck__agent_holding(void);
 /* The real communicator of wire number I (MPI_COMM_NULL: none). */
 MPI_Comm ck__agent_comm(int i);
 void ck__agent_count_recv(int src);
+void ck__agent_count_send(int peer);
+/* Wire numbers to the real handles (MPI_DATATYPE_NULL, MPI_OP_NULL: none). */
+MPI_Datatype ck__agent_type(int i);
+MPI_Op ck__agent_op(int i);
+/* Whether [off, off+len) lies in the arena. */
+int ck__agent_in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len);
+/* R's answer from a status: source, tag, bytes. */
+void ck__agent_answer_status(struct ck_mpi_req *r, const MPI_Status *st);
+
+/* agent_req.c: the program's nonblocking requests. START: ISEND, IRECV,
+ * IALLREDUCE under number R->root; COMPLETE: TEST, TESTALL, WAITANY,
+ * TESTANY; WAIT hands a done request's status over. WAIT and WAITANY set
+ * *HELD, R unanswered, when a cut interrupts them. */
+int ck__agent_req_start(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt);
+int ck__agent_req_complete(struct ck_mpi_req *r, int *held);
+int ck__agent_req_wait(struct ck_mpi_req *r, int *held);
+/* The cut's second phase, the serving thread held (or in a blocking send):
+ * receives cancelled in MPI (to be posted again) or found done, sends and
+ * nonblocking collectives tested. 1 while one has still to complete; 0
+ * once all are carried, their table written in the channel. */
+int ck__agent_req_carry(struct ck_mpi_chan *ch);
+/* Requests the program holds (for the cut's log), and how many of them
+ * are receives to post again. */
+int ck__agent_req_carried(int *again);
+/* The receives the cut cancelled, posted again in the program's order (a
+ * cut that failed, or the round's end), before the serving thread runs. */
+int ck__agent_req_again(struct ck_mpi_chan *ch);
+/* A restarted agent: the requests from the channel's table, the receives
+ * posted again. */
+int ck__agent_req_restore(struct ck_mpi_chan *ch);
 /* agent_drain.c: messages the cut took out of MPI. */
 int ck__drain_find(struct ck_mpi_chan *ch, int comm, int src, int tag);
 void ck__drain_status(struct ck_mpi_chan *ch, int i, struct ck_mpi_req *r);

@@ -20,14 +20,16 @@
  *     real MPI is cancelled and held (served again later), and each agent
  *     drains the messages sent to its rank into the channel's drain area
  *     (agent_drain.c), until none is in flight (sent = received, summed
- *     over all ranks). The cut holds then, unless a nonblocking request or
- *     probed message is outstanding; each agent serves nothing until its
- *     stand-in releases it (the round's end), or a new agent takes the
- *     channel over after a restart.
+ *     over all ranks). Nonblocking sends and collectives complete meanwhile,
+ *     nonblocking receives are cancelled in MPI, to be posted again
+ *     (agent_req.c). The cut holds then, unless a matched probe's message
+ *     is outstanding; each agent serves nothing until its stand-in
+ *     releases it (the round's end), or a new agent takes the channel over
+ *     after a restart.
  *
- * Anything else (a rank that does not catch up or stays in a blocking send,
- * send-receive or wait past the limit, requests outstanding, a drain area
- * too small) fails the cut in one line naming the rank, the same on every
+ * Anything else (a rank that does not catch up or stays in a blocking send
+ * or send-receive past the limit, a nonblocking send that does not
+ * complete, a matched probe's message, a drain area too small) fails the cut in one line naming the rank, the same on every
  * rank; the programs go on as if nothing happened. */
 #include <errno.h>
 #include <mpi.h>
@@ -144,7 +146,8 @@ static int asked(void)
 }
 
 /* Flags reduced with MAXLOC: the value, and the lowest rank that has it. */
-enum { F_NOTCONN, F_LOGFULL, F_NOTASKED, F_BEHIND, F_COLL, F_P2P, F_BUSY, F_PENDING, F_NOSPACE, F_ELAPSED, NFLAGS };
+enum { F_NOTCONN, F_LOGFULL, F_NOTASKED, F_BEHIND, F_COLL, F_P2P, F_BUSY, F_PENDING, F_NBWAIT, F_NOSPACE, F_ELAPSED,
+       NFLAGS };
 
 static void reduce(int v[NFLAGS], int out[NFLAGS][2])
 {
@@ -296,10 +299,15 @@ static int run_cut(char *why, size_t whylen)
 		/* Only while the serving thread touches no drained message: a
 		 * receive still on its way to the gate would find the area
 		 * changing under it (or miss an older message just drained) */
-		if (s == CK_AST_IDLE || s == CK_AST_HELD || s == CK_AST_SEND)
+		if (s == CK_AST_IDLE || s == CK_AST_HELD || s == CK_AST_SEND) {
+			/* receives out of MPI first: what would have matched
+			 * one is drained then, and found first when it is
+			 * posted again */
+			v[F_NBWAIT] = ck__agent_req_carry(cut.ch);
 			v[F_NOSPACE] = ck__agent_drain(cut.ch) == -ENOSPC;
-		else
+		} else {
 			v[F_BUSY] = 1;
+		}
 		inflight = (long long)ck__agent_sent() - (long long)ck__agent_recvd();
 		reduce(v, g);
 		MPI_Allreduce(&inflight, &sum, 1, MPI_LONG_LONG, MPI_SUM, cut.ctl);
@@ -307,12 +315,16 @@ static int run_cut(char *why, size_t whylen)
 			return fail(why, whylen, "MPI: the messages in flight to rank %d at the cut do not fit its "
 				    "drain area (CKPT_MPI_DRAIN)", g[F_NOSPACE][1]), 0;
 		if (g[F_PENDING][0])
-			return fail(why, whylen, "MPI: rank %d has nonblocking requests or probed messages outstanding "
-				    "(not yet carried across a checkpoint)", g[F_PENDING][1]), 0;
-		if (!g[F_BUSY][0] && sum == 0) {
-			if (cut.log)
-				fprintf(stderr, "ckmpi-agent: rank %d: cut held after %d ms, %u message(s) in its drain area\n",
-					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained);
+			return fail(why, whylen, "MPI: rank %d has a message found by a matched probe and not received "
+				    "(not carried across a checkpoint)", g[F_PENDING][1]), 0;
+		if (!g[F_BUSY][0] && !g[F_NBWAIT][0] && sum == 0) {
+			if (cut.log) {
+				int again, n = ck__agent_req_carried(&again);
+
+				fprintf(stderr, "ckmpi-agent: rank %d: cut held after %d ms, %u message(s) in its drain area, "
+					"%d nonblocking request(s) carried (%d receive(s) to post again)\n",
+					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained, n, again);
+			}
 			return 1;
 		}
 		if (g[F_ELAPSED][0] <= cut.limit_ms) {
@@ -322,8 +334,11 @@ static int run_cut(char *why, size_t whylen)
 		{
 			snprintf(why, whylen, "MPI: %lld message(s) still in flight between ranks at the cut's limit",
 				 sum);
+			if (g[F_NBWAIT][0])
+				fail(why, whylen, "MPI: rank %d has a nonblocking send or collective that did not "
+				     "complete within the cut's limit", g[F_NBWAIT][1]);
 			if (g[F_BUSY][0])
-				fail(why, whylen, "MPI: rank %d stayed in a blocking call (send, send-receive or wait) "
+				fail(why, whylen, "MPI: rank %d stayed in a blocking call (send or send-receive) "
 				     "past the cut's limit", g[F_BUSY][1]);
 			return 0;
 		}
@@ -335,6 +350,7 @@ static void answer(int ok, const char *why)
 	struct ck_mpi_chan_hdr *h = cut.ch->h;
 
 	if (!ok) {
+		ck__agent_req_again(cut.ch); /* the serving thread is held or idle */
 		st(&cut.hold_all, 0);
 		st(&cut.gate_on, 0);
 		gate_changed();
@@ -392,6 +408,7 @@ static void *ctl_main(void *arg)
 		}
 		/* a cut that held: released at the round's end */
 		if (ld(&cut.gate_on) && ck_mpi_chan_ld(&h->cut_release) == ck_mpi_chan_ld(&h->cut_done)) {
+			ck__agent_req_again(cut.ch);
 			st(&cut.hold_all, 0);
 			st(&cut.gate_on, 0);
 			gate_changed();

@@ -7,8 +7,9 @@
  *
  * --restore: the programs come back from a checkpoint; each adopts its
  * agent's channel (moves its ring, log and arena in), the agent makes the
- * program's communicators again from the log, with every other agent, and
- * serves the request the cut held. */
+ * program's communicators again from the log, with every other agent,
+ * takes the nonblocking requests the cut left (posting its receives again)
+ * and serves the request the cut held. */
 #include <errno.h>
 #include <mpi.h>
 #include <signal.h>
@@ -120,6 +121,12 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		rc = ck__agent_replay(&ch);
 		if (rc != MPI_SUCCESS) {
 			fprintf(stderr, "ckmpi-agent: rank %d: cannot make the program's communicators again (error %d)\n",
+				rank, rc);
+			MPI_Abort(MPI_COMM_WORLD, 71);
+		}
+		rc = ck__agent_req_restore(&ch);
+		if (rc != MPI_SUCCESS) {
+			fprintf(stderr, "ckmpi-agent: rank %d: cannot post the program's receives again (error %d)\n",
 				rank, rc);
 			MPI_Abort(MPI_COMM_WORLD, 71);
 		}

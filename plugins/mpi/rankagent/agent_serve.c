@@ -65,7 +65,7 @@ void ck__agent_set_client_state(int s)
 	__atomic_store_n(&client_state, s, __ATOMIC_SEQ_CST);
 }
 
-static void count_send(int peer)
+void ck__agent_count_send(int peer)
 {
 	if (peer != MPI_PROC_NULL)
 		__atomic_add_fetch(&nsent, 1, __ATOMIC_SEQ_CST);
@@ -223,14 +223,14 @@ static int recv_interruptibly(void *buf, int count, MPI_Datatype dt, int src, in
 	return rc == MPI_SUCCESS ? wait_interruptibly(&rq, st, held) : rc;
 }
 
-static MPI_Datatype type_of(int i)
+MPI_Datatype ck__agent_type(int i)
 {
 	static const MPI_Datatype tab[] = { CK_MPI_TYPES(TYPE_H) };
 
 	return i >= 0 && i < CK_NTYPES ? tab[i] : MPI_DATATYPE_NULL;
 }
 
-static MPI_Op op_of(int i)
+MPI_Op ck__agent_op(int i)
 {
 	static const MPI_Op tab[] = { CK_MPI_OPS(OP_H) };
 
@@ -253,8 +253,7 @@ static int attr_int(int key)
 	return flag ? *v : -1;
 }
 
-/* Whether [off, off+len) lies in the arena. */
-static int in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len)
+int ck__agent_in_arena(const struct ck_mpi_chan *ch, uint64_t off, uint64_t len)
 {
 	return off <= ch->arena_len && len <= ch->arena_len - off;
 }
@@ -296,7 +295,7 @@ int ck__agent_profile(char *out, size_t n)
 /* Messages taken by a matched probe, by number, until received. */
 static MPI_Message msgs[CK_MAX_MESSAGES];
 
-static void answer_status(struct ck_mpi_req *r, MPI_Status *st)
+void ck__agent_answer_status(struct ck_mpi_req *r, const MPI_Status *st)
 {
 	int n = 0;
 
@@ -344,7 +343,7 @@ static int probe(struct ck_mpi_req *r, MPI_Comm comm, int *held)
 	}
 	r->root = found;
 	if (rc == MPI_SUCCESS && found) {
-		answer_status(r, &st);
+		ck__agent_answer_status(r, &st);
 		if (matched && m != MPI_MESSAGE_NO_PROC) /* the stand-in answers that one itself */
 			msgs[r->count] = m;
 	}
@@ -362,143 +361,14 @@ static int mrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Datatype dt)
 		msg_drained[r->count] = 0;
 		return ck__drain_take(ch, d, r->off, r->len, r);
 	}
-	if (r->count >= CK_MAX_MESSAGES || !msgs[r->count] || !in_arena(ch, r->off, r->len))
+	if (r->count >= CK_MAX_MESSAGES || !msgs[r->count] || !ck__agent_in_arena(ch, r->off, r->len))
 		return MPI_ERR_ARG;
 	rc = MPI_Mrecv(ch->arena + r->off, (int)r->peer, dt, &msgs[r->count], &st);
 	msgs[r->count] = NULL;
 	if (rc == MPI_SUCCESS) {
-		answer_status(r, &st);
+		ck__agent_answer_status(r, &st);
 		count_recv(&st);
 	}
-	return rc;
-}
-
-/* Nonblocking requests by number: the real request until it completes,
- * then its status until WAIT hands it over. */
-static struct {
-	int used, done;
-	unsigned op;
-	int64_t drained_len; /* >= 0: completed from the drain area, this many bytes */
-	MPI_Request req;
-	MPI_Status st;
-} reqs[CK_MAX_REQUESTS];
-
-static int req_ok(int id)
-{
-	return id >= 0 && id < CK_MAX_REQUESTS && reqs[id].used;
-}
-
-static int start_req(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm, MPI_Datatype dt)
-{
-	int id = r->root, rc;
-
-	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !in_arena(ch, r->off, r->len))
-		return MPI_ERR_REQUEST;
-	if (r->op == CK_W_IRECV) {
-		int d = ck__drain_find(ch, r->comm, r->peer, r->tag);
-
-		if (d >= 0) { /* done at once, as a message already arrived would be */
-			struct ck_mpi_req a = *r;
-
-			rc = ck__drain_take(ch, d, r->off, r->len, &a);
-			reqs[id].used = reqs[id].done = 1;
-			reqs[id].op = r->op;
-			reqs[id].req = MPI_REQUEST_NULL;
-			memset(&reqs[id].st, 0, sizeof(reqs[id].st));
-			reqs[id].st.MPI_SOURCE = a.src;
-			reqs[id].st.MPI_TAG = a.rtag;
-			reqs[id].st.MPI_ERROR = rc;
-			reqs[id].drained_len = (int64_t)a.rlen;
-			return MPI_SUCCESS;
-		}
-	}
-	if (r->op == CK_W_IALLREDUCE)
-		rc = in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len)
-			     ? MPI_Iallreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : ch->arena + r->off,
-					      ch->arena + r->off + (r->peer & CK_W_INPLACE ? 0 : r->len), (int)r->count,
-					      dt, op_of(r->rop), comm, &reqs[id].req)
-			     : MPI_ERR_ARG;
-	else if (r->op == CK_W_ISEND)
-		rc = MPI_Isend(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
-	else
-		rc = MPI_Irecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm, &reqs[id].req);
-	if (rc == MPI_SUCCESS) {
-		reqs[id].used = 1;
-		reqs[id].done = 0;
-		reqs[id].drained_len = -1;
-		reqs[id].op = r->op;
-		if (r->op == CK_W_ISEND)
-			count_send(r->peer);
-	}
-	return rc;
-}
-
-/* TEST, TESTALL, WAITANY, TESTANY: complete what the real call completes. */
-static int complete(struct ck_mpi_req *r)
-{
-	MPI_Request rq[CK_W_MAX_IDS];
-	MPI_Status st[CK_W_MAX_IDS];
-	int32_t ids[CK_W_MAX_IDS];
-	int n = r->op == CK_W_TEST ? 1 : (int)r->count, i, rc, idx = MPI_UNDEFINED, flag = 0;
-
-	if (n < 0 || n > CK_W_MAX_IDS)
-		return MPI_ERR_COUNT;
-	if (r->op == CK_W_TEST)
-		ids[0] = r->root;
-	else
-		memcpy(ids, r->inl, (size_t)n * sizeof(ids[0]));
-	for (i = 0; i < n; i++) {
-		if (!req_ok(ids[i]))
-			return MPI_ERR_REQUEST;
-		rq[i] = reqs[ids[i]].done ? MPI_REQUEST_NULL : reqs[ids[i]].req;
-	}
-	/* One done already (and not handed over): the answer, without the
-	 * real call (Waitany over the others could block). */
-	for (i = 0; r->op != CK_W_TESTALL && i < n; i++)
-		if (reqs[ids[i]].done) {
-			r->flag = r->op == CK_W_TEST ? 1 : i;
-			return MPI_SUCCESS;
-		}
-	switch (r->op) {
-	case CK_W_TEST: rc = MPI_Test(&rq[0], &flag, &st[0]); idx = flag ? 0 : MPI_UNDEFINED; break;
-	case CK_W_TESTALL: rc = MPI_Testall(n, rq, &flag, st); break;
-	case CK_W_WAITANY: rc = MPI_Waitany(n, rq, &idx, st); break;
-	default: rc = MPI_Testany(n, rq, &idx, &flag, st); break;
-	}
-	if (rc != MPI_SUCCESS)
-		return rc;
-	for (i = 0; i < n; i++) {
-		int now = r->op == CK_W_TESTALL ? flag : i == idx;
-
-		if (now && !reqs[ids[i]].done) {
-			reqs[ids[i]].done = 1;
-			reqs[ids[i]].st = r->op == CK_W_TESTALL ? st[i] : st[0];
-			if (reqs[ids[i]].op == CK_W_IRECV)
-				count_recv(&reqs[ids[i]].st);
-		}
-	}
-	r->flag = r->op == CK_W_TEST || r->op == CK_W_TESTALL ? flag : idx;
-	return MPI_SUCCESS;
-}
-
-static int wait_req(struct ck_mpi_req *r)
-{
-	int id = r->root, rc = MPI_SUCCESS;
-
-	if (!req_ok(id))
-		return MPI_ERR_REQUEST;
-	if (!reqs[id].done) {
-		rc = MPI_Wait(&reqs[id].req, &reqs[id].st);
-		if (rc == MPI_SUCCESS && reqs[id].op == CK_W_IRECV)
-			count_recv(&reqs[id].st);
-	}
-	if (rc == MPI_SUCCESS)
-		answer_status(r, &reqs[id].st);
-	if (reqs[id].drained_len >= 0) {
-		r->rlen = (uint64_t)reqs[id].drained_len;
-		rc = reqs[id].st.MPI_ERROR;
-	}
-	reqs[id].used = 0;
 	return rc;
 }
 
@@ -509,21 +379,21 @@ static int sendrecv(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm,
 	int rc;
 
 	memcpy(&v, r->inl, sizeof(v));
-	if (!in_arena(ch, r->off, r->len) || !in_arena(ch, v.roff, v.rlen))
+	if (!ck__agent_in_arena(ch, r->off, r->len) || !ck__agent_in_arena(ch, v.roff, v.rlen))
 		return MPI_ERR_ARG;
 	if (v.source != MPI_PROC_NULL && ck__drain_find(ch, r->comm, v.source, v.rtag) >= 0) {
 		rc = MPI_Send(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, comm);
 		if (rc == MPI_SUCCESS) {
-			count_send(r->peer);
+			ck__agent_count_send(r->peer);
 			rc = ck__drain_take(ch, ck__drain_find(ch, r->comm, v.source, v.rtag), v.roff, v.rlen, r);
 		}
 		return rc;
 	}
 	rc = MPI_Sendrecv(ch->arena + r->off, (int)r->count, dt, r->peer, r->tag, ch->arena + v.roff, v.rcount,
-			  type_of(v.rtype), v.source, v.rtag, comm, &st);
+			  ck__agent_type(v.rtype), v.source, v.rtag, comm, &st);
 	if (rc == MPI_SUCCESS) {
-		answer_status(r, &st);
-		count_send(r->peer);
+		ck__agent_answer_status(r, &st);
+		ck__agent_count_send(r->peer);
 		count_recv(&st);
 	}
 	return rc;
@@ -540,15 +410,15 @@ static int vec2(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
 		return MPI_ERR_COMM;
 	vl = (uint64_t)n * sizeof(int);
-	if (!in_arena(ch, v.soff, 0) || !in_arena(ch, v.roff, 0) || !in_arena(ch, v.scnt, vl))
+	if (!ck__agent_in_arena(ch, v.soff, 0) || !ck__agent_in_arena(ch, v.roff, 0) || !ck__agent_in_arena(ch, v.scnt, vl))
 		return MPI_ERR_ARG;
 	if (r->op == CK_W_REDUCE_SCATTER)
 		return MPI_Reduce_scatter(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a + v.soff, a + v.roff,
-					  (int *)(a + v.scnt), type_of(r->dtype), op_of(r->rop), comm);
-	if (!in_arena(ch, v.sdsp, vl) || !in_arena(ch, v.rcnt, vl) || !in_arena(ch, v.rdsp, vl))
+					  (int *)(a + v.scnt), ck__agent_type(r->dtype), ck__agent_op(r->rop), comm);
+	if (!ck__agent_in_arena(ch, v.sdsp, vl) || !ck__agent_in_arena(ch, v.rcnt, vl) || !ck__agent_in_arena(ch, v.rdsp, vl))
 		return MPI_ERR_ARG;
-	return MPI_Alltoallv(a + v.soff, (int *)(a + v.scnt), (int *)(a + v.sdsp), type_of(v.stype), a + v.roff,
-			     (int *)(a + v.rcnt), (int *)(a + v.rdsp), type_of(v.rtype), comm);
+	return MPI_Alltoallv(a + v.soff, (int *)(a + v.scnt), (int *)(a + v.sdsp), ck__agent_type(v.stype), a + v.roff,
+			     (int *)(a + v.rcnt), (int *)(a + v.rdsp), ck__agent_type(v.rtype), comm);
 }
 
 /* The world ranks of COMM's members, in COMM's rank order, into the arena. */
@@ -559,7 +429,7 @@ static int members(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 
 	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS)
 		return MPI_ERR_COMM;
-	if (!in_arena(ch, r->off, 2 * (uint64_t)n * sizeof(int)))
+	if (!ck__agent_in_arena(ch, r->off, 2 * (uint64_t)n * sizeof(int)))
 		return MPI_ERR_ARG;
 	in = (int *)(ch->arena + r->off + (uint64_t)n * sizeof(int));
 	out = (int *)(ch->arena + r->off);
@@ -584,19 +454,19 @@ static int vec(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm comm)
 	MPI_Datatype st, rt;
 
 	memcpy(&v, r->inl, sizeof(v));
-	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS || !in_arena(ch, v.soff, 0) ||
-	    !in_arena(ch, v.roff, 0))
+	if (comm == MPI_COMM_NULL || MPI_Comm_size(comm, &n) != MPI_SUCCESS || !ck__agent_in_arena(ch, v.soff, 0) ||
+	    !ck__agent_in_arena(ch, v.roff, 0))
 		return MPI_ERR_ARG;
 	if (v.cnt) {
-		if (!in_arena(ch, v.cnt, (uint64_t)n * sizeof(int)) || !in_arena(ch, v.dsp, (uint64_t)n * sizeof(int)))
+		if (!ck__agent_in_arena(ch, v.cnt, (uint64_t)n * sizeof(int)) || !ck__agent_in_arena(ch, v.dsp, (uint64_t)n * sizeof(int)))
 			return MPI_ERR_ARG;
 		cnt = (int *)(a + v.cnt);
 		dsp = (int *)(a + v.dsp);
 	}
 	sb = v.inplace && !scatter ? MPI_IN_PLACE : a + v.soff;
 	rb = v.inplace && scatter ? MPI_IN_PLACE : a + v.roff;
-	st = type_of(v.stype);
-	rt = type_of(v.rtype);
+	st = ck__agent_type(v.stype);
+	rt = ck__agent_type(v.rtype);
 	switch (r->op) {
 	case CK_W_GATHER: return MPI_Gather(sb, v.scount, st, rb, v.rcount, rt, r->root, comm);
 	case CK_W_GATHERV: return MPI_Gatherv(sb, v.scount, st, rb, cnt, dsp, rt, r->root, comm);
@@ -614,7 +484,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	int held = 0;
 
 	MPI_Comm comm = comm_of(r->comm);
-	MPI_Datatype dt = type_of(r->dtype);
+	MPI_Datatype dt = ck__agent_type(r->dtype);
 	uint8_t *a = ch->arena + r->off;
 	MPI_Status st;
 	int n, fin = 0;
@@ -647,30 +517,30 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 		r->rc = MPI_Barrier(comm);
 		break;
 	case CK_W_BCAST:
-		if (in_arena(ch, r->off, r->len))
+		if (ck__agent_in_arena(ch, r->off, r->len))
 			r->rc = MPI_Bcast(a, (int)r->count, dt, r->root, comm);
 		break;
 	case CK_W_ALLREDUCE:
 	case CK_W_REDUCE:
-		if (!in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len))
+		if (!ck__agent_in_arena(ch, r->off, r->peer & CK_W_INPLACE ? r->len : 2 * r->len))
 			break;
 		if (r->op == CK_W_ALLREDUCE)
 			r->rc = MPI_Allreduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
 					      r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
-					      op_of(r->rop), comm);
+					      ck__agent_op(r->rop), comm);
 		else
 			r->rc = MPI_Reduce(r->peer & CK_W_INPLACE ? MPI_IN_PLACE : a,
 					   r->peer & CK_W_INPLACE ? a : a + r->len, (int)r->count, dt,
-					   op_of(r->rop), r->root, comm);
+					   ck__agent_op(r->rop), r->root, comm);
 		break;
 	case CK_W_SEND:
-		if (in_arena(ch, r->off, r->len))
+		if (ck__agent_in_arena(ch, r->off, r->len))
 			r->rc = MPI_Send(a, (int)r->count, dt, r->peer, r->tag, comm);
 		if (r->rc == MPI_SUCCESS)
-			count_send(r->peer);
+			ck__agent_count_send(r->peer);
 		break;
 	case CK_W_RECV:
-		if (!in_arena(ch, r->off, r->len))
+		if (!ck__agent_in_arena(ch, r->off, r->len))
 			break;
 		if ((n = ck__drain_find(ch, r->comm, r->peer, r->tag)) >= 0) {
 			r->rc = ck__drain_take(ch, n, r->off, r->len, r);
@@ -719,16 +589,16 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 	case CK_W_ISEND:
 	case CK_W_IRECV:
 	case CK_W_IALLREDUCE:
-		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : start_req(ch, r, comm, dt);
+		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : ck__agent_req_start(ch, r, comm, dt);
 		break;
 	case CK_W_TEST:
 	case CK_W_TESTALL:
 	case CK_W_WAITANY:
 	case CK_W_TESTANY:
-		r->rc = complete(r);
+		r->rc = ck__agent_req_complete(r, &held);
 		break;
 	case CK_W_WAIT:
-		r->rc = wait_req(r);
+		r->rc = ck__agent_req_wait(r, &held);
 		break;
 	case CK_W_SENDRECV:
 		r->rc = comm == MPI_COMM_NULL ? MPI_ERR_COMM : sendrecv(ch, r, comm, dt);
@@ -762,9 +632,6 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 
 int ck__agent_outstanding(void)
 {
-	for (int i = 0; i < CK_MAX_REQUESTS; i++)
-		if (reqs[i].used)
-			return 1;
 	for (int i = 0; i < CK_MAX_MESSAGES; i++)
 		if (msgs[i] || msg_drained[i])
 			return 1;
