@@ -71,10 +71,13 @@ static void print_proc(const struct ck_manifest *m, const struct ck_proc *p)
 		printf("  process state: %zu bytes\n", p->desc_len);
 }
 /* One argument of a command line as a shell would read it back: quoted
- * when it holds blanks or quotes (an MPI job's PROFILE). */
+ * unless every character is one a shell leaves alone (an MPI job's
+ * PROFILE holds blanks). */
 static void ckpt__print_word(const char *w)
 {
-	if (!*w || w[strcspn(w, " \t\n'\"\\$`")]) {
+	static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,+@%-";
+
+	if (!*w || w[strspn(w, plain)]) {
 		printf(" '");
 		for (; *w; w++) {
 			if (*w == '\'')

@@ -77,73 +77,101 @@ static int helper(const struct ckrun *c, const char *name, char *out, size_t n)
 }
 
 /* `ckmpi-agent --profile`, with ckrun's environment (the agents' own):
- * its one line of output, or its first line of complaint in ckrun's one
- * line; 10 s at most (a hung library load must not hold ckrun). */
+ * its one line on stdout, or the first line of its complaint (stderr) in
+ * ckrun's one line; 10 s at most (a hung library load must not hold
+ * ckrun). */
 #define CK_PROFILE_MS 10000
 static int ck__agent_profile(struct ckrun *c)
 {
-	char out[sizeof(c->mpi_profile)];
-	int p[2], ws = 0, r = -EIO, left = CK_PROFILE_MS;
-	size_t got = 0;
-	ssize_t n;
-	pid_t pid;
+	char buf[2][sizeof(c->mpi_profile)];
+	size_t got[2] = {0, 0};
+	int out[2], err[2], ws = 0, open_fds = 2, timed_out = 0;
+	uint64_t end = ck_now_ns() + CK_PROFILE_MS * 1000000ull;
+	pid_t pid, w;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (pipe2(out, O_CLOEXEC) < 0)
 		return -errno;
-	pid = fork();
-	if (pid < 0) {
-		r = -errno;
-		close(p[0]);
-		close(p[1]);
-		return r;
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		int e = -errno;
+		close(out[0]);
+		close(out[1]);
+		return e;
 	}
+	pid = fork();
 	if (pid == 0) {
-		dup2(p[1], 1);
-		dup2(p[1], 2);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
 		execl(c->mpi_agent, c->mpi_agent, "--profile", (char *)NULL);
-		printf("cannot run it: %s\n", strerror(errno));
-		fflush(stdout);
+		dprintf(2, "cannot run it: %s\n", strerror(errno));
 		_exit(127);
 	}
-	close(p[1]);
-	while (got < sizeof(out) - 1 && left > 0) {
-		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		uint64_t t0 = ck_now_ns();
-		int k = poll(&pf, 1, left);
-
-		left -= (int)((ck_now_ns() - t0) / 1000000);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		n = read(p[0], out + got, sizeof(out) - 1 - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		got += (size_t)n;
+	close(out[1]);
+	close(err[1]);
+	if (pid < 0) {
+		int e = -errno;
+		close(out[0]);
+		close(err[0]);
+		return e;
 	}
-	close(p[0]);
-	out[got] = 0;
-	out[strcspn(out, "\n")] = 0;
-	if (left <= 0)
+	{
+		struct pollfd pf[2] = {{.fd = out[0], .events = POLLIN}, {.fd = err[0], .events = POLLIN}};
+
+		while (open_fds > 0) {
+			uint64_t now = ck_now_ns();
+			int k;
+
+			if (now >= end) {
+				timed_out = 1;
+				break;
+			}
+			k = poll(pf, 2, (int)((end - now) / 1000000) + 1);
+			if (k < 0 && errno != EINTR)
+				break;
+			for (int i = 0; k > 0 && i < 2; i++) {
+				ssize_t n;
+
+				if (pf[i].fd < 0 || !pf[i].revents)
+					continue;
+				n = read(pf[i].fd, buf[i] + got[i], sizeof(buf[i]) - 1 - got[i]);
+				if (n > 0)
+					got[i] += (size_t)n;
+				if (n == 0 || (n < 0 && errno != EINTR) || got[i] == sizeof(buf[i]) - 1) {
+					close(pf[i].fd);
+					pf[i].fd = -1;
+					open_fds--;
+				}
+			}
+		}
+		for (int i = 0; i < 2; i++)
+			if (pf[i].fd >= 0)
+				close(pf[i].fd);
+	}
+	for (int i = 0; i < 2; i++) {
+		buf[i][got[i]] = 0;
+		buf[i][strcspn(buf[i], "\n")] = 0;
+	}
+	/* its output is in: it exits now, or is made to */
+	while ((w = waitpid(pid, &ws, WNOHANG)) == 0 && !timed_out && ck_now_ns() < end)
+		usleep(10000);
+	if (w == 0) {
+		timed_out = 1;
 		kill(pid, SIGKILL);
-	while ((r = (int)waitpid(pid, &ws, 0)) < 0 && errno == EINTR)
-		;
-	if (r != pid) {
+		w = waitpid(pid, &ws, 0);
+	}
+	if (w != pid) {
 		ck_err_set("--np: waiting for the MPI agent (%s --profile): %s", c->mpi_agent, strerror(errno));
 		return -ECHILD;
 	}
-	if (left > 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && out[0]) {
-		memcpy(c->mpi_profile, out, got + 1);
+	if (!timed_out && WIFEXITED(ws) && WEXITSTATUS(ws) == 0 && buf[0][0]) {
+		memcpy(c->mpi_profile, buf[0], strlen(buf[0]) + 1);
 		return 0;
 	}
-	if (left <= 0)
+	if (timed_out)
 		ck_err_set("--np: the MPI agent (%s --profile) did not say Open MPI's version within %d s", c->mpi_agent,
 			   CK_PROFILE_MS / 1000);
 	else
 		ck_err_set("--np: the MPI agent (%s --profile) cannot tell Open MPI's version (exit status %d%s%s)",
-			   c->mpi_agent, WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), out[0] ? ": " : "", out);
+			   c->mpi_agent, WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws), buf[1][0] ? ": " : "", buf[1]);
 	return -EIO;
 }
 

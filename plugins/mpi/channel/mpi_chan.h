@@ -65,6 +65,7 @@ struct ck_mpi_preq {
 	int32_t comm, dtype, peer, tag; /* a receive to post again */
 	uint64_t count, off, len;
 	uint64_t order;                 /* the receives' posting order */
+	uint64_t key;                   /* its communicator's key (agent_cut.c) when posted */
 	int32_t src, rtag, err, pad;    /* a done one's status */
 	uint64_t rlen;                  /* and its bytes */
 };

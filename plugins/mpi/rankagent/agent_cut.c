@@ -247,6 +247,10 @@ static int run_cut(char *why, size_t whylen)
 	uint64_t t0 = now_ms();
 	long long total, last_total = -1;
 
+	/* The previous cut held and its release has not been seen here yet
+	 * (another agent's round came first): its receives go back before the
+	 * serving thread runs again. */
+	ck__agent_req_again(cut.ch);
 	for (int c = 0; c < CK_MAX_COMMS; c++)
 		__atomic_store_n(&cut.target[c], INT64_MAX, __ATOMIC_SEQ_CST);
 	st(&cut.hold_all, 0);
@@ -303,7 +307,10 @@ static int run_cut(char *why, size_t whylen)
 			/* receives out of MPI first: what would have matched
 			 * one is drained then, and found first when it is
 			 * posted again */
-			v[F_NBWAIT] = ck__agent_req_carry(cut.ch);
+			int c = ck__agent_req_carry(cut.ch);
+
+			v[F_NBWAIT] = c == 1;
+			v[F_PENDING] |= c < 0;
 			v[F_NOSPACE] = ck__agent_drain(cut.ch) == -ENOSPC;
 		} else {
 			v[F_BUSY] = 1;
@@ -315,8 +322,9 @@ static int run_cut(char *why, size_t whylen)
 			return fail(why, whylen, "MPI: the messages in flight to rank %d at the cut do not fit its "
 				    "drain area (CKPT_MPI_DRAIN)", g[F_NOSPACE][1]), 0;
 		if (g[F_PENDING][0])
-			return fail(why, whylen, "MPI: rank %d has a message found by a matched probe and not received "
-				    "(not carried across a checkpoint)", g[F_PENDING][1]), 0;
+			return fail(why, whylen, "MPI: rank %d has a message found by a matched probe and not received, "
+				    "or a receive pending on a freed communicator (not carried across a checkpoint)",
+				    g[F_PENDING][1]), 0;
 		if (!g[F_BUSY][0] && !g[F_NBWAIT][0] && sum == 0) {
 			if (cut.log) {
 				int again, n = ck__agent_req_carried(&again);
@@ -350,7 +358,7 @@ static void answer(int ok, const char *why)
 	struct ck_mpi_chan_hdr *h = cut.ch->h;
 
 	if (!ok) {
-		ck__agent_req_again(cut.ch); /* the serving thread is held or idle */
+		ck__agent_req_again(cut.ch); /* only after a carry: the serving thread is held or idle */
 		st(&cut.hold_all, 0);
 		st(&cut.gate_on, 0);
 		gate_changed();

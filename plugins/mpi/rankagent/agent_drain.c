@@ -73,7 +73,8 @@ int ck__drain_take(struct ck_mpi_chan *ch, int i, uint64_t off, uint64_t cap, st
 	struct ck_mpi_drained *d = &ch->h->drained[i];
 	uint64_t n = d->len < cap ? d->len : cap;
 
-	if (off > ch->arena_len || n > ch->arena_len - off)
+	if (off > ch->arena_len || n > ch->arena_len - off || d->off > ch->h->drain_len ||
+	    n > ch->h->drain_len - d->off) /* the index is in the job's memory */
 		return MPI_ERR_ARG;
 	memcpy(ch->arena + off, ch->drain + d->off, n);
 	ck__drain_status(ch, i, r);

@@ -10,6 +10,7 @@
  * like a blocking receive, and served again after it. */
 #include <mpi.h>
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "plugins/mpi/channel/mpi_wire.h"
@@ -29,6 +30,9 @@ static struct {
 	struct ck_mpi_preq p; /* a receive's parameters, to post it again */
 } reqs[CK_MAX_REQUESTS];
 static uint64_t norder;
+/* Set by a cut that cancelled receives, until they are posted again: the
+ * control thread then owns reqs[] (the serving thread is held). */
+static int cancelled;
 
 static int req_ok(int id)
 {
@@ -44,6 +48,17 @@ static void done_without_mpi(int id, int src, int tag, int err, uint64_t bytes)
 	reqs[id].st.MPI_TAG = tag;
 	reqs[id].st.MPI_ERROR = err;
 	reqs[id].drained_len = (int64_t)bytes;
+}
+
+/* COUNT elements of wire type DTYPE fit in LEN bytes of the arena at OFF
+ * (the values come from the job's memory: the ring, or a restored table). */
+static int fits(struct ck_mpi_chan *ch, int dtype, uint64_t count, uint64_t off, uint64_t len)
+{
+	int size = 0;
+
+	if (MPI_Type_size(ck__agent_type(dtype), &size) != MPI_SUCCESS || size <= 0 || count > INT32_MAX)
+		return 0;
+	return count * (uint64_t)size <= len && ck__agent_in_arena(ch, off, len);
 }
 
 /* Receive ID into the arena: from the drain area first (a message a cut
@@ -66,7 +81,7 @@ static int post_recv(struct ck_mpi_chan *ch, int id)
 	}
 	if (comm == MPI_COMM_NULL)
 		return MPI_ERR_COMM;
-	if (!ck__agent_in_arena(ch, p->off, p->len))
+	if (!fits(ch, p->dtype, p->count, p->off, p->len))
 		return MPI_ERR_ARG;
 	reqs[id].done = 0;
 	reqs[id].drained_len = -1;
@@ -78,15 +93,18 @@ int ck__agent_req_start(struct ck_mpi_chan *ch, struct ck_mpi_req *r, MPI_Comm c
 {
 	int id = r->root, rc, inplace = r->peer & CK_W_INPLACE;
 
-	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used || !ck__agent_in_arena(ch, r->off, r->len))
+	if (id < 0 || id >= CK_MAX_REQUESTS || reqs[id].used)
 		return MPI_ERR_REQUEST;
+	if (!ck__agent_in_arena(ch, r->off, r->len) ||
+	    (r->op != CK_W_IALLREDUCE && !fits(ch, r->dtype, r->count, r->off, r->len)))
+		return MPI_ERR_ARG;
 	reqs[id].op = r->op;
 	reqs[id].done = reqs[id].again = 0;
 	reqs[id].drained_len = -1;
 	if (r->op == CK_W_IRECV) {
 		reqs[id].p = (struct ck_mpi_preq){.op = r->op, .comm = r->comm, .dtype = r->dtype, .peer = r->peer,
 						  .tag = r->tag, .count = r->count, .off = r->off, .len = r->len,
-						  .order = ++norder};
+						  .order = ++norder, .key = ck__agent_key(r->comm)};
 		rc = post_recv(ch, id);
 	} else if (r->op == CK_W_IALLREDUCE) {
 		rc = ck__agent_in_arena(ch, r->off, inplace ? r->len : 2 * r->len)
@@ -220,13 +238,19 @@ int ck__agent_req_carry(struct ck_mpi_chan *ch)
 		if (!reqs[id].used || reqs[id].done || reqs[id].again)
 			continue;
 		if (reqs[id].op == CK_W_IRECV) {
+			/* Its communicator freed (legal while a receive waits):
+			 * its number may be another's by the time it would be
+			 * posted again; left in MPI, the cut fails. */
+			if (ck__agent_key(reqs[id].p.comm) != reqs[id].p.key)
+				return -1;
 			/* cancelled, or it had matched a message: then done */
 			MPI_Cancel(&reqs[id].req);
 			MPI_Wait(&reqs[id].req, &st);
 			MPI_Test_cancelled(&st, &flag);
-			if (flag)
+			if (flag) {
 				reqs[id].again = 1;
-			else
+				__atomic_store_n(&cancelled, 1, __ATOMIC_SEQ_CST);
+			} else
 				completed(id, &st);
 		} else if (MPI_Test(&reqs[id].req, &flag, &st) == MPI_SUCCESS && flag) {
 			completed(id, &st);
@@ -274,23 +298,34 @@ int ck__agent_req_carried(int *again)
 	return n;
 }
 
-int ck__agent_req_again(struct ck_mpi_chan *ch)
+/* In the order the program posted them: MPI matches receives of one
+ * sender and tag in that order. One that cannot be posted again is done
+ * with the error, which its wait reports (never an empty success). */
+static int post_again_all(struct ck_mpi_chan *ch)
 {
-	int rc = MPI_SUCCESS;
+	int rc = MPI_SUCCESS, r;
 
 	for (;;) {
 		int first = -1;
 
-		/* in the order the program posted them: MPI matches receives
-		 * of one sender and tag in that order */
 		for (int id = 0; id < CK_MAX_REQUESTS; id++)
 			if (reqs[id].used && reqs[id].again && (first < 0 || reqs[id].p.order < reqs[first].p.order))
 				first = id;
 		if (first < 0)
 			return rc;
-		if ((rc = post_recv(ch, first)) != MPI_SUCCESS)
-			return rc;
+		if ((r = post_recv(ch, first)) != MPI_SUCCESS) {
+			reqs[first].again = 0;
+			done_without_mpi(first, MPI_ANY_SOURCE, MPI_ANY_TAG, r, 0);
+			rc = r;
+		}
 	}
+}
+
+int ck__agent_req_again(struct ck_mpi_chan *ch)
+{
+	if (!__atomic_exchange_n(&cancelled, 0, __ATOMIC_SEQ_CST))
+		return MPI_SUCCESS; /* nothing cancelled: reqs[] may be the serving thread's */
+	return post_again_all(ch);
 }
 
 int ck__agent_req_restore(struct ck_mpi_chan *ch)
@@ -300,7 +335,9 @@ int ck__agent_req_restore(struct ck_mpi_chan *ch)
 
 		memset(&reqs[id], 0, sizeof(reqs[id]));
 		reqs[id].req = MPI_REQUEST_NULL;
-		if (e->state == CK_PREQ_NONE)
+		if ((e->state != CK_PREQ_DONE && e->state != CK_PREQ_POST_AGAIN) ||
+		    (e->op != CK_W_ISEND && e->op != CK_W_IRECV && e->op != CK_W_IALLREDUCE) ||
+		    (e->state == CK_PREQ_POST_AGAIN && e->op != CK_W_IRECV))
 			continue;
 		reqs[id].used = 1;
 		reqs[id].op = e->op;
@@ -314,5 +351,5 @@ int ck__agent_req_restore(struct ck_mpi_chan *ch)
 		if (e->order > norder)
 			norder = e->order;
 	}
-	return ck__agent_req_again(ch);
+	return post_again_all(ch);
 }
