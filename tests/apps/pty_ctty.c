@@ -116,6 +116,16 @@ static int run_g(int s, pid_t leader)
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
+	/* Until L has made our group the foreground one: a read before that
+	 * fails (EIO, SIGTTIN ignored), and on a loaded machine G got there
+	 * first (20 s at most) */
+	for (int i = 0; tcgetpgrp(s) != getpgrp(); i++) {
+		struct timespec ms = {0, 1000000};
+
+		if (i > 20000)
+			return 5;
+		nanosleep(&ms, NULL);
+	}
 	for (;;) {
 		struct timespec tmo = {20, 0};
 		ssize_t n = read(s, buf, sizeof(buf) - 1);
