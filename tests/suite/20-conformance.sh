@@ -124,7 +124,7 @@ ckonly_one() {
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched
-	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why
+	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why ends
 	local -a OPTS times extra
 	if [ "$variant" = ckonly ]; then
 		ckonly_one "$app"
@@ -150,6 +150,7 @@ conf_one() {
 	echo "seed $H_SEED, variant $variant, options: ${OPTS[*]:-none}" >"$sched"
 	mode=new extra=()
 	for (( cycle = 1; cycle <= KILLS; cycle++ )); do
+		ends=$(grep -c '^ck-origin END' "$err")
 		h_start "$mode" "$out" "$err" --store "$store" --job "$app" "${extra[@]}" "${OPTS[@]}"
 		t0=$(h_now_ms) # the schedule is kept against this clock, not summed sleeps
 		mode=resume extra=(--resume)
@@ -210,6 +211,15 @@ conf_one() {
 			# checkpoints that need those files: the documented limit,
 			# not what this test checks. Up to three times, the test
 			# starts over (then run 1 is killed right after its commit).
+			# Likewise a kill that lands after the job ended (its END
+			# line is out) and before ckrun did: the app may have
+			# removed what its checkpoints need (limits: the directory
+			# it works in, which h_tmp_used does not count).
+			if (( redone < 3 )) && (( $(grep -c '^ck-origin END' "$err") > ends )); then
+				start_over "run $cycle: the job had ended (its END line) before the kill landed; start over"
+				redone=$(( redone + 1 )) used_tmp=0
+				continue
+			fi
 			if (( used_tmp && redone < 3 )) && ! h_tmp_used; then
 				start_over "run $cycle: the app had removed its files in TMPDIR (its own cleanup) before the kill; start over"
 				redone=$(( redone + 1 )) used_tmp=0
