@@ -149,14 +149,28 @@ static void ck__devfd_close(void)
 		ck_close(fd);
 }
 
-void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd, uint32_t seccomp_base)
+/* Takes the round's request out of the channel, its descriptor (ckrun's
+ * /dev/userfaultfd, or a pre-armed round's userfaultfd) with it, or drops
+ * both (devfd NULL). Only while parked does a number the kernel gives us
+ * never change which one a job thread's open gets. */
+static int ck__take_request(int *devfd)
+{
+	struct ck_msg m;
+	int r = ck__recv_fd(&m, devfd);
+
+	if (r == 0 && m.type != CK_MSG_CHECKPOINT)
+		r = -EPROTO;
+	return r;
+}
+
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, uint32_t seccomp_base)
 {
 	struct ck_pd_thread *mgr;
-	int r;
+	int r, taken = 0;
 
 	ck__round_seq = seq;
-	ck__core.devfd = devfd;
-	ck__core.fork_fd[0] = -1; /* ck__core.devfd now */
+	ck__core.devfd = -1;
+	ck__core.fork_fd[0] = -1;
 	ck__t_ask = ck__now_us();
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
@@ -166,6 +180,9 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	r = ck__suspend_all(park_ms ? park_ms : CK_PARK_TIMEOUT_MS, bound_ms ? bound_ms : CK_PARK_TIMEOUT_MS);
 	if (r < 0)
 		goto fail_resume;
+	taken = 1;
+	if ((r = ck__take_request(&ck__core.devfd)) < 0)
+		goto fail_release;
 	ck__t_parked = ck__now_us();
 	/* the job's own seccomp filters (ckrun saw threads under more than
 	 * its own: the counts are checked too) */
@@ -343,9 +360,11 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	return;
 
 fail_release:
+	ck__devfd_close(); /* parked: no fork copies it meanwhile */
 	ck__release_all();
 fail_resume:
-	ck__devfd_close();
+	if (!taken)
+		ck__take_request(NULL);
 	ck__plugins_event(CK_EV_RESUME);
 	if (!ck__core.fail[0])
 		ck__failf("checkpoint failed (%s)", strerror(-r));
@@ -361,9 +380,10 @@ void *ck__manager(void *arg)
 	(void)arg;
 	ck__core.manager_tid = (int)ck_gettid();
 	for (;;) {
-		int devfd = -1, r = ck__recv_fd(&m, &devfd);
+		/* Looked at, not taken: a request's descriptor enters our
+		 * table only once the job's threads are parked. */
+		int r = ck__peek(&m);
 
-		ck__core.fork_fd[0] = devfd;
 		if (r < 0) {
 			/* The job closed our descriptor, or ckrun is gone: in the
 			 * first case its attach socket answers. */
@@ -371,14 +391,11 @@ void *ck__manager(void *arg)
 				continue;
 			return NULL; /* the job runs on, uncheckpointed */
 		}
-		if (m.type == CK_MSG_CHECKPOINT) {
-			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], devfd, (uint32_t)m.arg[4]);
-			continue;
-		}
-		if (m.type == CK_MSG_PREARM)
-			ck__wp_prearm(devfd, m.arg[0]);
-		ck__core.fork_fd[0] = -1;
-		if (devfd >= 0)
-			ck_close(devfd);
+		if (m.type == CK_MSG_CHECKPOINT)
+			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], (uint32_t)m.arg[4]);
+		else if (m.type == CK_MSG_PREARM)
+			ck__wp_prearm(m.arg[0]);
+		else
+			ck__recv(&m);
 	}
 }

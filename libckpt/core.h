@@ -143,7 +143,7 @@ int ck__wp_protect(int uffd, uint64_t start, uint64_t end) CK_HIDDEN;
  * ckrun stop lifting, and protect again what was written meanwhile.
  * ck__wp_rearm returns uffd, or -errno (then fork), or -ECANCELED when
  * ckrun ended the round meanwhile (*done: its verdict). */
-void ck__wp_prearm(int devfd, uint64_t seq) CK_HIDDEN;
+void ck__wp_prearm(uint64_t seq) CK_HIDDEN;
 int ck__wp_rearm(int uffd, int *done) CK_HIDDEN;
 int ck__wp_begin(void) CK_HIDDEN; /* before arming: -ESRCH when the process is ending */
 void ck__wp_idle(void) CK_HIDDEN; /* the round's verdict came: exits may go on */
@@ -157,13 +157,20 @@ void ck__channel_restored(void) CK_HIDDEN;
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* procread.c: /proc read while job threads run, by a thread of ours with
+ * a descriptor table of its own (no number of the job's taken) */
+void ck__reader_start(void) CK_HIDDEN;
+int ck__reader_tid(void) CK_HIDDEN;
+long ck__proc_read(const char *path, char *buf, size_t len, int dir) CK_HIDDEN;
+/* the next message, left in the channel with its descriptor */
+int ck__peek(struct ck_msg *m) CK_HIDDEN;
 /* a message of len bytes with our credentials and passfd (-1: none) */
 long ck__send_fd(const void *m, size_t len, int passfd) CK_HIDDEN;
 /* checkpoint.c */
 /* park_ms: what is left of the round's bound (bound_ms, --round-timeout)
- * for parking (0: CK_PARK_TIMEOUT_MS) */
-void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, int devfd,
-	       uint32_t seccomp_base) CK_HIDDEN;
+ * for parking (0: CK_PARK_TIMEOUT_MS). The request is still in the
+ * channel (ck__peek): the round takes it, and its descriptor, parked. */
+void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms, uint32_t seccomp_base) CK_HIDDEN;
 
 /* seccomp.c: the job's filters. _manager_started when the manager thread
  * is created, _atfork_child first in a forked child; _check with the

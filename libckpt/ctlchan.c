@@ -29,9 +29,11 @@ long ck__send_fd(const void *m, size_t len, int passfd)
 	return r;
 }
 
-/* One message; a descriptor that came with it is returned in *fd (the
- * caller's to close), or closed here when fd is NULL. */
-int ck__recv_fd(struct ck_msg *m, int *fd)
+/* One message. A descriptor that came with it is returned in *fd (the
+ * caller's to close); without fd none is installed (the kernel drops it),
+ * so no number of the job's table is taken. MSG_PEEK leaves the message,
+ * and its descriptor, in the channel. */
+static int ck__recv_flags(struct ck_msg *m, int *fd, int flags)
 {
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -46,23 +48,23 @@ int ck__recv_fd(struct ck_msg *m, int *fd)
 	memset(&mh, 0, sizeof(mh));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
+	if (fd) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = sizeof(u.buf);
+	}
 	/* ctl_recv marks the number read: a move of the channel waits until
 	 * this receive has it in the kernel (fdhide.c) */
 	__atomic_store_n(&ck__core.ctl_recv, 1, __ATOMIC_SEQ_CST);
 	do
 		r = ck_sys3(SYS_recvmsg, __atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST), (long)&mh,
-			    MSG_CMSG_CLOEXEC);
+			    MSG_CMSG_CLOEXEC | flags);
 	while (r == -EINTR);
 	__atomic_store_n(&ck__core.ctl_recv, 0, __ATOMIC_SEQ_CST);
-	for (c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
+	for (c = r > 0 && fd ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c))
 		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
 			ck_memcpy(&got, CMSG_DATA(c), sizeof(int));
 	if (fd)
 		*fd = got;
-	else if (got >= 0)
-		ck_close(got);
 	if (r == 0)
 		return -EPIPE;
 	if (r < (long)__builtin_offsetof(struct ck_msg, text))
@@ -70,7 +72,17 @@ int ck__recv_fd(struct ck_msg *m, int *fd)
 	return 0;
 }
 
+int ck__recv_fd(struct ck_msg *m, int *fd)
+{
+	return ck__recv_flags(m, fd, 0);
+}
+
+int ck__peek(struct ck_msg *m)
+{
+	return ck__recv_flags(m, NULL, MSG_PEEK);
+}
+
 int ck__recv(struct ck_msg *m)
 {
-	return ck__recv_fd(m, NULL);
+	return ck__recv_flags(m, NULL, 0);
 }

@@ -99,7 +99,7 @@ static int ck__manager_in_recv(void)
 {
 	char path[64] = "/proc/self/task/", buf[128];
 	const char *p = buf;
-	long n, f;
+	long n;
 	int tid = ck__core.manager_tid, k = 16;
 	char num[12];
 	int m = 0;
@@ -112,14 +112,9 @@ static int ck__manager_in_recv(void)
 	while (m)
 		path[k++] = num[--m];
 	ck_memcpy(path + k, "/syscall", 9);
-	f = ck__open_priv(path, O_RDONLY);
-	if (f < 0)
-		return 0;
-	n = ck_read((int)f, buf, sizeof(buf) - 1);
-	ck__close_priv((int)f);
+	n = ck__proc_read(path, buf, sizeof(buf), 0);
 	if (n <= 0)
 		return 0;
-	buf[n] = 0;
 	return strtol(p, (char **)&p, 10) == SYS_recvmsg && *p == ' ';
 }
 

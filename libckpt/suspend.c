@@ -141,16 +141,13 @@ void ck__thread_restored(struct ck_pd_thread *t)
 static void ck__proc_field(const char *path, const char *key, char *out, size_t len)
 {
 	char buf[4096]; /* on the thread's stack: no TLS allocation in a handler */
-	long fd = ck__open_priv(path, O_RDONLY), n;
+	long n = ck__proc_read(path, buf, sizeof(buf), 0);
 	const char *p;
 	size_t k = 0;
 
 	out[0] = 0;
-	if (fd < 0)
+	if (n < 0)
 		return;
-	n = ck_read((int)fd, buf, sizeof(buf) - 1);
-	ck__close_priv((int)fd);
-	buf[n > 0 ? n : 0] = 0;
 	if (!(p = key ? strstr(buf, key) : buf))
 		return;
 	for (p += key ? ck_strlen(key) : 0; *p == ' ' || *p == '\t'; p++)
@@ -295,20 +292,15 @@ static void ck__read_syscall(int tid, struct ck__sysinfo *out)
 {
 	char path[64], buf[256];
 	const char *p = buf;
-	long fd, n;
+	long n;
 	int i;
 
 	out->nr = 0;
 	out->pc = 0;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
-	fd = ck__open_priv(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	n = ck_read((int)fd, buf, sizeof(buf) - 1);
-	ck__close_priv((int)fd);
+	n = ck__proc_read(path, buf, sizeof(buf), 0);
 	if (n <= 0 || buf[0] < '0' || buf[0] > '9')
 		return;
-	buf[n] = 0;
 	out->nr = ck__parse_long(&p, 10);
 	for (i = 0; i < 7; i++)
 		ck__parse_long(&p, 16);
@@ -327,46 +319,41 @@ struct ck__dirent {
  * Returns how many were newly signalled, or -errno. */
 static int ck__signal_new_threads(void)
 {
-	static char buf[32768];
-	int added = 0;
-	long fd, n;
+	static char buf[160 << 10]; /* CK_PD_MAX_THREADS entries */
+	int added = 0, reader = ck__reader_tid();
+	long n = ck__proc_read("/proc/self/task", buf, sizeof(buf), 1);
 
-	fd = ck__open_priv("/proc/self/task", O_RDONLY | O_DIRECTORY);
-	if (fd < 0)
-		return (int)fd;
-	while ((n = ck_sys3(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n;) {
-			struct ck__dirent *d = (struct ck__dirent *)(buf + off);
-			const char *p = d->name;
-			int tid;
+	if (n < 0)
+		return (int)n;
+	for (long off = 0; off < n;) {
+		struct ck__dirent *d = (struct ck__dirent *)(buf + off);
+		const char *p = d->name;
+		int tid;
 
-			off += d->reclen;
-			if (d->name[0] < '0' || d->name[0] > '9')
-				continue;
-			tid = (int)ck__parse_long(&p, 10);
-			if (tid == ck__core.manager_tid || ck__slot_of(tid))
-				continue;
-			if (ck__pd.nthreads >= CK_PD_MAX_THREADS) {
-				ck__close_priv((int)fd);
-				ck__failf("more than %d threads: a checkpoint holds at most %d per process", CK_PD_MAX_THREADS,
-					  CK_PD_MAX_THREADS);
-				return -E2BIG;
-			}
-			struct ck_pd_thread *t = &ck__pd.threads[ck__pd.nthreads];
-			memset(t, 0, sizeof(*t));
-			t->tid = tid;
-			t->flags = tid == ck__core.pid ? CK_PDT_MAIN : 0;
-			ck__read_syscall(tid, &ck__sys[ck__pd.nthreads]);
-			ck__pd.nthreads++;
-			if (ck_tgkill(ck__core.pid, tid, ck__core.sig) < 0) {
-				ck__pd.nthreads--; /* exited meanwhile */
-				continue;
-			}
-			added++;
+		off += d->reclen;
+		if (d->name[0] < '0' || d->name[0] > '9')
+			continue;
+		tid = (int)ck__parse_long(&p, 10);
+		if (tid == ck__core.manager_tid || tid == reader || ck__slot_of(tid))
+			continue;
+		if (ck__pd.nthreads >= CK_PD_MAX_THREADS) {
+			ck__failf("more than %d threads: a checkpoint holds at most %d per process", CK_PD_MAX_THREADS,
+				  CK_PD_MAX_THREADS);
+			return -E2BIG;
 		}
+		struct ck_pd_thread *t = &ck__pd.threads[ck__pd.nthreads];
+		memset(t, 0, sizeof(*t));
+		t->tid = tid;
+		t->flags = tid == ck__core.pid ? CK_PDT_MAIN : 0;
+		ck__read_syscall(tid, &ck__sys[ck__pd.nthreads]);
+		ck__pd.nthreads++;
+		if (ck_tgkill(ck__core.pid, tid, ck__core.sig) < 0) {
+			ck__pd.nthreads--; /* exited meanwhile */
+			continue;
+		}
+		added++;
 	}
-	ck__close_priv((int)fd);
-	return n < 0 ? (int)n : added;
+	return added;
 }
 
 static int ck__thread_alive(int tid)
@@ -438,6 +425,7 @@ int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 	uint64_t deadline = ck__mono_ms() + timeout_ms;
 	int r;
 
+	ck__reader_start(); /* /proc is read through it until all are parked */
 	ck__pd.nthreads = 0;
 	ck__pd.nsiginfo = 0;
 	ck__core.parked = 0;

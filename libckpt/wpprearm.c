@@ -21,6 +21,10 @@
 #include "libckpt/core.h"
 #include "ckrun/pagemap_scan.h"
 
+/* Parking for the pre-arm's own descriptors: a thread slower than this
+ * parks at the cut, unprotected (ckrun's wait for the pre-arm is longer). */
+#define CK__PREARM_PARK_MS 500
+
 static long ck__pagemap_open(void)
 {
 	return ck_sys4(SYS_openat, AT_FDCWD, "/proc/self/pagemap", O_RDONLY | O_CLOEXEC, 0);
@@ -58,28 +62,64 @@ static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
 	return (int)ck__send_fd(&m, __builtin_offsetof(struct ck_msg, text) + m.len, fd);
 }
 
+/* A pre-armed round's userfaultfd, moved above the channel's number
+ * while parked: the job's next open must get the number a bare run gets. */
+static long ck__fd_aside(long fd)
+{
+	long hi = ck_sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, __atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST) + 1);
+
+	if (hi < 0)
+		return fd; /* (a low RLIMIT_NOFILE) where it is */
+	ck_close((int)fd);
+	return hi;
+}
+
+/* Everything that gives us a descriptor (the request's, the new
+ * userfaultfd, /proc files read) is done while the job's threads are
+ * parked, briefly: a job thread's open meanwhile would get the next
+ * number, not the lowest free one. Returns the userfaultfd, aside. */
+static long ck__prearm_parked(uint64_t sp)
+{
+	struct ck_msg m;
+	long uffd = -1;
+	int r, devfd = -1;
+
+	if ((r = ck__suspend_all(CK__PREARM_PARK_MS, CK__PREARM_PARK_MS)) < 0) {
+		ck__recv(&m); /* its descriptor dropped, none taken */
+		return r;
+	}
+	r = ck__recv_fd(&m, &devfd);
+	if (r == 0 && m.type != CK_MSG_PREARM)
+		r = -EPROTO;
+	if (r == 0)
+		r = ck__wp_refusal();
+	if (r == 0)
+		r = ck__wp_scan(sp);
+	if (r == 0 && ck__wp_nranges)
+		r = ck__scan_available(ck__wp_ranges[0].start);
+	if (r == 0 && (uffd = ck__wp_new(devfd)) >= 0) {
+		uffd = ck__fd_aside(uffd);
+		/* no fork is under way: the fork lock is not needed (a parked
+		 * thread may hold it) */
+		ck__core.fork_fd[1] = (int)uffd;
+	}
+	if (devfd >= 0)
+		ck_close(devfd);
+	ck__release_all();
+	return r < 0 ? r : uffd;
+}
+
 /* The job runs meanwhile: a range it unmapped or replaced since our scan
  * fails to register and is left unprotected (the cut registers what is
  * there then; ckrun lifts such a range's faults page by page). Any other
  * failure unregisters all: nothing stays protected. */
-void ck__wp_prearm(int devfd, uint64_t seq)
+void ck__wp_prearm(uint64_t seq)
 {
-	long uffd = -1;
-	int r;
+	long uffd = ck__prearm_parked((uint64_t)(uintptr_t)__builtin_frame_address(0));
+	int r = uffd < 0 ? (int)uffd : 0;
 
-	if ((r = ck__wp_refusal()) < 0 || (r = ck__wp_scan((uint64_t)(uintptr_t)__builtin_frame_address(0))) < 0)
+	if (uffd < 0)
 		goto out;
-	if (ck__wp_nranges && (r = ck__scan_available(ck__wp_ranges[0].start)) < 0)
-		goto out;
-	ck__fork_lock();
-	uffd = ck__wp_new(devfd);
-	if (uffd >= 0)
-		ck__core.fork_fd[1] = (int)uffd;
-	ck__fork_unlock();
-	if (uffd < 0) {
-		r = (int)uffd;
-		goto out;
-	}
 	/* ckrun serves the descriptor before any page is protected. */
 	if ((r = ck__prearm_send(CK_MSG_PREARM_FD, seq, 0, (int)uffd)) < 0)
 		goto out;
