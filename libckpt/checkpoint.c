@@ -389,7 +389,10 @@ void *ck__manager(void *arg)
 			 * first case its attach socket answers. */
 			if (ck__reattach() == 0)
 				continue;
-			return NULL; /* the job runs on, uncheckpointed */
+			/* the job runs on, uncheckpointed; glibc does not count
+			 * this thread (init.c): its end must not be counted */
+			for (;;)
+				ck_sys0(SYS_pause);
 		}
 		if (m.type == CK_MSG_CHECKPOINT)
 			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], (uint32_t)m.arg[4]);

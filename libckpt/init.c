@@ -123,6 +123,13 @@ int ck__reattach(void)
 	return ck__attach(fd);
 }
 
+/* glibc ends the process when the last thread it made ends (the main
+ * thread's pthread_exit, then the others return) by counting them: the
+ * manager is one, and would keep such a job from ever ending. It is taken
+ * out of the count; it never ends on its own (ck__manager). The count is
+ * glibc's private symbol; without it such a job does not end. */
+static int *ck__nptl_nthreads;
+
 static void ck__start_manager(void)
 {
 	pthread_attr_t attr;
@@ -135,7 +142,8 @@ static void ck__start_manager(void)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	pthread_create(&th, &attr, ck__manager, NULL);
+	if (pthread_create(&th, &attr, ck__manager, NULL) == 0 && ck__nptl_nthreads)
+		__atomic_sub_fetch(ck__nptl_nthreads, 1, __ATOMIC_SEQ_CST);
 	pthread_attr_destroy(&attr);
 	ck__seccomp_manager_started();
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
@@ -237,6 +245,7 @@ __attribute__((constructor)) static void ck__init(void)
 		return;
 	if (ck__install_handler() < 0)
 		return;
+	ck__nptl_nthreads = (int *)dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	pthread_atfork(ck__atfork_prepare, ck__atfork_parent, ck__atfork_child);
 	ck__plugins_event(CK_EV_INIT);
 	ck__start_manager();

@@ -415,6 +415,22 @@ static void ck__fail_unparked(uint32_t bound_ms)
 		  comm[0] ? comm : "?", bound_ms / 1000, bound_ms % 1000, why);
 }
 
+/* A main thread that ended (pthread_exit) while others run is a zombie
+ * until the process ends: it never parks, and a restore has no main
+ * thread to give back. Refused before any thread is signalled, not at
+ * the round's bound. */
+static int ck__main_thread_ended(void)
+{
+	char state[32];
+
+	ck__task_field(ck__core.pid, "status", "State:", state, sizeof(state));
+	if (state[0] != 'Z')
+		return 0;
+	ck__failf("its main thread has ended (pthread_exit) while other threads run: a checkpoint of such a "
+		  "process is not supported");
+	return -ENOTSUP;
+}
+
 /* Parks every job thread. The manager is recorded as a thread too (its
  * context is saved by the round itself). A thread that does not park
  * within timeout_ms fails the round; the others run on, and the late one
@@ -426,6 +442,8 @@ int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 	int r;
 
 	ck__reader_start(); /* /proc is read through it until all are parked */
+	if ((r = ck__main_thread_ended()) < 0)
+		return r; /* nobody signalled */
 	ck__pd.nthreads = 0;
 	ck__pd.nsiginfo = 0;
 	ck__core.parked = 0;

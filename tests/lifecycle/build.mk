@@ -2,5 +2,5 @@
 # conformance apps.
 $(BUILD)/tests/lifecycle/%: tests/lifecycle/%.c $(BUILD)/tests/apps/origin/origin.o
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -Wall -Wextra -Werror -o $@ $^
+	$(CC) -O2 -pthread -Wall -Wextra -Werror -o $@ $^
 ALL_TARGETS += $(patsubst tests/lifecycle/%.c,$(BUILD)/tests/lifecycle/%,$(wildcard tests/lifecycle/*.c))

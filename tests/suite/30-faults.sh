@@ -596,6 +596,45 @@ life_ending() {
 	h_pass "faults/stop-ending: $own of 8 stops met the job ended (its status 7), $saved checkpointed first"
 }
 
+# life_mainexit: a job whose main thread leaves (pthread_exit) while a
+# worker runs on ends when the worker returns, with status 0, as bare (the
+# manager thread libckpt adds must not keep the process alive); so does a
+# forked child doing the same. Rounds while the main thread is gone are
+# refused in one line naming it, and the job runs on to the same output.
+life_mainexit() {
+	local d=$H_WORK/life/mainexit rc how
+	mkdir -p "$d"
+	for how in plain fork; do
+		rm -rf "$d/s"
+		: >"$d/err.$how"
+		H_CMD=("$H_BUILD/tests/lifecycle/mainexit" 1500)
+		[ "$how" = fork ] && H_CMD+=(fork)
+		"${H_CMD[@]}" >"$d/bare.$how" 2>/dev/null
+		rc=$?
+		if [ "$rc" != 0 ]; then
+			h_fail "faults/main-exit-$how" "the bare run exited $rc (want 0)"
+			return
+		fi
+		h_start new "$d/out.$how" "$d/err.$how" --store "$d/s" --job "$JOB" --interval 200ms
+		h_wait "$H_PID" 30000
+		rc=$?
+		if [ "$rc" != 0 ]; then
+			h_fail "faults/main-exit-$how" "ckrun exited $rc (want 0; 124: the job never ended)" "$d/err.$how"
+			return
+		fi
+		if ! cmp -s "$d/bare.$how" "$d/out.$how"; then
+			h_fail "faults/main-exit-$how" "output differs from the bare run's" "$d/err.$how"
+			diff "$d/bare.$how" "$d/out.$how" | head -5
+			return
+		fi
+		if ! grep -q 'main thread has ended (pthread_exit)' "$d/err.$how"; then
+			h_fail "faults/main-exit-$how" "no round was refused while the main thread was gone" "$d/err.$how"
+			return
+		fi
+		h_pass "faults/main-exit-$how: ended with status 0 and the bare run's output; $(grep -c 'main thread has ended' "$d/err.$how") round(s) refused meanwhile"
+	done
+}
+
 # life_longname: a job name of the longest length works with ckpt checkpoint.
 life_longname() {
 	local d=$H_WORK/life/long rc rc2 name
@@ -700,6 +739,7 @@ part_lifecycle() {
 	life_unsaved
 	life_second_term
 	life_ending
+	life_mainexit
 	life_longname
 	life_oddname
 	life_early_usr2
