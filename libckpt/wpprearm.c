@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -34,16 +35,31 @@ static long ck__pagemap_open(void)
  * could not find what was written since, and the round arms at the cut. */
 static int ck__scan_available(uint64_t addr)
 {
+	static int known; /* 1 + ck__core.restart_count: asked once per kernel */
 	struct page_region v;
 	struct pm_scan_arg a = {.size = sizeof(a), .start = addr, .end = addr + 4096, .vec = (uint64_t)(uintptr_t)&v,
 				.vec_len = 1, .category_mask = PAGE_IS_WRITTEN, .return_mask = PAGE_IS_WRITTEN};
-	long fd = ck__pagemap_open(), r;
+	long fd, r;
 
-	if (fd < 0)
+	if (known == 1 + ck__core.restart_count)
+		return 0;
+	if ((fd = ck__pagemap_open()) < 0)
 		return (int)fd;
 	r = ck_sys3(SYS_ioctl, fd, PAGEMAP_SCAN, &a);
 	ck_close((int)fd);
+	known = r >= 0 ? 1 + ck__core.restart_count : 0;
 	return r < 0 ? (r == -ENOTTY || r == -EINVAL ? -ENOTSUP : (int)r) : 0;
+}
+
+/* How long the pre-arm held the job's threads parked (µs): ckrun's -v. */
+static uint64_t ck__prearm_park_us;
+
+static uint64_t ck__mono_us(void)
+{
+	struct timespec ts;
+
+	ck_sys2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
@@ -54,6 +70,7 @@ static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
 	m.type = type;
 	m.arg[0] = seq;
 	m.arg[1] = (uint64_t)status;
+	m.arg[2] = ck__prearm_park_us;
 	if (type == CK_MSG_PREARM_FD) {
 		struct ck_wp_info wi = {(uint64_t)(uintptr_t)ck__wp_ranges, ck__wp_nranges, 0};
 		ck_memcpy(m.text, &wi, sizeof(wi));
@@ -84,6 +101,9 @@ static long ck__prearm_parked(uint64_t sp)
 	long uffd = -1;
 	int r, devfd = -1;
 
+	uint64_t t0 = ck__mono_us();
+
+	ck__prearm_park_us = 0;
 	if ((r = ck__suspend_all(CK__PREARM_PARK_MS, CK__PREARM_PARK_MS)) < 0) {
 		ck__recv(&m); /* its descriptor dropped, none taken */
 		return r;
@@ -106,6 +126,7 @@ static long ck__prearm_parked(uint64_t sp)
 	if (devfd >= 0)
 		ck_close(devfd);
 	ck__release_all();
+	ck__prearm_park_us = ck__mono_us() - t0;
 	return r < 0 ? r : uffd;
 }
 

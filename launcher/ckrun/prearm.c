@@ -30,6 +30,9 @@ static void ck__prearm_answer(struct ckrun *c, struct ck_jproc *p, const struct 
 
 	if (err == 0 && !p->round.wp_pre)
 		err = -EPROTO;
+	/* arg[2]: how long its threads were parked to take its descriptors */
+	if (c->round && m->arg[2] > c->round->pre_park_us)
+		c->round->pre_park_us = m->arg[2];
 	if (err < 0)
 		ck__prearm_failed(c, p, err);
 	else

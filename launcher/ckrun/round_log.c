@@ -74,8 +74,9 @@ void ck_round_print_commit(const struct ckrun *c, const struct ck_round *rd, siz
 			     rd->wpn.faults, rd->wpn.blocks_aside, rd->wpn.blocks_spilled);
 		if (npre && o > 0 && (size_t)o < sizeof(snap))
 			snprintf(snap + o, sizeof(snap) - (size_t)o,
-				 "; pre-armed: %zu of %zu process(es) in %.3f s, %" PRIu64 " faults before the cut",
-				 npre, c->nprocs, (double)rd->t_pre / 1e9, rd->wpn.pre_faults);
+				 "; pre-armed: %zu of %zu process(es) in %.3f s (parked %.1f ms at most), %" PRIu64
+				 " faults before the cut",
+				 npre, c->nprocs, (double)rd->t_pre / 1e9, (double)rd->pre_park_us / 1e3, rd->wpn.pre_faults);
 	} else if (!c->nofork && rd->wp_none) {
 		snprintf(snap, sizeof(snap),
 			 ", forked snapshot (write protection: no userfaultfd for this user: /dev/userfaultfd: %s, "
