@@ -157,6 +157,16 @@ void ck__channel_restored(void) CK_HIDDEN;
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* real: libc's own fn, looked up once (the file includes dlfcn.h) */
+#define CK_REAL(fn)                                                                                           \
+	static __typeof__(&fn) real;                                                                          \
+	if (!real)                                                                                            \
+		real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
+
+/* waits.c: relative waits keep their deadline across a park */
+void ck__wait_left(void *ucv, long nr) CK_HIDDEN;
+void ck__wait_restored(void) CK_HIDDEN;
+
 /* procread.c: /proc read while job threads run, by a thread of ours with
  * a descriptor table of its own (no number of the job's taken) */
 void ck__reader_start(void) CK_HIDDEN;

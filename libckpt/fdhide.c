@@ -29,11 +29,6 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-/* real: libc's own fn, looked up once */
-#define CK_REAL(fn)                                                                                           \
-	static __typeof__(&fn) real;                                                                          \
-	if (!real)                                                                                            \
-		real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
 
 static int ck__ctl(void)
 {

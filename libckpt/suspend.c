@@ -69,7 +69,9 @@ static void ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
 		return;
 	if (((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
 		return; /* not right after a syscall instruction */
-	/* Relative sleeps continue with the remaining time the kernel wrote. */
+	/* Relative waits continue with what is left: noted by the C
+	 * library's entry points (waits.c), or written by the kernel. */
+	ck__wait_left(uc, si->nr);
 	if (si->nr == SYS_nanosleep && g[REG_RSI])
 		g[REG_RDI] = g[REG_RSI];
 	if (si->nr == SYS_clock_nanosleep && !(g[REG_RSI] & 1 /* TIMER_ABSTIME */) && g[REG_R10])
@@ -110,6 +112,7 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
  * the thread still has the restorer's credentials (creds.c). */
 void ck__thread_restored(struct ck_pd_thread *t)
 {
+	ck__wait_restored();
 	ck__creds_restore(t);
 	ck__pstate_thread_restored(t); /* a change of ids clears some of its flags */
 	/* a change of ids clears it; an image made before pstate.c kept the
