@@ -14,10 +14,11 @@
  * The reader is made at the first park of a process (again after a fork
  * or a restore: it is not in the image) from the manager, whose signals
  * are all blocked, so it takes no job signal either. It runs system calls
- * only: it shares the manager's TLS. One request at a time; a reader that
- * does not answer within a second is given up, and reads are done here
- * again. While nothing else runs (threads parked) a direct read is as good:
- * callers use ck__read_file then. */
+ * only: it shares the manager's TLS. It is not made when a seccomp filter
+ * of the job's forbids one of its calls. One request at a time; a reader
+ * that does not answer within a second is given up (parks still skip
+ * it), and reads are done here again. While nothing else runs (threads
+ * parked) a direct read is as good: callers use ck__read_file then. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,10 +38,11 @@ enum { CK__RD_IDLE, CK__RD_ASKED, CK__RD_ANSWERED };
 static struct {
 	int lock;	    /* futex: a requester holds it */
 	int state;	    /* futex: CK__RD_* */
+	int ready;	    /* futex: it closed its copies of the job's descriptors */
 	int tid;	    /* the reader's, 0: none */
-	int pid;	    /* the process it serves (a fork's child has none) */
-	int restart;	    /* ck__core.restart_count when made (a restore has none) */
-	int lost;	    /* did not answer: never asked again in this process */
+	int pid;	    /* the process image it serves (a fork's child and */
+	int restart;	    /* ... a restored process, ck__core.restart_count, have none) */
+	int lost;	    /* it did not answer in time: not asked again (it is still skipped by parks) */
 	int dir;	    /* the request: a directory listing (getdents64) */
 	char path[64];
 	long result;
@@ -48,6 +50,11 @@ static struct {
 } ck__rd;
 
 static char ck__reader_stack[CK__READER_STACK] __attribute__((aligned(64)));
+
+/* The system calls the reader makes: a job's seccomp filter that forbids
+ * one would kill or trap it (a trap would run the job's handler on a
+ * thread without TLS of its own). */
+static const int ck__reader_calls[] = {SYS_close_range, SYS_close, SYS_openat, SYS_read, SYS_getdents64, SYS_futex};
 
 static long ck__reader_serve(void)
 {
@@ -68,20 +75,58 @@ static long ck__reader_serve(void)
 	ck_close((int)fd);
 	if (n < 0)
 		return n == -EINVAL && ck__rd.dir ? -E2BIG : n;
-	if (ck__rd.dir && got >= CK__READER_BUF - 1)
-		return -E2BIG;
+	if (got >= CK__READER_BUF - 1)
+		return -E2BIG; /* not all of it: the caller reads it itself */
 	ck__rd.buf[got] = 0;
 	return got;
+}
+
+struct ck__rdirent {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/* The copies of the job's descriptors clone gave us, closed: close_range,
+ * or (a kernel before 5.9) one by one from our own table's listing. */
+static void ck__reader_close_copies(void)
+{
+	long fd, n;
+
+	if (ck_sys3(SYS_close_range, 0, ~0U, 0) == 0)
+		return;
+	fd = ck_openat(AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	while ((n = ck_sys3(SYS_getdents64, fd, ck__rd.buf, CK__READER_BUF)) > 0)
+		for (long off = 0; off < n;) {
+			struct ck__rdirent *d = (struct ck__rdirent *)(ck__rd.buf + off);
+			long k = 0;
+			off += d->reclen;
+			if (d->name[0] < '0' || d->name[0] > '9')
+				continue;
+			for (const char *p = d->name; *p >= '0' && *p <= '9'; p++)
+				k = k * 10 + (*p - '0');
+			if (k != fd)
+				ck_close((int)k);
+		}
+	ck_close((int)fd);
 }
 
 static int ck__reader_main(void *arg)
 {
 	(void)arg;
-	/* the job's descriptors, copied by clone: none is ours to hold */
-	ck_sys3(SYS_close_range, 0, ~0U, 0);
+	ck__reader_close_copies(); /* none is ours to hold */
+	__atomic_store_n(&ck__rd.ready, 1, __ATOMIC_SEQ_CST);
+	ck_futex(&ck__rd.ready, FUTEX_WAKE_PRIVATE, 1, NULL);
 	for (;;) {
-		while (__atomic_load_n(&ck__rd.state, __ATOMIC_SEQ_CST) != CK__RD_ASKED)
-			ck_futex(&ck__rd.state, FUTEX_WAIT_PRIVATE, CK__RD_IDLE, NULL);
+		int st = __atomic_load_n(&ck__rd.state, __ATOMIC_SEQ_CST);
+		if (st != CK__RD_ASKED) {
+			ck_futex(&ck__rd.state, FUTEX_WAIT_PRIVATE, st, NULL);
+			continue;
+		}
 		ck__rd.result = ck__reader_serve();
 		__atomic_store_n(&ck__rd.state, CK__RD_ANSWERED, __ATOMIC_SEQ_CST);
 		ck_futex(&ck__rd.state, FUTEX_WAKE_PRIVATE, 1, NULL);
@@ -89,33 +134,66 @@ static int ck__reader_main(void *arg)
 	return 0;
 }
 
-static int ck__reader_here(void)
+/* The reader of this process image exists (lost or not). */
+static int ck__reader_mine(void)
 {
-	return ck__rd.tid > 0 && !ck__rd.lost && ck__rd.pid == ck__core.pid && ck__rd.restart == ck__core.restart_count;
+	return ck__rd.tid > 0 && ck__rd.pid == ck__core.pid && ck__rd.restart == ck__core.restart_count;
 }
 
 int ck__reader_tid(void)
 {
-	return ck__reader_here() ? ck__rd.tid : 0;
+	return ck__reader_mine() ? ck__rd.tid : 0;
+}
+
+static int ck__reader_usable(void)
+{
+	return ck__reader_mine() && __atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST) &&
+	       !__atomic_load_n(&ck__rd.lost, __ATOMIC_SEQ_CST);
 }
 
 /* From the manager (every signal blocked: the reader inherits the mask). */
 void ck__reader_start(void)
 {
+	struct timespec tick = {0, 50 * 1000 * 1000};
 	long tid;
 
-	if (ck__reader_here() || ck__rd.lost)
+	if (ck__reader_mine())
 		return;
+	for (size_t i = 0; i < sizeof(ck__reader_calls) / sizeof(ck__reader_calls[0]); i++)
+		if (!ck__seccomp_allows(ck__reader_calls[i]))
+			return; /* reads are done here, as before */
 	ck__rd.lock = 0;
 	ck__rd.state = CK__RD_IDLE;
+	ck__rd.ready = 0;
+	ck__rd.lost = 0;
 	ck__rd.tid = 0;
 	tid = clone(ck__reader_main, ck__reader_stack + CK__READER_STACK,
 		    CLONE_VM | CLONE_FS | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM, NULL);
 	if (tid <= 0)
-		return; /* reads are done here, as before */
+		return;
 	ck__rd.pid = ck__core.pid;
 	ck__rd.restart = ck__core.restart_count;
 	ck__rd.tid = (int)tid;
+	/* closing its copies may flush files (NFS, FUSE): a second at most */
+	for (int i = 0; i < 20 && !__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST); i++)
+		ck_futex(&ck__rd.ready, FUTEX_WAIT_PRIVATE, 0, &tick);
+	if (!__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST))
+		__atomic_store_n(&ck__rd.lost, 1, __ATOMIC_SEQ_CST);
+}
+
+static long ck__proc_read_here(const char *path, char *buf, size_t len, int dir)
+{
+	long fd = ck__open_priv(path, O_RDONLY | (dir ? O_DIRECTORY : 0)), got = 0, n = 0;
+
+	if (fd < 0)
+		return fd;
+	while ((size_t)got < len - 1 &&
+	       (n = dir ? ck_sys3(SYS_getdents64, fd, buf + got, len - 1 - got) : ck_read((int)fd, buf + got, len - 1 - got)) >
+		       0)
+		got += n;
+	ck__close_priv((int)fd);
+	buf[got] = 0;
+	return n < 0 && !got ? n : got;
 }
 
 /* The file (or directory listing, dir) at path into buf, NUL-ended; its
@@ -126,26 +204,19 @@ long ck__proc_read(const char *path, char *buf, size_t len, int dir)
 	long r;
 	int waited = 0;
 
-	if (!ck__reader_here() || ck_gettid() == ck__rd.tid || ck_strlen(path) >= sizeof(ck__rd.path)) {
-		long fd = ck__open_priv(path, O_RDONLY | (dir ? O_DIRECTORY : 0)), got = 0, n = 0;
-		if (fd < 0)
-			return fd;
-		while ((size_t)got < len - 1 &&
-		       (n = dir ? ck_sys3(SYS_getdents64, fd, buf + got, len - 1 - got)
-				: ck_read((int)fd, buf + got, len - 1 - got)) > 0)
-			got += n;
-		ck__close_priv((int)fd);
-		buf[got] = 0;
-		return n < 0 && !got ? n : got;
-	}
+	if (!ck__reader_usable() || ck_gettid() == ck__rd.tid || ck_strlen(path) >= sizeof(ck__rd.path))
+		return ck__proc_read_here(path, buf, len, dir);
 	for (;;) {
 		int free_ = 0;
 		if (__atomic_compare_exchange_n(&ck__rd.lock, &free_, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			break;
+		if (waited++ == 40) /* 2 s: a holder that never lets go */
+			return ck__proc_read_here(path, buf, len, dir);
 		ck_futex(&ck__rd.lock, FUTEX_WAIT_PRIVATE, 1, &tick);
 	}
-	if (ck__rd.lost) {
-		r = -EIO;
+	waited = 0;
+	if (__atomic_load_n(&ck__rd.lost, __ATOMIC_SEQ_CST)) {
+		r = -ETIMEDOUT;
 		goto out;
 	}
 	ck_memcpy(ck__rd.path, path, ck_strlen(path) + 1);
@@ -173,7 +244,7 @@ long ck__proc_read(const char *path, char *buf, size_t len, int dir)
 out:
 	__atomic_store_n(&ck__rd.lock, 0, __ATOMIC_SEQ_CST);
 	ck_futex(&ck__rd.lock, FUTEX_WAKE_PRIVATE, 1, NULL);
-	if (r == -EIO || r == -ETIMEDOUT)
-		return ck__proc_read(path, buf, len, dir); /* given up: here */
+	if (r == -ETIMEDOUT || (r == -E2BIG && !dir))
+		return ck__proc_read_here(path, buf, len, dir); /* given up, or more than it holds: here */
 	return r;
 }

@@ -326,6 +326,9 @@ static int ck__signal_new_threads(void)
 	int added = 0, reader = ck__reader_tid();
 	long n = ck__proc_read("/proc/self/task", buf, sizeof(buf), 1);
 
+	if (n == -E2BIG)
+		ck__failf("more than %d threads: a checkpoint holds at most %d per process", CK_PD_MAX_THREADS,
+			  CK_PD_MAX_THREADS);
 	if (n < 0)
 		return (int)n;
 	for (long off = 0; off < n;) {
@@ -441,8 +444,8 @@ static int ck__main_thread_ended(void)
 int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 {
 	struct timespec ts = {0, 20 * 1000 * 1000};
-	uint64_t deadline = ck__mono_ms() + timeout_ms;
-	int r;
+	uint64_t start = ck__mono_ms(), deadline = start + timeout_ms;
+	int r, zombie_checked = 0;
 
 	ck__reader_start(); /* /proc is read through it until all are parked */
 	if ((r = ck__main_thread_ended()) < 0)
@@ -480,6 +483,12 @@ int ck__suspend_all(uint32_t timeout_ms, uint32_t bound_ms)
 			if ((uint32_t)__atomic_load_n(&ck__core.parked, __ATOMIC_SEQ_CST) >= ck__pd.nthreads - 1)
 				break;
 			ck_futex(&ck__core.parked, FUTEX_WAIT_PRIVATE, parked, &ts);
+			/* it may have left since the check above */
+			if (!zombie_checked && ck__mono_ms() > start + 100) {
+				zombie_checked = 1;
+				if ((r = ck__main_thread_ended()) < 0)
+					goto fail;
+			}
 			if (ck__mono_ms() > deadline) {
 				ck__fail_unparked(bound_ms);
 				r = -ETIMEDOUT;

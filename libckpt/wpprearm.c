@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/userfaultfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -84,9 +85,13 @@ static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
 static long ck__fd_aside(long fd)
 {
 	long hi = ck_sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, __atomic_load_n(&ck__core.ctl_fd, __ATOMIC_SEQ_CST) + 1);
+	struct rlimit rl;
 
+	/* a RLIMIT_NOFILE below the channel's number: near the top of it */
+	if (hi < 0 && ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, &rl) == 0 && rl.rlim_cur > 67)
+		hi = ck_sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, (long)(rl.rlim_cur - 64));
 	if (hi < 0)
-		return fd; /* (a low RLIMIT_NOFILE) where it is */
+		return fd; /* where it is */
 	ck_close((int)fd);
 	return hi;
 }
