@@ -163,7 +163,10 @@ int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
 	if (!real)                                                                                            \
 		real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
 
-/* waits.c: relative waits keep their deadline across a park */
+/* waits.c: relative waits keep their deadline across a park (_parked
+ * at the park, _left as the handler returns to the call issued again) */
+void ck__waits_init(void) CK_HIDDEN;
+void ck__wait_parked(void) CK_HIDDEN;
 void ck__wait_left(void *ucv, long nr) CK_HIDDEN;
 void ck__wait_restored(void) CK_HIDDEN;
 
@@ -192,6 +195,7 @@ void ck__seccomp_manager_started(void) CK_HIDDEN;
 void ck__seccomp_atfork_child(void) CK_HIDDEN;
 int ck__seccomp_check(int counted, uint32_t base) CK_HIDDEN;
 int ck__seccomp_restore(void) CK_HIDDEN;
+uint32_t ck__seccomp_count(void) CK_HIDDEN; /* filters recorded so far */
 int ck__seccomp_allows(int nr) CK_HIDDEN; /* every recorded filter lets nr through (zero arguments) */
 long ck__syscall_fail(long r) CK_HIDDEN;
 

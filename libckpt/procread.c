@@ -42,7 +42,9 @@ static struct {
 	int tid;	    /* the reader's, 0: none */
 	int pid;	    /* the process image it serves (a fork's child and */
 	int restart;	    /* ... a restored process, ck__core.restart_count, have none) */
-	int lost;	    /* it did not answer in time: not asked again (it is still skipped by parks) */
+	int lost;	    /* it did not answer in time, or a filter since forbids its calls: not asked
+			     * again (parks still skip it) */
+	uint32_t gated;	    /* the job's seccomp filters its calls were checked against */
 	int dir;	    /* the request: a directory listing (getdents64) */
 	char path[64];
 	long result;
@@ -55,6 +57,22 @@ static char ck__reader_stack[CK__READER_STACK] __attribute__((aligned(64)));
  * one would kill or trap it (a trap would run the job's handler on a
  * thread without TLS of its own). */
 static const int ck__reader_calls[] = {SYS_close_range, SYS_close, SYS_openat, SYS_read, SYS_getdents64, SYS_futex};
+
+static int ck__reader_calls_allowed(void)
+{
+	for (size_t i = 0; i < sizeof(ck__reader_calls) / sizeof(ck__reader_calls[0]); i++)
+		if (!ck__seccomp_allows(ck__reader_calls[i]))
+			return 0;
+	return 1;
+}
+
+static uint64_t ck__rd_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 static long ck__reader_serve(void)
 {
@@ -97,6 +115,7 @@ static void ck__reader_close_copies(void)
 
 	if (ck_sys3(SYS_close_range, 0, ~0U, 0) == 0)
 		return;
+	ck_close(0); /* a full table has room for the listing then */
 	fd = ck_openat(AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return;
@@ -147,35 +166,54 @@ int ck__reader_tid(void)
 
 static int ck__reader_usable(void)
 {
-	return ck__reader_mine() && __atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST) &&
-	       !__atomic_load_n(&ck__rd.lost, __ATOMIC_SEQ_CST);
+	uint32_t nsf;
+
+	if (!ck__reader_mine() || !__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST) ||
+	    __atomic_load_n(&ck__rd.lost, __ATOMIC_SEQ_CST))
+		return 0;
+	/* a filter the job installed since (TSYNC reaches the reader too) */
+	if ((nsf = ck__seccomp_count()) != ck__rd.gated) {
+		if (!ck__reader_calls_allowed()) {
+			__atomic_store_n(&ck__rd.lost, 1, __ATOMIC_SEQ_CST);
+			return 0;
+		}
+		ck__rd.gated = nsf;
+	}
+	return 1;
 }
 
 /* From the manager (every signal blocked: the reader inherits the mask). */
 void ck__reader_start(void)
 {
 	struct timespec tick = {0, 50 * 1000 * 1000};
+	uint64_t until;
 	long tid;
 
 	if (ck__reader_mine())
 		return;
-	for (size_t i = 0; i < sizeof(ck__reader_calls) / sizeof(ck__reader_calls[0]); i++)
-		if (!ck__seccomp_allows(ck__reader_calls[i]))
-			return; /* reads are done here, as before */
+	if (!ck__reader_calls_allowed())
+		return; /* reads are done here, as before */
+	ck__rd.gated = ck__seccomp_count();
 	ck__rd.lock = 0;
 	ck__rd.state = CK__RD_IDLE;
 	ck__rd.ready = 0;
 	ck__rd.lost = 0;
 	ck__rd.tid = 0;
-	tid = clone(ck__reader_main, ck__reader_stack + CK__READER_STACK,
-		    CLONE_VM | CLONE_FS | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM, NULL);
-	if (tid <= 0)
-		return;
 	ck__rd.pid = ck__core.pid;
 	ck__rd.restart = ck__core.restart_count;
-	ck__rd.tid = (int)tid;
+	/* the kernel clears tid when it ends: a number reused by a job
+	 * thread is never taken for it */
+	tid = clone(ck__reader_main, ck__reader_stack + CK__READER_STACK,
+		    CLONE_VM | CLONE_FS | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM | CLONE_PARENT_SETTID |
+			    CLONE_CHILD_CLEARTID,
+		    NULL, &ck__rd.tid, NULL, &ck__rd.tid);
+	if (tid <= 0) {
+		ck__rd.tid = 0;
+		return;
+	}
 	/* closing its copies may flush files (NFS, FUSE): a second at most */
-	for (int i = 0; i < 20 && !__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST); i++)
+	until = ck__rd_ms() + 1000;
+	while (!__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST) && ck__rd_ms() < until)
 		ck_futex(&ck__rd.ready, FUTEX_WAIT_PRIVATE, 0, &tick);
 	if (!__atomic_load_n(&ck__rd.ready, __ATOMIC_SEQ_CST))
 		__atomic_store_n(&ck__rd.lost, 1, __ATOMIC_SEQ_CST);
@@ -201,8 +239,8 @@ static long ck__proc_read_here(const char *path, char *buf, size_t len, int dir)
 long ck__proc_read(const char *path, char *buf, size_t len, int dir)
 {
 	struct timespec tick = {0, 50 * 1000 * 1000};
+	uint64_t until = ck__rd_ms() + 2000;
 	long r;
-	int waited = 0;
 
 	if (!ck__reader_usable() || ck_gettid() == ck__rd.tid || ck_strlen(path) >= sizeof(ck__rd.path))
 		return ck__proc_read_here(path, buf, len, dir);
@@ -210,11 +248,11 @@ long ck__proc_read(const char *path, char *buf, size_t len, int dir)
 		int free_ = 0;
 		if (__atomic_compare_exchange_n(&ck__rd.lock, &free_, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 			break;
-		if (waited++ == 40) /* 2 s: a holder that never lets go */
+		if (ck__rd_ms() > until) /* a holder that never lets go */
 			return ck__proc_read_here(path, buf, len, dir);
 		ck_futex(&ck__rd.lock, FUTEX_WAIT_PRIVATE, 1, &tick);
 	}
-	waited = 0;
+	until = ck__rd_ms() + 1000;
 	if (__atomic_load_n(&ck__rd.lost, __ATOMIC_SEQ_CST)) {
 		r = -ETIMEDOUT;
 		goto out;
@@ -224,7 +262,7 @@ long ck__proc_read(const char *path, char *buf, size_t len, int dir)
 	__atomic_store_n(&ck__rd.state, CK__RD_ASKED, __ATOMIC_SEQ_CST);
 	ck_futex(&ck__rd.state, FUTEX_WAKE_PRIVATE, 1, NULL);
 	while (__atomic_load_n(&ck__rd.state, __ATOMIC_SEQ_CST) != CK__RD_ANSWERED) {
-		if (waited++ == 20) { /* 1 s: its buffer is never read again */
+		if (ck__rd_ms() > until) { /* its buffer is never read again */
 			__atomic_store_n(&ck__rd.lost, 1, __ATOMIC_SEQ_CST);
 			r = -ETIMEDOUT;
 			goto out;

@@ -60,24 +60,27 @@ static int ck__reissue_ok(long nr)
 	return 0;
 }
 
-static void ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
+/* Returns the call issued again, 0 if none: as the handler returns, a
+ * wait noted by the C library's entry points gets what is left of it then
+ * (waits.c). */
+static long ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
 {
 	greg_t *g = uc->uc_mcontext.gregs;
 	uint64_t rip = (uint64_t)g[REG_RIP];
 
+	ck__wait_parked();
 	if (g[REG_RAX] != -EINTR || !si->nr || si->pc != rip || !ck__reissue_ok(si->nr))
-		return;
+		return 0;
 	if (((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
-		return; /* not right after a syscall instruction */
-	/* Relative waits continue with what is left: noted by the C
-	 * library's entry points (waits.c), or written by the kernel. */
-	ck__wait_left(uc, si->nr);
+		return 0; /* not right after a syscall instruction */
+	/* Relative sleeps continue with the remaining time the kernel wrote. */
 	if (si->nr == SYS_nanosleep && g[REG_RSI])
 		g[REG_RDI] = g[REG_RSI];
 	if (si->nr == SYS_clock_nanosleep && !(g[REG_RSI] & 1 /* TIMER_ABSTIME */) && g[REG_R10])
 		g[REG_RDX] = g[REG_R10];
 	g[REG_RAX] = si->nr;
 	g[REG_RIP] = (greg_t)(rip - 2);
+	return si->nr;
 }
 
 void ck__save_kernel_thread_state(struct ck_pd_thread *t)
@@ -216,13 +219,14 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	int saved_errno = errno;
 	int tid = (int)ck_gettid();
 	struct ck_pd_thread *t;
+	volatile long again; /* kept across a restore (the context resumed below) */
 	int gen;
 
 	(void)sig;
 	(void)si;
 	if (!ck__core.suspending || !(t = ck__slot_of(tid)))
 		return; /* stray or late signal: nothing to do */
-	ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
+	again = ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
 	ck__save_kernel_thread_state(t);
 	{
 		char path[64];
@@ -250,6 +254,8 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	while (__atomic_load_n(&ck__core.gen, __ATOMIC_SEQ_CST) == gen &&
 	       __atomic_load_n(&ck__core.suspending, __ATOMIC_SEQ_CST))
 		ck_futex(&ck__core.gen, FUTEX_WAIT_PRIVATE, gen, NULL);
+	if (again)
+		ck__wait_left(ucv, again);
 	errno = saved_errno;
 }
 

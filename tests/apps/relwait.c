@@ -45,7 +45,9 @@ int main(int argc, char **argv)
 	int steps = (int)(2 * app_scale(argc, argv) + 0.5), ep = epoll_create1(EPOLL_CLOEXEC);
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (ep < 0 || steps < 1) {
+	if (steps < 1)
+		steps = 1;
+	if (ep < 0) {
 		printf("FAIL setup\n");
 		return 1;
 	}
