@@ -38,7 +38,7 @@ static uint64_t ck__round_seq;
 /* When the round's phases ended (µs, CLOCK_MONOTONIC): ckrun's -v -v. */
 static uint64_t ck__t_ask, ck__t_parked, ck__t_recorded;
 
-static uint64_t ck__now_us(void)
+uint64_t ck__now_us(void)
 {
 	struct timespec ts;
 

@@ -157,6 +157,18 @@ void ck__channel_restored(void) CK_HIDDEN;
 int ck__send(struct ck_msg *m) CK_HIDDEN;
 int ck__recv(struct ck_msg *m) CK_HIDDEN;
 int ck__recv_fd(struct ck_msg *m, int *fd) CK_HIDDEN;
+/* one entry of getdents64's answer */
+struct ck__dirent64 {
+	uint64_t ino;
+	int64_t off;
+	unsigned short reclen;
+	unsigned char type;
+	char name[];
+};
+
+/* CLOCK_MONOTONIC in µs (checkpoint.c) */
+uint64_t ck__now_us(void) CK_HIDDEN;
+
 /* real: libc's own fn, looked up once (the file includes dlfcn.h) */
 #define CK_REAL(fn)                                                                                           \
 	static __typeof__(&fn) real;                                                                          \

@@ -20,14 +20,6 @@
 #include "libckpt/core.h"
 
 
-struct ck__dirent64 {
-	uint64_t ino;
-	int64_t off;
-	unsigned short reclen;
-	unsigned char type;
-	char name[];
-};
-
 static int ck__startswith(const char *s, const char *pre)
 {
 	return ck_strncmp(s, pre, ck_strlen(pre)) == 0;

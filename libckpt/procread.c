@@ -99,14 +99,6 @@ static long ck__reader_serve(void)
 	return got;
 }
 
-struct ck__rdirent {
-	uint64_t ino;
-	int64_t off;
-	unsigned short reclen;
-	unsigned char type;
-	char name[];
-};
-
 /* The copies of the job's descriptors clone gave us, closed: close_range,
  * or (a kernel before 5.9) one by one from our own table's listing. */
 static void ck__reader_close_copies(void)
@@ -121,7 +113,7 @@ static void ck__reader_close_copies(void)
 		return;
 	while ((n = ck_sys3(SYS_getdents64, fd, ck__rd.buf, CK__READER_BUF)) > 0)
 		for (long off = 0; off < n;) {
-			struct ck__rdirent *d = (struct ck__rdirent *)(ck__rd.buf + off);
+			struct ck__dirent64 *d = (struct ck__dirent64 *)(ck__rd.buf + off);
 			long k = 0;
 			off += d->reclen;
 			if (d->name[0] < '0' || d->name[0] > '9')

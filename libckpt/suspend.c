@@ -316,14 +316,6 @@ static void ck__read_syscall(int tid, struct ck__sysinfo *out)
 	out->pc = (uint64_t)ck__parse_long(&p, 16);
 }
 
-struct ck__dirent {
-	uint64_t ino;
-	int64_t off;
-	unsigned short reclen;
-	unsigned char type;
-	char name[];
-};
-
 /* Lists /proc/self/task; adds threads not yet known and signals them.
  * Returns how many were newly signalled, or -errno. */
 static int ck__signal_new_threads(void)
@@ -338,7 +330,7 @@ static int ck__signal_new_threads(void)
 	if (n < 0)
 		return (int)n;
 	for (long off = 0; off < n;) {
-		struct ck__dirent *d = (struct ck__dirent *)(buf + off);
+		struct ck__dirent64 *d = (struct ck__dirent64 *)(buf + off);
 		const char *p = d->name;
 		int tid;
 

@@ -17,7 +17,6 @@
 #include <linux/userfaultfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <time.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -54,14 +53,6 @@ static int ck__scan_available(uint64_t addr)
 
 /* How long the pre-arm held the job's threads parked (µs): ckrun's -v. */
 static uint64_t ck__prearm_park_us;
-
-static uint64_t ck__mono_us(void)
-{
-	struct timespec ts;
-
-	ck_sys2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static int ck__prearm_send(uint32_t type, uint64_t seq, int64_t status, int fd)
 {
@@ -106,7 +97,7 @@ static long ck__prearm_parked(uint64_t sp)
 	long uffd = -1;
 	int r, devfd = -1;
 
-	uint64_t t0 = ck__mono_us();
+	uint64_t t0 = ck__now_us();
 
 	ck__prearm_park_us = 0;
 	if ((r = ck__suspend_all(CK__PREARM_PARK_MS, CK__PREARM_PARK_MS)) < 0) {
@@ -131,7 +122,7 @@ static long ck__prearm_parked(uint64_t sp)
 	if (devfd >= 0)
 		ck_close(devfd);
 	ck__release_all();
-	ck__prearm_park_us = ck__mono_us() - t0;
+	ck__prearm_park_us = ck__now_us() - t0;
 	return r < 0 ? r : uffd;
 }
 
