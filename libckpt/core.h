@@ -71,6 +71,8 @@ void ck__fork_unlock(void) CK_HIDDEN;
 extern struct ck_core ck__core CK_HIDDEN;
 void ck__failf(const char *fmt, ...) CK_HIDDEN __attribute__((format(printf, 1, 2)));
 extern struct ck_procdesc ck__pd CK_HIDDEN;
+size_t ck__msg_put(char *m, size_t cap, size_t at, const char *s) CK_HIDDEN;
+size_t ck__msg_putnum(char *m, size_t cap, size_t at, int64_t v) CK_HIDDEN;
 /* System V attachments, from the round's scan of our maps: the snapshot
  * does not inherit them (ckrun reads the segments itself), so that the
  * job's IPC_STAT never counts a snapshot among its attachments. */
@@ -131,6 +133,12 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* the manager, once ckrun says go (every thread of the job made again) */
 long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+/* inotify.c: the watches of an instance (the round: its fdinfo text;
+ * restart: before the threads, -errno with *why and *path) */
+void ck__inotify_reset(void) CK_HIDDEN;
+void ck__inotify_atfork_child(void) CK_HIDDEN;
+int ck__inotify_collect(struct ck_pd_fd *f, const char *info) CK_HIDDEN;
+long ck__inotify_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */
 int ck__wp_arm(int devfd) CK_HIDDEN;
 int ck__wp_refusal(void) CK_HIDDEN;            /* -ENOTSUP: pinned pages, device mappings */

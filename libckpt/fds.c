@@ -31,19 +31,25 @@ static int ck__endswith(const char *s, const char *suf)
 	return a >= b && memcmp(s + a - b, suf, b) == 0;
 }
 
+/* The whole of a descriptor's fdinfo (an epoll or inotify instance lists
+ * an item per line): -E2BIG when it does not fit, since a part of it
+ * would be a silently partial restore. */
 static long ck__fdinfo(int fd, char *buf, size_t len)
 {
 	char path[64];
-	long f, n;
+	long f, n, got = 0;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
 	if (f < 0)
 		return f;
-	n = ck_read((int)f, buf, len - 1);
+	while ((size_t)got < len - 1 && (n = ck_read((int)f, buf + got, len - 1 - (size_t)got)) > 0)
+		got += n;
+	if ((size_t)got == len - 1 && ck_read((int)f, path, 1) > 0)
+		got = -E2BIG;
 	ck_close((int)f);
-	buf[n > 0 ? n : 0] = 0;
-	return n;
+	buf[got > 0 ? got : 0] = 0;
+	return got;
 }
 
 /* Value after "key" in fdinfo text, in the given base. */
@@ -95,9 +101,15 @@ static int ck__collect_epoll(int epfd, const char *info)
 
 static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 {
-	static char info[16384];
+	static char info[262144];
+	long n = ck__fdinfo(f->fd, info, sizeof(info));
 
-	if (ck__fdinfo(f->fd, info, sizeof(info)) < 0)
+	if (n == -E2BIG) {
+		ck__failf("descriptor %d (%s): its fdinfo is longer than %zu bytes: too many items to record", f->fd,
+			  target, sizeof(info) - 1);
+		return -E2BIG;
+	}
+	if (n < 0)
 		return -EIO;
 	if (!strcmp(target, "anon_inode:[eventfd]")) {
 		f->kind = CK_FD_EVENTFD;
@@ -143,9 +155,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		f->kind = CK_FD_EPOLL;
 		return ck__collect_epoll(f->fd, info);
 	} else if (!strcmp(target, "anon_inode:inotify")) {
-		/* fdinfo names the watched inodes, not their paths */
-		ck__failf("descriptor %d is an inotify instance: its watches are not restored", f->fd);
-		return -ENOTSUP;
+		return ck__inotify_collect(f, info);
 	} else if (!strcmp(target, "anon_inode:[fanotify]")) {
 		ck__failf("descriptor %d is a fanotify instance: its marks are not restored", f->fd);
 		return -ENOTSUP;
@@ -305,6 +315,7 @@ int ck__collect_fds(void)
 	ck__pd.pipebuf = 0;
 	ck__pd.pipebuf_size = 0;
 	ck__fdstate_reset();
+	ck__inotify_reset();
 	dfd = ck_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (dfd < 0) {
 		ck__failf("cannot list /proc/self/fd");

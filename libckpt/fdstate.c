@@ -176,27 +176,8 @@ int ck__fdstate_collect(uint32_t idx)
 
 static char ck__why[160];
 
-static size_t ck__put(size_t at, const char *s)
-{
-	while (*s && at + 1 < sizeof(ck__why))
-		ck__why[at++] = *s++;
-	ck__why[at] = 0;
-	return at;
-}
-
-static size_t ck__putnum(size_t at, int64_t v)
-{
-	char num[24];
-	int k = 0;
-
-	do
-		num[k++] = (char)('0' + v % 10);
-	while ((v /= 10) && k < 20);
-	while (k && at + 1 < sizeof(ck__why))
-		ck__why[at++] = num[--k];
-	ck__why[at] = 0;
-	return at;
-}
+#define ck__put(at, s) ck__msg_put(ck__why, sizeof(ck__why), (at), (s))
+#define ck__putnum(at, v) ck__msg_putnum(ck__why, sizeof(ck__why), (at), (v))
 
 static long ck__fd_fail(const char *what, const struct ck_pd_fd *f, long r, const char **why, const char **path)
 {

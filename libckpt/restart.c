@@ -329,6 +329,8 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 		long r = ck__fdstate_reopen(pd, &why, &path);
 		if (r < 0)
 			ck__restart_fail2(why, path, r);
+		if ((r = ck__inotify_restore(pd, &why, &path)) < 0)
+			ck__restart_fail2(why, path, r);
 		ck__restore_epoll(pd);
 		ck__creds_prepare(pd); /* before any thread can give its own back */
 		ck__recreate_threads(pd);

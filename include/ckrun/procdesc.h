@@ -79,6 +79,9 @@ enum ck_pd_fd_kind {
 	CK_FD_PIDFD,    /* pidfd: u64[0] its process's pid in the job's namespace (0: the
 			 * process is gone); opened again by the restored process itself
 			 * (libckpt/fdstate.c), inside that namespace */
+	CK_FD_INOTIFY,  /* inotify instance: u64[0] its watches, u64[1] the last watch number
+			 * given; made empty by ckrun, its watches added again by the
+			 * restored process from libckpt's memory (libckpt/inotify.c) */
 };
 
 struct ck_pd_fd {
@@ -95,7 +98,7 @@ struct ck_pd_fd {
 	uint32_t pipe_len; /* pipes: unused (0, unread bytes are data chunks); sockets: TCP_USER_TIMEOUT (sock_opts.c) */
 	uint32_t pipe_cap; /* pipes: F_GETPIPE_SZ; sockets: SO_MARK (sock_opts.c) */
 	uint64_t u64[4];   /* eventfd: count,semaphore; timerfd: clock,flags,value_ns,interval_ns;
-			    * signalfd: mask; memfd: seals; pidfd: pid */
+			    * signalfd: mask; memfd: seals; pidfd: pid; inotify: watches, last wd */
 	uint64_t data_chunk; /* filled by ckrun: saved contents (deleted/memfd/shm file; a pipe's unread bytes) */
 	uint32_t data_nchunks;
 	uint32_t xflags; /* CK_PD_FD_* (0 in images before it was added) */

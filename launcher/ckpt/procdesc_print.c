@@ -13,7 +13,7 @@ static const char *ck__kind_name(uint32_t k)
 {
 	static const char *names[] = {"none",    "stdio",   "file",     "deleted", "memfd",  "device", "pipe",
 				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup",
-				      "socket",  "ptmx",    "pts"};
+				      "socket",  "ptmx",    "pts",      "pidfd",    "inotify"};
 	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -55,6 +55,9 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 		break;
 	case CK_FD_SIGNALFD:
 		fprintf(f, "  mask %016" PRIx64, d->u64[0]);
+		break;
+	case CK_FD_INOTIFY:
+		fprintf(f, "  %" PRIu64 " watch(es), last number given %" PRIu64, d->u64[0], d->u64[1]);
 		break;
 	case CK_FD_PIDFD:
 		if (d->u64[0])

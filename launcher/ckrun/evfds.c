@@ -1,7 +1,8 @@
-/* eventfd, timerfd, signalfd and epoll. libckpt records them in the
- * process descriptor (count and mode; clock, flags, remaining time and
- * unread expirations; mask; nothing: the epoll items are re-added by
- * libckpt at restart); ckrun makes them again with the same flags. */
+/* eventfd, timerfd, signalfd, epoll and inotify. libckpt records them in
+ * the process descriptor (count and mode; clock, flags, remaining time and
+ * unread expirations; mask; nothing: the epoll items and inotify watches
+ * are added again by libckpt at restart); ckrun makes them again with the
+ * same flags. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -9,11 +10,13 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/kinds.h"
 #include "launcher/common/ck_err.h"
 
@@ -112,5 +115,51 @@ int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_
 	(void)o;
 	(void)f;
 	*fd = epoll_create1(EPOLL_CLOEXEC);
+	return 0;
+}
+
+int ck_inotify_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
+{
+	(void)rd;
+	(void)o;
+	*fd = inotify_init1(IN_CLOEXEC | ((f->flags & O_NONBLOCK) ? IN_NONBLOCK : 0));
+	return 0;
+}
+
+/* Every inotify instance, with every process parked and shared
+ * descriptions marked: the process that made it adds its watches again at
+ * a restore (libckpt/inotify.c), so it must be one of its holders. */
+int ck_inotify_check(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		const struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; k < pd->nfds; k++) {
+			const struct ck_pd_fd *f = &pd->fds[k];
+			int made = 0;
+
+			if (f->kind != CK_FD_INOTIFY)
+				continue;
+			for (size_t j = 0; j < c->nprocs; j++) {
+				const struct ck_procdesc *po = c->procs[j].pd;
+				for (uint32_t m = 0; m < po->nfds; m++) {
+					const struct ck_pd_fd *g = &po->fds[m];
+					if (g->kind == CK_FD_INOTIFY && (g == f || ((f->xflags & g->xflags & CK_PD_FD_SHARED) &&
+										  g->pipe_off == f->pipe_off)))
+						made += g->u64[2] == (uint64_t)(uint32_t)po->pid;
+				}
+			}
+			if (made == 1)
+				continue;
+			if (!f->u64[2])
+				ck_err_set("process %d: descriptor %d is an inotify instance not made through the C library "
+					   "(or moved to another number): its watches are not restored",
+					   pd->pid, f->fd);
+			else
+				ck_err_set("process %d: descriptor %d is an inotify instance made by process %d, which no "
+					   "longer holds it: its watches are not restored",
+					   pd->pid, f->fd, (int)f->u64[2]);
+			return -ENOTSUP;
+		}
+	}
 	return 0;
 }

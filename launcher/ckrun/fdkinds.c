@@ -28,6 +28,7 @@ static const struct ck_fd_ops ck__fd_ops[] = {
 	[CK_FD_TIMERFD] = {"timerfd", NULL, NULL, NULL, ck_timerfd_remake},
 	[CK_FD_SIGNALFD] = {"signalfd", NULL, NULL, NULL, ck_signalfd_remake},
 	[CK_FD_EPOLL] = {"epoll", NULL, NULL, NULL, ck_epoll_remake},
+	[CK_FD_INOTIFY] = {"inotify", NULL, NULL, NULL, ck_inotify_remake},
 	[CK_FD_PTMX] = {"pseudo-terminal master", NULL, NULL, ck_ptys_prepare, ck_pty_remake},
 	[CK_FD_PTS] = {"pseudo-terminal slave", NULL, NULL, NULL, ck_pty_remake},
 };
@@ -67,7 +68,8 @@ static int ck__shareable(const struct ck_pd_fd *f)
 	if (ck_fd_is_proc_file(f))
 		return 0;
 	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD ||
-	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD;
+	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD ||
+	       f->kind == CK_FD_INOTIFY; /* its first holder adds the watches (libckpt/inotify.c) */
 }
 
 /* Descriptions held by more than one process: kcmp, every process parked.
@@ -152,6 +154,8 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 			c->procs[i].pd->fds[k].pipe_off = 0;
 		}
 	ck__mark_shared(c);
+	if ((r0 = ck_inotify_check(c)) < 0)
+		return r0;
 	ck__shared_offsets_now(c);
 	/* pairs first: a refusal there comes before any pipe is drained */
 	if ((r0 = ck_ptys_record(c, w)) < 0)

@@ -10,7 +10,7 @@
  *               and memfd-backed mappings); shm_sysv.c: System V
  *   files.c     regular, device, deleted files and memfds
  *   pipes.c     pipes and FIFOs (unread bytes drained and refilled)
- *   evfds.c     eventfd, timerfd, signalfd, epoll (recorded by libckpt)
+ *   evfds.c     eventfd, timerfd, signalfd, epoll, inotify (recorded by libckpt)
  *   stdio.c     ckrun's own stdio in the job
  *   pty.c       pseudo-terminal pairs the job made
  *   proctree.c  the process tree: sessions, groups, zombies
@@ -151,6 +151,8 @@ int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_
  * namespace: /proc files, pidfds (libckpt/fdstate.c). */
 int ck_fd_reopened_by_process(const struct ck_pd_fd *f);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_inotify_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+int ck_inotify_check(struct ckrun *c); /* at the round: one holder of each instance made it */
 /* pty.c: pseudo-terminal pairs of the job (round: every process parked;
  * refuses unread bytes or a master whose slave the job does not hold) */
 int ck_ptys_record(struct ckrun *c, struct ck_writer *w);

@@ -1,33 +1,88 @@
-/* fdwatch inotify|lease: a descriptor whose state a checkpoint does not
- * restore: an inotify instance with a watch, or a read lease (F_SETLEASE)
- * on a file of its own. The round must be refused naming it, and the job
- * must go on: the watch still reports, the lease is still held. */
+/* fdwatch inotify|inotify-raw|inotify-orphan|lease: a descriptor whose
+ * state a checkpoint cannot restore exactly:
+ *   inotify         an instance holding an event the job has not read
+ *                   (reading it would take it from the job);
+ *   inotify-raw     a watch added by a bare system call (libckpt never saw
+ *                   its path);
+ *   inotify-orphan  an instance a child inherited and its maker closed
+ *                   (the maker adds the watches again at a restore);
+ *   lease           a read lease (F_SETLEASE) on a file of its own.
+ * The round must be refused naming it, and the job must go on: the event
+ * is still queued, the watch still reports, the lease is still held. */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+static char dir[256];
+
+static void make(const char *name)
+{
+	char path[300];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	close(open(path, O_RDWR | O_CREAT, 0600));
+}
+
+/* The next event must be IN_CREATE of name. */
+static int created(int fd, const char *name)
+{
+	char ev[4096] __attribute__((aligned(8)));
+	struct inotify_event *e = (struct inotify_event *)ev;
+
+	return read(fd, ev, sizeof(ev)) > 0 && (e->mask & IN_CREATE) && e->len && !strcmp(e->name, name);
+}
+
+static void clean(void)
+{
+	char path[300];
+
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, (const char *[]){"f", "g", "early"}[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
 
 int main(int argc, char **argv)
 {
-	int lease = argc > 1 && !strcmp(argv[1], "lease"), fd, rc = 0;
-	char dir[256], path[300], ev[4096];
+	const char *mode = argc > 1 ? argv[1] : "inotify";
+	int lease = !strcmp(mode, "lease"), fd, rc = 0;
+	pid_t kid = -1;
+	char path[300];
 
 	snprintf(dir, sizeof(dir), "%s/fdwatch.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	if (!mkdtemp(dir))
 		return 1;
+	make("f");
 	snprintf(path, sizeof(path), "%s/f", dir);
-	close(open(path, O_RDWR | O_CREAT, 0600));
 	if (lease) {
 		fd = open(path, O_RDONLY);
 		if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
 			return 1;
 	} else {
 		fd = inotify_init1(IN_NONBLOCK);
-		if (fd < 0 || inotify_add_watch(fd, dir, IN_CREATE) < 0)
+		if (fd < 0)
 			return 1;
+		if (!strcmp(mode, "inotify-raw") ? syscall(SYS_inotify_add_watch, fd, dir, IN_CREATE) < 0
+						 : inotify_add_watch(fd, dir, IN_CREATE) < 0)
+			return 1;
+		if (!strcmp(mode, "inotify"))
+			make("early"); /* read after the round */
+		if (!strcmp(mode, "inotify-orphan") && (kid = fork()) > 0) {
+			int st;
+			close(fd);
+			waitpid(kid, &st, 0);
+			clean();
+			rc = !WIFEXITED(st) || WEXITSTATUS(st);
+			printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+			return rc;
+		}
 	}
 	for (int i = 0; i < 25; i++)
 		usleep(100000);
@@ -35,15 +90,15 @@ int main(int argc, char **argv)
 		if (fcntl(fd, F_GETLEASE) != F_RDLCK)
 			rc = 1;
 	} else {
-		snprintf(path, sizeof(path), "%s/g", dir);
-		close(open(path, O_RDWR | O_CREAT, 0600));
-		if (read(fd, ev, sizeof(ev)) <= 0)
+		if (!strcmp(mode, "inotify") && !created(fd, "early"))
 			rc = 1;
-		unlink(path);
+		make("g");
+		if (!created(fd, "g"))
+			rc = 1;
 	}
-	snprintf(path, sizeof(path), "%s/f", dir);
-	unlink(path);
-	rmdir(dir);
-	printf("fdwatch %s: %s\n", lease ? "lease" : "inotify", rc ? "FAIL" : "still in place");
+	if (kid == 0)
+		_exit(rc);
+	clean();
+	printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 	return rc;
 }
