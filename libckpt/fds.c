@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/kcmp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,7 @@ static uint64_t ck__field(const char *text, const char *key, int base)
 
 static int ck__collect_epoll(int epfd, const char *info)
 {
+	struct kcmp_epoll_slot slot;
 	const char *p = info;
 
 	while ((p = strstr(p, "tfd:")) != NULL) {
@@ -94,6 +96,15 @@ static int ck__collect_epoll(int epfd, const char *info)
 		e->tfd = (int32_t)ck__field(p, "tfd:", 10);
 		e->events = (uint32_t)ck__field(p, "events:", 16);
 		e->data = ck__field(p, "data:", 16);
+		/* the registration names a file and the number it had then:
+		 * re-added by number, so our descriptor of that number must be
+		 * that file */
+		slot.efd = (uint32_t)epfd;
+		slot.tfd = (uint32_t)e->tfd;
+		slot.toff = 0;
+		e->flags = ck_sys5(SYS_kcmp, ck__core.pid, ck__core.pid, KCMP_EPOLL_TFD, e->tfd, &slot) == 0
+				   ? 0
+				   : CK_PD_EPI_ELSEWHERE;
 		p += 4;
 	}
 	return 0;

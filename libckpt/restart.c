@@ -182,9 +182,12 @@ static void ck__restore_epoll(const struct ck_procdesc *pd)
 	for (uint32_t i = 0; i < pd->nepitems; i++) {
 		const struct ck_pd_epitem *e = &pd->epitems[i];
 		struct epoll_event ev;
+		if (e->flags & CK_PD_EPI_ELSEWHERE)
+			continue; /* another holder of the instance adds it */
 		ev.events = e->events;
 		ev.data.u64 = e->data;
 		long r = ck_sys4(SYS_epoll_ctl, e->epfd, EPOLL_CTL_ADD, e->tfd, &ev);
+		/* EEXIST: an instance shared by fork, the other holder added it */
 		if (r < 0 && r != -EEXIST)
 			ck__restart_fail("cannot re-register an epoll item", r);
 	}

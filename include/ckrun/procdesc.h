@@ -121,9 +121,14 @@ struct ck_pd_fd {
 struct ck_pd_epitem {
 	int32_t epfd, tfd;
 	uint32_t events;
-	uint32_t pad;
+	uint32_t flags; /* CK_PD_EPI_* (0 in images made before) */
 	uint64_t data;
 };
+/* This process's descriptor tfd is not the registered file (it was closed
+ * or replaced after the registration; in an instance shared by fork,
+ * another holder may hold it): not re-added here. ckrun refuses the round
+ * unless some holder of the instance holds it. */
+#define CK_PD_EPI_ELSEWHERE 0x1
 #define CK_PD_MAX_EPITEMS 4096
 
 /* A pending signal with its siginfo, re-queued at restart in this order.

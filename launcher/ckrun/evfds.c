@@ -163,3 +163,54 @@ int ck_inotify_check(struct ckrun *c)
 	}
 	return 0;
 }
+
+/* Whether process j's descriptor g is the same epoll description as f and
+ * holds a registration equal to e as its own file. */
+static int ck__epitem_held(const struct ck_procdesc *po, const struct ck_pd_fd *g, const struct ck_pd_fd *f,
+			   const struct ck_pd_epitem *e)
+{
+	if (g->kind != CK_FD_EPOLL || (g != f && !((f->xflags & g->xflags & CK_PD_FD_SHARED) && g->pipe_off == f->pipe_off)))
+		return 0;
+	for (uint32_t k = 0; k < po->nepitems; k++) {
+		const struct ck_pd_epitem *o = &po->epitems[k];
+		if (o->epfd == g->fd && o->tfd == e->tfd && o->events == e->events && o->data == e->data &&
+		    !(o->flags & CK_PD_EPI_ELSEWHERE))
+			return 1;
+	}
+	return 0;
+}
+
+/* Every epoll registration, with every process parked and shared
+ * descriptions marked: a restore adds it again by number in a holder whose
+ * descriptor of that number is still the registered file (libckpt checks
+ * its own with kcmp), so one holder must be such. */
+int ck_epoll_check(struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		const struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; k < pd->nepitems; k++) {
+			const struct ck_pd_epitem *e = &pd->epitems[k];
+			const struct ck_pd_fd *f = NULL;
+			int held = 0;
+
+			if (!(e->flags & CK_PD_EPI_ELSEWHERE))
+				continue;
+			for (uint32_t m = 0; m < pd->nfds && !f; m++)
+				if (pd->fds[m].fd == e->epfd && pd->fds[m].kind == CK_FD_EPOLL)
+					f = &pd->fds[m];
+			for (size_t j = 0; f && j < c->nprocs && !held; j++) {
+				const struct ck_procdesc *po = c->procs[j].pd;
+				for (uint32_t m = 0; m < po->nfds && !held; m++)
+					held = ck__epitem_held(po, &po->fds[m], f, e);
+			}
+			if (held)
+				continue;
+			ck_err_set("process %d: descriptor %d (epoll) holds a registration of descriptor %d whose file "
+				   "no holder of the instance has at that number any more (closed or replaced since): "
+				   "not restored",
+				   pd->pid, e->epfd, e->tfd);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}

@@ -69,7 +69,8 @@ static int ck__shareable(const struct ck_pd_fd *f)
 		return 0;
 	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD ||
 	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD ||
-	       f->kind == CK_FD_INOTIFY; /* its first holder adds the watches (libckpt/inotify.c) */
+	       f->kind == CK_FD_INOTIFY || /* its maker adds the watches (libckpt/inotify.c) */
+	       f->kind == CK_FD_EPOLL;     /* each holder adds the registrations it holds */
 }
 
 /* Descriptions held by more than one process: kcmp, every process parked.
@@ -154,7 +155,7 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 			c->procs[i].pd->fds[k].pipe_off = 0;
 		}
 	ck__mark_shared(c);
-	if ((r0 = ck_inotify_check(c)) < 0)
+	if ((r0 = ck_inotify_check(c)) < 0 || (r0 = ck_epoll_check(c)) < 0)
 		return r0;
 	ck__shared_offsets_now(c);
 	/* pairs first: a refusal there comes before any pipe is drained */

@@ -153,6 +153,7 @@ int ck_fd_reopened_by_process(const struct ck_pd_fd *f);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_inotify_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_inotify_check(struct ckrun *c); /* at the round: one holder of each instance made it */
+int ck_epoll_check(struct ckrun *c); /* at the round: each registration has a holder that can add it */
 /* pty.c: pseudo-terminal pairs of the job (round: every process parked;
  * refuses unread bytes or a master whose slave the job does not hold) */
 int ck_ptys_record(struct ckrun *c, struct ck_writer *w);

@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -6,6 +6,9 @@
  *                   its path);
  *   inotify-orphan  an instance a child inherited and its maker closed
  *                   (the maker adds the watches again at a restore);
+ *   epoll-moved     an epoll registration of a pipe whose descriptor was
+ *                   moved to another number after it (a registration is
+ *                   made again by number);
  *   lease           a read lease (F_SETLEASE) on a file of its own.
  * The round must be refused naming it, and the job must go on: the event
  * is still queued, the watch still reports, the lease is still held. */
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/inotify.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -61,6 +65,21 @@ int main(int argc, char **argv)
 		return 1;
 	make("f");
 	snprintf(path, sizeof(path), "%s/f", dir);
+	if (!strcmp(mode, "epoll-moved")) {
+		struct epoll_event ev = {EPOLLIN, {.u64 = 1}};
+		int p[2];
+
+		if (pipe(p) < 0 || (fd = epoll_create1(0)) < 0 || epoll_ctl(fd, EPOLL_CTL_ADD, p[0], &ev) < 0 ||
+		    dup2(p[0], 20) < 0 || close(p[0]) < 0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		if (write(p[1], "x", 1) != 1 || epoll_wait(fd, &ev, 1, 1000) != 1 || ev.data.u64 != 1)
+			rc = 1;
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
 	if (lease) {
 		fd = open(path, O_RDONLY);
 		if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
