@@ -137,6 +137,7 @@ long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, con
  * restart: before the threads, -errno with *why and *path) */
 void ck__inotify_reset(void) CK_HIDDEN;
 void ck__inotify_atfork_child(void) CK_HIDDEN;
+void ck__inotify_closed(unsigned first, unsigned last) CK_HIDDEN; /* close, dup2/3 over, close_range */
 int ck__inotify_collect(struct ck_pd_fd *f, const char *info) CK_HIDDEN;
 long ck__inotify_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* wpsnap.c: returns the armed userfaultfd, or -errno (then fork) */

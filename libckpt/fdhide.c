@@ -182,6 +182,7 @@ int close(int fd)
 		errno = EBADF;
 		return -1;
 	}
+	ck__inotify_closed((unsigned)fd, (unsigned)fd);
 	return real(fd);
 }
 
@@ -202,6 +203,8 @@ static long ck__close_range2(unsigned first, unsigned last, int flags)
 
 int close_range(unsigned first, unsigned last, int flags)
 {
+	if (!(flags & 4 /* CLOSE_RANGE_CLOEXEC */))
+		ck__inotify_closed(first, last);
 	return (int)ck__seterr(ck__close_range2(first, last, flags));
 }
 
@@ -242,6 +245,8 @@ int dup2(int oldfd, int newfd)
 		return -1;
 	}
 	r = real(oldfd, newfd);
+	if (r >= 0 && oldfd != newfd)
+		ck__inotify_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
 	if (r < 0 && moved)
 		ck_close(newfd); /* the channel's old entry */
 	return r;
@@ -262,6 +267,8 @@ int dup3(int oldfd, int newfd, int flags)
 		return -1;
 	}
 	r = real(oldfd, newfd, flags);
+	if (r >= 0 && oldfd != newfd)
+		ck__inotify_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
 	if (r < 0 && moved)
 		ck_close(newfd); /* the channel's old entry */
 	return r;

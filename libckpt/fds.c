@@ -38,7 +38,7 @@ static int ck__endswith(const char *s, const char *suf)
 static long ck__fdinfo(int fd, char *buf, size_t len)
 {
 	char path[64];
-	long f, n, got = 0;
+	long f, n = 0, got = 0;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = ck_openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC, 0);
@@ -46,6 +46,8 @@ static long ck__fdinfo(int fd, char *buf, size_t len)
 		return f;
 	while ((size_t)got < len - 1 && (n = ck_read((int)f, buf + got, len - 1 - (size_t)got)) > 0)
 		got += n;
+	if (n < 0) /* not an empty list */
+		got = n;
 	if ((size_t)got == len - 1 && ck_read((int)f, path, 1) > 0)
 		got = -E2BIG;
 	ck_close((int)f);

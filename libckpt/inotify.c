@@ -11,11 +11,13 @@
  * so numbers skipped are taken and given back on a memfd of ours, and so
  * is every number up to the last the job was given. An instance several
  * processes share (a fork) gets its watches from the process that made
- * it. Only system calls in the collect and restart halves. */
+ * it. The round's half uses system calls and string functions only, the
+ * restart's system calls only. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
@@ -30,24 +32,28 @@
 
 #define CK__MAX_WATCHES 1024
 #define CK__MAX_INSTANCES 64
+/* watch flags fdinfo leaves out before Linux 5.19 */
+#define CK__XMASK (IN_ONESHOT | IN_EXCL_UNLINK)
 
-/* A watch the job added: valid is written last, so that an entry a parked
- * thread was filling is not believed. */
+/* A watch the job added: valid is written last (a fork's child may find
+ * one half filled). */
 struct ck__watch {
 	volatile int32_t valid;
 	int32_t fd, wd;
-	uint32_t dontfollow;
+	uint32_t dontfollow, xmask;
 	uint64_t dev, ino;
 	char path[CK_PD_PATH];
 };
-/* The last watch number the kernel gave an instance, and the process that
- * made it, by its descriptor at inotify_init. At the round, restorer: the
- * watches are this process's to add again (it made the instance; a child
- * that shares it by fork leaves them to it: ckrun checks that one holder
- * made it). */
+/* An instance the job made, by its descriptor (+ 1; 0: free): the process
+ * that made it and the last watch number the kernel gave it (unknown after
+ * an add that failed once the kernel had given it a number). At the round,
+ * restorer: the watches are this process's to add again (it made the
+ * instance; a child that shares it by fork leaves them to it: ckrun checks
+ * that one holder made it). */
 struct ck__instance {
 	int32_t fd, lastwd;
 	int32_t creator, restorer;
+	int32_t unknown;
 };
 /* One watch to make again, found at the round. */
 struct ck__rewatch {
@@ -58,28 +64,40 @@ struct ck__rewatch {
 
 static struct ck__watch ck__watches[CK__MAX_WATCHES];
 static struct ck__instance ck__instances[CK__MAX_INSTANCES];
+static volatile int ck__ninstances; /* close() looks only when some exist */
 static volatile int ck__watch_lock;
 static struct ck__rewatch ck__rewatches[CK__MAX_WATCHES];
 static uint32_t ck__nrewatches;
-/* per instance found at the round: its descriptor and last number given */
+/* per instance found at the round */
 static struct ck__instance ck__round_instances[CK__MAX_INSTANCES];
 static uint32_t ck__nround_instances;
 
-/* Taken with every signal blocked: the calls are async-signal-safe bare,
- * so a handler may make one while its thread holds the lock. */
-static void ck__lock(uint64_t *old)
+/* Every signal blocked for the whole call, the kernel's part included: a
+ * thread is never parked between the kernel's answer and its note (a
+ * round would find a watch, or a new instance at an old number, that the
+ * notes do not tell), and a handler of the thread cannot find the lock
+ * held. */
+static void ck__block(uint64_t *old)
 {
 	uint64_t all = ~0ull;
 
 	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, &all, old, 8);
+}
+
+static void ck__unblock(const uint64_t *old)
+{
+	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, 8);
+}
+
+static void ck__lock(void)
+{
 	while (__atomic_exchange_n(&ck__watch_lock, 1, __ATOMIC_ACQUIRE))
 		ck_sys0(SYS_sched_yield);
 }
 
-static void ck__unlock(const uint64_t *old)
+static void ck__unlock(void)
 {
 	__atomic_store_n(&ck__watch_lock, 0, __ATOMIC_RELEASE);
-	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, 8);
 }
 
 /* A fork's child: a thread of the parent may have held it (an entry it
@@ -89,46 +107,86 @@ void ck__inotify_atfork_child(void)
 	ck__watch_lock = 0;
 }
 
-static void ck__instance_new(int fd)
+static struct ck__instance *ck__instance_of(int fd)
 {
-	struct ck__instance *free_slot = NULL;
+	for (int i = 0; i < CK__MAX_INSTANCES; i++)
+		if (ck__instances[i].fd == fd + 1)
+			return &ck__instances[i];
+	return NULL;
+}
+
+/* Descriptors [first, last] closed or replaced (fdhide.c's close, dup2,
+ * dup3, close_range): their instance records go. The watches' notes stay:
+ * a duplicate may still hold the instance, and a round finds them by
+ * number and inode. */
+void ck__inotify_closed(unsigned first, unsigned last)
+{
 	uint64_t old;
 
-	if (fd < 0)
+	if (!ck__ninstances)
 		return;
-	ck__lock(&old);
-	for (int i = 0; i < CK__MAX_WATCHES; i++) /* a closed instance's watches */
-		if (ck__watches[i].valid && ck__watches[i].fd == fd)
-			ck__watches[i].valid = 0;
-	for (int i = 0; i < CK__MAX_INSTANCES; i++) {
-		if (ck__instances[i].fd == fd + 1 || (!free_slot && !ck__instances[i].fd))
-			free_slot = &ck__instances[i];
-		if (ck__instances[i].fd == fd + 1)
-			break;
-	}
-	if (free_slot) {
-		free_slot->fd = fd + 1; /* 0: free */
-		free_slot->lastwd = 0;
-		free_slot->creator = (int32_t)ck_getpid();
-	}
-	ck__unlock(&old);
+	ck__block(&old);
+	ck__lock();
+	for (int i = 0; i < CK__MAX_INSTANCES; i++)
+		if (ck__instances[i].fd && (unsigned)(ck__instances[i].fd - 1) >= first &&
+		    (unsigned)(ck__instances[i].fd - 1) <= last) {
+			ck__instances[i].fd = 0;
+			ck__ninstances--;
+		}
+	ck__unlock();
+	ck__unblock(&old);
+}
+
+/* The caller holds the lock. */
+static void ck__instance_new(int fd)
+{
+	struct ck__instance *x = ck__instance_of(fd);
+
+	for (int i = 0; !x && i < CK__MAX_INSTANCES; i++)
+		if (!ck__instances[i].fd) {
+			x = &ck__instances[i];
+			ck__ninstances++;
+		}
+	/* (a full table: the round names the instance as one it does not know) */
+	if (x)
+		*x = (struct ck__instance){.fd = fd + 1, .creator = (int32_t)ck_getpid()};
 }
 
 int inotify_init(void)
 {
 	CK_REAL(inotify_init);
-	int fd = real();
+	uint64_t old;
+	int fd, e;
 
-	ck__instance_new(fd);
+	ck__block(&old);
+	fd = real();
+	e = errno;
+	if (fd >= 0) {
+		ck__lock();
+		ck__instance_new(fd);
+		ck__unlock();
+	}
+	ck__unblock(&old);
+	errno = e;
 	return fd;
 }
 
 int inotify_init1(int flags)
 {
 	CK_REAL(inotify_init1);
-	int fd = real(flags);
+	uint64_t old;
+	int fd, e;
 
-	ck__instance_new(fd);
+	ck__block(&old);
+	fd = real(flags);
+	e = errno;
+	if (fd >= 0) {
+		ck__lock();
+		ck__instance_new(fd);
+		ck__unlock();
+	}
+	ck__unblock(&old);
+	errno = e;
 	return fd;
 }
 
@@ -150,43 +208,79 @@ static int ck__note_path(char *out, const char *path)
 	return 0;
 }
 
+/* A free note, after dropping those of descriptors that are no longer
+ * inotify instances when none is free. The caller holds the lock. */
+static struct ck__watch *ck__free_note(void)
+{
+	char link[32], target[32];
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < CK__MAX_WATCHES; i++)
+			if (!ck__watches[i].valid)
+				return &ck__watches[i];
+		for (int i = 0; pass == 0 && i < CK__MAX_WATCHES; i++) {
+			long n;
+
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", ck__watches[i].fd);
+			n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, target, sizeof(target) - 1);
+			if (n < 0 || (size_t)n != sizeof("anon_inode:inotify") - 1 ||
+			    ck_strncmp(target, "anon_inode:inotify", (size_t)n))
+				ck__watches[i].valid = 0;
+		}
+	}
+	return NULL;
+}
+
 int inotify_add_watch(int fd, const char *path, uint32_t mask)
 {
 	CK_REAL(inotify_add_watch);
-	int wd = real(fd, path, mask), e = errno;
 	struct ck__watch *w = NULL;
+	struct ck__instance *x;
 	struct stat st;
 	uint64_t old;
+	int wd, e;
 
-	if (wd < 0)
-		return wd;
-	ck__lock(&old);
-	for (int i = 0; i < CK__MAX_WATCHES; i++) {
-		struct ck__watch *c = &ck__watches[i];
-		if (c->valid && c->fd == fd && c->wd == wd) { /* the same inode again: a new mask */
-			w = c;
-			break;
-		}
-		if (!w && !c->valid)
-			w = c;
+	ck__block(&old);
+	wd = real(fd, path, mask);
+	e = errno;
+	ck__lock();
+	x = ck__instance_of(fd);
+	if (wd < 0) {
+		/* the kernel gives the number before it counts the watch
+		 * (ENOSPC) or adds its mark: the next number is not known */
+		if (x && e != EBADF && e != EINVAL && e != ENOENT && e != EACCES && e != EEXIST && e != EFAULT &&
+		    e != ENAMETOOLONG && e != ENOTDIR && e != ELOOP)
+			x->unknown = 1;
+		goto out;
 	}
-	if (w) {
-		w->valid = 0;
-		w->fd = fd;
-		w->wd = wd;
-		w->dontfollow = !!(mask & IN_DONT_FOLLOW);
-		if (ck__note_path(w->path, path) == 0 &&
-		    ((mask & IN_DONT_FOLLOW) ? lstat(path, &st) : stat(path, &st)) == 0) {
-			w->dev = st.st_dev;
-			w->ino = st.st_ino;
-			__atomic_store_n(&w->valid, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < CK__MAX_WATCHES && !w; i++)
+		if (ck__watches[i].valid && ck__watches[i].fd == fd && ck__watches[i].wd == wd)
+			w = &ck__watches[i]; /* the same inode again: a new mask */
+	if (w && (mask & IN_MASK_ADD)) {
+		w->xmask |= mask & CK__XMASK;
+	} else {
+		if (!w)
+			w = ck__free_note();
+		/* (none free: the round names the watch it has no path for) */
+		if (w) {
+			w->valid = 0;
+			w->fd = fd;
+			w->wd = wd;
+			w->dontfollow = !!(mask & IN_DONT_FOLLOW);
+			w->xmask = mask & CK__XMASK;
+			if (ck__note_path(w->path, path) == 0 &&
+			    ((mask & IN_DONT_FOLLOW) ? lstat(path, &st) : stat(path, &st)) == 0) {
+				w->dev = st.st_dev;
+				w->ino = st.st_ino;
+				__atomic_store_n(&w->valid, 1, __ATOMIC_RELEASE);
+			}
 		}
 	}
-	/* (a full table: the round names the watch it has no path for) */
-	for (int i = 0; i < CK__MAX_INSTANCES; i++)
-		if (ck__instances[i].fd == fd + 1 && ck__instances[i].lastwd < wd)
-			ck__instances[i].lastwd = wd;
-	ck__unlock(&old);
+	if (x && x->lastwd < wd)
+		x->lastwd = wd;
+out:
+	ck__unlock();
+	ck__unblock(&old);
 	errno = e;
 	return wd;
 }
@@ -194,22 +288,26 @@ int inotify_add_watch(int fd, const char *path, uint32_t mask)
 int inotify_rm_watch(int fd, int wd)
 {
 	CK_REAL(inotify_rm_watch);
-	int r = real(fd, wd), e = errno;
+	uint64_t old;
+	int r, e;
 
+	ck__block(&old);
+	r = real(fd, wd);
+	e = errno;
 	if (r == 0) {
-		uint64_t old;
-
-		ck__lock(&old);
+		ck__lock();
 		for (int i = 0; i < CK__MAX_WATCHES; i++)
 			if (ck__watches[i].valid && ck__watches[i].fd == fd && ck__watches[i].wd == wd)
 				ck__watches[i].valid = 0;
-		ck__unlock(&old);
+		ck__unlock();
 	}
+	ck__unblock(&old);
 	errno = e;
 	return r;
 }
 
-/* ---- the round (threads parked: the lock may be held by one of them) ---- */
+/* ---- the round (threads parked, none inside the calls above: they
+ * block the parking signal) ---- */
 
 void ck__inotify_reset(void)
 {
@@ -234,24 +332,110 @@ static uint64_t ck__hex(const char **pp, const char *key)
 	return v;
 }
 
+/* One watch as fdinfo lists it ("inotify wd:W ino:I sdev:D mask:M
+ * ignored_mask:0 fhandle-bytes:N fhandle-type:T f_handle:HEX"). */
+struct ck__listed {
+	int wd;
+	uint32_t mask;
+	uint64_t ino, dev;
+	uint32_t hbytes;
+	int htype;
+	unsigned char handle[MAX_HANDLE_SZ];
+};
+
+static const char *ck__parse_listed(const char *p, struct ck__listed *l)
+{
+	const char *eol = strchr(p, '\n'), *h;
+	uint64_t sdev;
+
+	ck_memset(l, 0, sizeof(*l));
+	l->wd = (int)ck__hex(&p, "wd:");
+	l->ino = ck__hex(&p, "ino:");
+	sdev = ck__hex(&p, "sdev:"); /* the kernel's dev_t: major << 20 | minor */
+	l->dev = makedev((unsigned)(sdev >> 20), (unsigned)(sdev & 0xfffff));
+	l->mask = (uint32_t)ck__hex(&p, "mask:");
+	h = strstr(p, "fhandle-bytes:");
+	if (h && (!eol || h < eol)) {
+		l->hbytes = (uint32_t)ck__hex(&h, "fhandle-bytes:");
+		l->htype = (int)ck__hex(&h, "fhandle-type:");
+		h = strstr(h, "f_handle:");
+		if (l->hbytes > MAX_HANDLE_SZ || !h)
+			l->hbytes = 0;
+		for (uint32_t i = 0; h && i < l->hbytes; i++) {
+			const char *x = h + 9 + 2 * i;
+			int hi = x[0] <= '9' ? x[0] - '0' : x[0] - 'a' + 10, lo = x[1] <= '9' ? x[1] - '0' : x[1] - 'a' + 10;
+			if (hi < 0 || hi > 15 || lo < 0 || lo > 15) {
+				l->hbytes = 0;
+				break;
+			}
+			l->handle[i] = (unsigned char)(hi << 4 | lo);
+		}
+	}
+	return eol ? eol : p + ck_strlen(p);
+}
+
+/* Whether path (as the watch resolved it) leads to the listed inode: its
+ * file handle where the kernel lists one (device numbers differ between
+ * stat and the superblock on btrfs subvolumes), else device and inode. */
+static int ck__leads_to(const struct ck__watch *w, const struct ck__listed *l)
+{
+	struct stat st;
+
+	if (ck_sys4(SYS_newfstatat, AT_FDCWD, w->path, &st, w->dontfollow ? AT_SYMLINK_NOFOLLOW : 0) < 0 ||
+	    st.st_ino != l->ino)
+		return 0;
+	if (l->hbytes) {
+		struct {
+			struct file_handle fh;
+			unsigned char bytes[MAX_HANDLE_SZ];
+		} h;
+		int mnt;
+
+		h.fh.handle_bytes = MAX_HANDLE_SZ;
+		if (ck_sys5(SYS_name_to_handle_at, AT_FDCWD, w->path, &h.fh, &mnt,
+			    w->dontfollow ? 0 : AT_SYMLINK_FOLLOW) == 0)
+			return h.fh.handle_type == l->htype && h.fh.handle_bytes == l->hbytes &&
+			       !memcmp(h.fh.f_handle, l->handle, l->hbytes);
+	}
+	return st.st_dev == l->dev;
+}
+
 /* The noted watch for one of fdinfo's, whose path still leads to it. */
-static int ck__find_watch(int wd, uint64_t dev, uint64_t ino)
+static int ck__find_watch(const struct ck__listed *l)
 {
 	for (int i = 0; i < CK__MAX_WATCHES; i++) {
 		const struct ck__watch *w = &ck__watches[i];
-		struct stat st;
 
-		if (!__atomic_load_n(&w->valid, __ATOMIC_ACQUIRE) || w->wd != wd || w->dev != dev || w->ino != ino)
-			continue;
-		if (ck_sys4(SYS_newfstatat, AT_FDCWD, w->path, &st, w->dontfollow ? AT_SYMLINK_NOFOLLOW : 0) == 0 &&
-		    st.st_dev == dev && st.st_ino == ino)
+		if (__atomic_load_n(&w->valid, __ATOMIC_ACQUIRE) && w->wd == l->wd && w->ino == l->ino &&
+		    ck__leads_to(w, l))
 			return i;
 	}
 	return -1;
 }
 
+/* Notes of descriptor fd for watches fdinfo no longer lists (a one-shot
+ * that fired, a file deleted, an unmount: the kernel removed them). */
+static void ck__prune(int fd, const char *info)
+{
+	for (int i = 0; i < CK__MAX_WATCHES; i++) {
+		struct ck__watch *w = &ck__watches[i];
+		int listed = 0;
+
+		if (!w->valid || w->fd != fd)
+			continue;
+		for (const char *p = info; !listed && (p = strstr(p, "inotify wd:"));) {
+			const char *q = p + 11;
+			listed = (int)ck__hex(&q, "") == w->wd;
+			p = q;
+		}
+		if (!listed)
+			w->valid = 0;
+	}
+}
+
 int ck__inotify_collect(struct ck_pd_fd *f, const char *info)
 {
+	const struct ck__instance *x = ck__instance_of(f->fd);
 	const char *p = info;
 	int lastwd = 0, n = 0, pending = 0;
 	struct ck__instance *ri;
@@ -262,19 +446,41 @@ int ck__inotify_collect(struct ck_pd_fd *f, const char *info)
 			  f->fd, pending);
 		return -EBUSY;
 	}
+	if (x && x->unknown) {
+		ck__failf("descriptor %d is an inotify instance whose next watch number is not known (an "
+			  "inotify_add_watch failed after the kernel had given it one): not restored",
+			  f->fd);
+		return -ENOTSUP;
+	}
+	if (ck__nround_instances >= CK__MAX_INSTANCES) {
+		ck__failf("descriptor %d: more than %d inotify instances: a checkpoint holds at most %d per process",
+			  f->fd, CK__MAX_INSTANCES, CK__MAX_INSTANCES);
+		return -E2BIG;
+	}
+	ri = &ck__round_instances[ck__nround_instances];
+	ck_memset(ri, 0, sizeof(*ri));
+	ri->fd = f->fd;
+	if (x) {
+		ri->creator = x->creator;
+		ri->restorer = x->creator == ck__core.pid;
+		lastwd = x->lastwd;
+	}
+	ck__prune(f->fd, info);
 	while ((p = strstr(p, "inotify wd:"))) {
-		int wd = (int)ck__hex(&p, "wd:");
-		uint64_t ino = ck__hex(&p, "ino:");
-		uint64_t sdev = ck__hex(&p, "sdev:"); /* the kernel's dev_t: major << 20 | minor */
-		uint32_t mask = (uint32_t)ck__hex(&p, "mask:");
-		uint64_t dev = makedev((unsigned)(sdev >> 20), (unsigned)(sdev & 0xfffff));
-		int i = ck__find_watch(wd, dev, ino);
+		struct ck__listed l;
+		int i;
 
-		if (i < 0) {
+		p = ck__parse_listed(p + 8, &l);
+		if (l.wd > lastwd)
+			lastwd = l.wd;
+		n++;
+		if (!ri->restorer)
+			continue; /* its maker, another holder, adds them again */
+		if ((i = ck__find_watch(&l)) < 0) {
 			ck__failf("descriptor %d is an inotify instance whose watch %d (inode %llu) was added where "
 				  "libckpt could not note its path (a bare system call, before an exec), or whose "
 				  "path no longer leads to it: not restored",
-				  f->fd, wd, (unsigned long long)ino);
+				  f->fd, l.wd, (unsigned long long)l.ino);
 			return -ENOTSUP;
 		}
 		if (ck__nrewatches >= CK__MAX_WATCHES) {
@@ -284,29 +490,12 @@ int ck__inotify_collect(struct ck_pd_fd *f, const char *info)
 		}
 		/* in the order of their numbers (fdinfo lists the newest first) */
 		uint32_t at = ck__nrewatches++;
-		for (; at > 0 && ck__rewatches[at - 1].fd == f->fd && ck__rewatches[at - 1].wd > wd; at--)
+		for (; at > 0 && ck__rewatches[at - 1].fd == f->fd && ck__rewatches[at - 1].wd > l.wd; at--)
 			ck__rewatches[at] = ck__rewatches[at - 1];
-		ck__rewatches[at] = (struct ck__rewatch){f->fd, wd, mask, (uint32_t)i};
-		if (wd > lastwd)
-			lastwd = wd;
-		n++;
+		ck__rewatches[at] = (struct ck__rewatch){f->fd, l.wd, l.mask | ck__watches[i].xmask, (uint32_t)i};
 	}
-	if (ck__nround_instances >= CK__MAX_INSTANCES) {
-		ck__failf("descriptor %d: more than %d inotify instances: a checkpoint holds at most %d per process",
-			  f->fd, CK__MAX_INSTANCES, CK__MAX_INSTANCES);
-		return -E2BIG;
-	}
-	ri = &ck__round_instances[ck__nround_instances++];
-	ck_memset(ri, 0, sizeof(*ri));
-	for (int i = 0; i < CK__MAX_INSTANCES; i++)
-		if (ck__instances[i].fd == f->fd + 1) {
-			if (ck__instances[i].lastwd > lastwd)
-				lastwd = ck__instances[i].lastwd;
-			ri->creator = ck__instances[i].creator;
-		}
-	ri->fd = f->fd;
 	ri->lastwd = lastwd;
-	ri->restorer = ri->creator == ck__core.pid;
+	ck__nround_instances++;
 	f->kind = CK_FD_INOTIFY;
 	f->u64[0] = (uint64_t)n;
 	f->u64[1] = (uint64_t)lastwd;
@@ -385,7 +574,8 @@ long ck__inotify_restore(const struct ck_procdesc *pd, const char **why, const c
 		}
 		for (uint32_t i = 0; i < ck__nrewatches; i++) {
 			const struct ck__rewatch *rw = &ck__rewatches[i];
-			const struct ck__watch *w = &ck__watches[rw->watch];
+			struct ck__watch *w = &ck__watches[rw->watch];
+			struct stat st;
 			long wd;
 
 			if (rw->fd != ri->fd)
@@ -409,6 +599,12 @@ long ck__inotify_restore(const struct ck_procdesc *pd, const char **why, const c
 				goto out;
 			}
 			next = (int)wd + 1;
+			/* what the path leads to here (another host, a file
+			 * replaced): the next round checks against it */
+			if (ck_sys4(SYS_newfstatat, AT_FDCWD, w->path, &st, w->dontfollow ? AT_SYMLINK_NOFOLLOW : 0) == 0) {
+				w->dev = st.st_dev;
+				w->ino = st.st_ino;
+			}
 		}
 		if ((r = ck__skip_to(ri->fd, (int)scratch, &next, ri->lastwd + 1)) < 0)
 			goto fail;

@@ -5,6 +5,8 @@
  * same flags. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <signal.h>
@@ -126,6 +128,43 @@ int ck_inotify_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 	return 0;
 }
 
+/* An instance shared by fork, as its maker recorded it when it parked:
+ * another holder parked later and may have added or removed a watch in
+ * between. Its fdinfo now (every process parked) must list as many
+ * watches, none numbered above the last the maker knew. */
+static int ck__inotify_unchanged(const struct ckrun *c, const struct ck_procdesc *pd, const struct ck_pd_fd *f)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	uint64_t n = 0, last = 0;
+	pid_t pid = 0;
+	FILE *in;
+
+	if (!(f->xflags & CK_PD_FD_SHARED) || f->u64[2] != (uint64_t)(uint32_t)pd->pid)
+		return 0;
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (c->procs[i].pd == pd)
+			pid = c->procs[i].pid;
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, f->fd);
+	if (!pid || !(in = fopen(path, "re")))
+		return 0; /* (it ended: the round's other checks say so) */
+	while (getline(&line, &cap, in) > 0) {
+		unsigned long long wd;
+		if (sscanf(line, "inotify wd:%llx", &wd) == 1) {
+			n++;
+			last = wd > last ? wd : last;
+		}
+	}
+	free(line);
+	fclose(in);
+	if (n == f->u64[0] && last <= f->u64[1])
+		return 0;
+	ck_err_set("process %d: descriptor %d is an inotify instance shared with another process, which changed "
+		   "its watches while the round parked the processes (%llu then, %llu now): not restored this time",
+		   pd->pid, f->fd, (unsigned long long)f->u64[0], (unsigned long long)n);
+	return -EAGAIN;
+}
+
 /* Every inotify instance, with every process parked and shared
  * descriptions marked: the process that made it adds its watches again at
  * a restore (libckpt/inotify.c), so it must be one of its holders. */
@@ -135,7 +174,7 @@ int ck_inotify_check(struct ckrun *c)
 		const struct ck_procdesc *pd = c->procs[i].pd;
 		for (uint32_t k = 0; k < pd->nfds; k++) {
 			const struct ck_pd_fd *f = &pd->fds[k];
-			int made = 0;
+			int made = 0, r;
 
 			if (f->kind != CK_FD_INOTIFY)
 				continue;
@@ -148,6 +187,8 @@ int ck_inotify_check(struct ckrun *c)
 						made += g->u64[2] == (uint64_t)(uint32_t)po->pid;
 				}
 			}
+			if (made == 1 && (r = ck__inotify_unchanged(c, pd, f)) < 0)
+				return r;
 			if (made == 1)
 				continue;
 			if (!f->u64[2])

@@ -1,15 +1,48 @@
 /* Reading and writing another process's memory (the snapshot child, the
  * restorer) with process_vm_readv/writev: one copy, no ptrace stop. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+
+/* From addr, the pages process_vm_readv refused, until one it can read
+ * again (at least one page): bytes done. */
+static size_t ck__mem_read_forced(pid_t pid, uint64_t addr, char *buf, size_t len)
+{
+	char path[64];
+	size_t done = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	while (done < len) {
+		size_t page = 4096 - ((addr + done) & 4095);
+		struct iovec l, r;
+
+		if (page > len - done)
+			page = len - done;
+		if (done) { /* readable again: back to the faster call */
+			l = (struct iovec){buf + done, 1};
+			r = (struct iovec){(void *)(uintptr_t)(addr + done), 1};
+			if (process_vm_readv(pid, &l, 1, &r, 1, 0) == 1)
+				break;
+		}
+		if (fd < 0 || pread(fd, buf + done, page, (off_t)(addr + done)) != (ssize_t)page)
+			memset(buf + done, 0, page);
+		done += page;
+	}
+	if (fd >= 0)
+		close(fd);
+	return done;
+}
 
 int ck_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 {
@@ -28,13 +61,10 @@ int ck_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 				   strerror(errno));
 			return -errno;
 		}
-		/* An unreadable page (beyond the end of a mapped file): the job
-		 * cannot read it either; it reads back as zeros. */
-		size_t page = 4096 - ((addr + done) & 4095);
-		if (page > len - done)
-			page = len - done;
-		memset((char *)buf + done, 0, page);
-		done += page;
+		/* A page the job cannot read now: memory it made PROT_NONE after
+		 * writing it, read by force through /proc/PID/mem; or beyond the
+		 * end of a mapped file (the job cannot read it either), zeros. */
+		done += ck__mem_read_forced(pid, addr + done, (char *)buf + done, len - done);
 	}
 	return 0;
 }

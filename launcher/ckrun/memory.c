@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "ckrun/pagemap_scan.h"
 #include "launcher/ckrun/kinds.h"
 #include "launcher/ckrun/stash.h"
 #include "launcher/ckrun/vdso.h"
@@ -175,6 +176,45 @@ int ck_mem_kids_overlap(const struct ck_jproc *jp, uint64_t start, uint64_t end)
 	return lo < jp->round.nkids && jp->round.kids[2 * lo] < end;
 }
 
+/* Whether any page of [start, end) of process pid is present or swapped
+ * out (a PROT_NONE region that holds data). PAGEMAP_SCAN stops at the
+ * first; older kernels' pagemap is read 4096 entries at a time. */
+static int ck__holds_pages(pid_t pid, uint64_t start, uint64_t end)
+{
+	static __thread uint64_t pm[4096];
+	struct page_region one;
+	struct pm_scan_arg q = {
+		.size = sizeof(q),
+		.start = start,
+		.end = end,
+		.vec = (uint64_t)(uintptr_t)&one,
+		.vec_len = 1,
+		.max_pages = 1,
+		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+	};
+	char path[64];
+	long got;
+	int fd, any = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return 1; /* unknown: read it, absent pages cost nothing */
+	got = getenv("CKPT_TEST_NO_PAGEMAP_SCAN") ? -1 : ioctl(fd, PAGEMAP_SCAN, &q);
+	if (got >= 0)
+		any = got > 0;
+	for (uint64_t a = start; got < 0 && a < end && !any;) {
+		size_t pages = (end - a) / 4096 < 4096 ? (size_t)((end - a) / 4096) : 4096;
+		if (pread(fd, pm, pages * 8, (off_t)(a / 4096 * 8)) != (ssize_t)(pages * 8))
+			any = 1;
+		for (size_t i = 0; i < pages && !any; i++)
+			any = (pm[i] & (3ull << 62)) != 0;
+		a += pages * 4096;
+	}
+	close(fd);
+	return any;
+}
+
 /* Memory regions of the snapshot into the writer, those of one pass. */
 int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
@@ -226,7 +266,10 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 		}
 		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
 			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
-		if (mp->prot == 0) /* guard pages and address-space reservations */
+		/* guard pages and address-space reservations hold nothing;
+		 * memory made PROT_NONE after it was written keeps its bytes
+		 * (read through /proc/PID/mem, memio.c) */
+		if (mp->prot == 0 && !ck__holds_pages(snap, rg->start, rg->end))
 			rg->flags |= CK_REG_NODATA;
 		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
 		    strncmp(rg->path, "/dev/shm/", 9))

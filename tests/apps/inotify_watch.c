@@ -6,9 +6,10 @@
  * relative path, from inside it), a file, and a symlink itself
  * (IN_DONT_FOLLOW), with a watch number left unused between them (a watch
  * removed) and one given after them and removed (the next number is 6,
- * not 4); a one-shot watch (IN_ONESHOT) not fired yet; a blocking instance
- * shared with a forked child (one description: the parent reads what
- * either would). Each step makes events and checks which watch reports
+ * not 4); a one-shot watch (IN_ONESHOT) not fired yet; a mask widened by
+ * IN_MASK_ADD; a blocking instance shared with a forked child (one
+ * description: the parent reads what either would), given a watch by the
+ * parent after the fork. Each step makes events and checks which watch reports
  * them, with what mask and name. Prints only deterministic lines; exits 1
  * after a FAIL line.
  * Usage: inotify_watch [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,7 +101,7 @@ static void append(const char *name)
 
 int main(int argc, char **argv)
 {
-	int steps = (int)(6 * app_scale(argc, argv) + 0.5), a, b, wdir, wgap, wfile, wlink, wone, wshared, w;
+	int steps = (int)(6 * app_scale(argc, argv) + 0.5), a, b, wdir, wgap, wfile, wlink, wone, wshared, wlate, w;
 	struct timespec t = {0, 400 * 1000000L};
 	char p[300], name[48];
 	DIR *d;
@@ -147,6 +149,9 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	close(gate[0]);
+	wlate = inotify_add_watch(b, "once", IN_ATTRIB);
+	if (wlate != 2 || inotify_add_watch(a, p, IN_ATTRIB | IN_MASK_ADD) != wfile)
+		return 1;
 
 	for (int step = 0; step < steps; step++) {
 		struct timespec now;
@@ -161,6 +166,9 @@ int main(int argc, char **argv)
 		append("file");
 		expect(a, wfile, IN_MODIFY, "", "append to the file");
 		expect(a, wfile, IN_CLOSE_WRITE, "", "close of the file");
+		if (chmod("file", step % 2 ? 0600 : 0640) < 0)
+			fail("chmod");
+		expect(a, wfile, IN_ATTRIB, "", "chmod of the file (a mask widened by IN_MASK_ADD)");
 		append("target"); /* the link's target: not watched, no event */
 		if (lchown("link", getuid(), getgid()) < 0)
 			fail("lchown");
@@ -171,6 +179,9 @@ int main(int argc, char **argv)
 		expect(b, wshared, IN_DELETE, name, "delete, shared instance");
 		printf("step %d: events of watches %d, %d, %d as added\n", step, wdir, wfile, wlink);
 	}
+	if (chmod("once", 0640) < 0)
+		fail("chmod");
+	expect(b, wlate, IN_ATTRIB, "", "a watch the parent added after the fork");
 	append("once");
 	expect(a, wone, IN_MODIFY, "", "one-shot");
 	expect(a, wone, IN_IGNORED, "", "one-shot's end");
