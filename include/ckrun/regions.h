@@ -33,5 +33,9 @@
  * region larger than memory and swap can be mapped again (a restore
  * without it is refused by the overcommit heuristic). */
 #define CK_REG_NORESERVE 0x40000
+/* More advice (smaps VmFlags), given again at restore. */
+#define CK_REG_ADV_DONTFORK 0x80000    /* MADV_DONTFORK ("dc") */
+#define CK_REG_ADV_RANDOM 0x100000     /* MADV_RANDOM ("rr") */
+#define CK_REG_ADV_SEQUENTIAL 0x200000 /* MADV_SEQUENTIAL ("sr") */
 
 #endif

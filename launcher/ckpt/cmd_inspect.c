@@ -19,7 +19,8 @@ static void region_flags(uint32_t f, char *buf, size_t len)
 		{CK_REG_VSYSCALL, "vsyscall"}, {CK_REG_NODATA, "nodata"}, {CK_REG_DELETED, "deleted"},
 		{CK_REG_GROWSDOWN, "growsdown"}, {CK_REG_DENSE, "dense"},
 		{CK_REG_ADV_HUGE, "hugepage"}, {CK_REG_ADV_NOHUGE, "nohugepage"}, {CK_REG_ADV_WIPEONFORK, "wipeonfork"},
-		{CK_REG_ADV_DONTDUMP, "dontdump"}, {CK_REG_FILEPAGES, "filepages"},
+		{CK_REG_ADV_DONTDUMP, "dontdump"}, {CK_REG_ADV_DONTFORK, "dontfork"}, {CK_REG_ADV_RANDOM, "random"},
+		{CK_REG_ADV_SEQUENTIAL, "sequential"}, {CK_REG_FILEPAGES, "filepages"},
 	};
 	size_t i, n = 0;
 

@@ -25,6 +25,9 @@ static uint32_t ck__advice_flags(const char *vmflags)
 		{"wf", CK_REG_ADV_WIPEONFORK},
 		{"dd", CK_REG_ADV_DONTDUMP},
 		{"nr", CK_REG_NORESERVE},
+		{"dc", CK_REG_ADV_DONTFORK},
+		{"rr", CK_REG_ADV_RANDOM},
+		{"sr", CK_REG_ADV_SEQUENTIAL},
 	};
 	uint32_t f = 0;
 
@@ -38,6 +41,33 @@ static uint32_t ck__advice_flags(const char *vmflags)
 		p++;
 	}
 	return f;
+}
+
+/* The first mapping of process pid whose advice holds flag (CK_REG_ADV_*):
+ * 1 with its range, 0 if none, or -errno. */
+int ck_maps_first_advised(pid_t pid, uint32_t flag, uint64_t *s, uint64_t *e)
+{
+	char path[64], *line = NULL;
+	size_t cap = 0;
+	uint64_t start = 0, end = 0;
+	int r = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/smaps", pid);
+	if (!(f = fopen(path, "re")))
+		return -errno;
+	while (!r && getline(&line, &cap, f) > 0) {
+		if (!strncmp(line, "VmFlags:", 8) && (ck__advice_flags(line + 8) & flag)) {
+			*s = start;
+			*e = end;
+			r = 1;
+		} else if (line[0] && strchr("0123456789abcdef", line[0])) {
+			sscanf(line, "%" SCNx64 "-%" SCNx64, &start, &end);
+		}
+	}
+	free(line);
+	fclose(f);
+	return r;
 }
 
 int ck_maps_advice(pid_t pid, struct ck_region *rg, size_t n)

@@ -143,6 +143,7 @@ void ck_maps_free(struct ck_map *m, size_t n);
  * process's maps) from /proc/PID/smaps; mappings changed since are skipped. */
 struct ck_region;
 int ck_maps_advice(pid_t pid, struct ck_region *rg, size_t n);
+int ck_maps_first_advised(pid_t pid, uint32_t flag, uint64_t *s, uint64_t *e);
 
 /* chan.c: messages on the control channel */
 struct ck_msg;

@@ -148,6 +148,17 @@ int ck_mem_advice(const struct ck_jproc *jp)
 
 	if (r < 0)
 		return ck_proc_gone(jp->round.snap) ? 0 : r; /* its end is reported by the checks that follow */
+	if (jp->round.snap != jp->pid) {
+		/* a don't-fork mapping is not in the forked snapshot at all:
+		 * its region would be missing from the image */
+		uint64_t s, e;
+		if (ck_maps_first_advised(jp->pid, CK_REG_ADV_DONTFORK, &s, &e) > 0) {
+			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64
+				   " is don't-fork (MADV_DONTFORK), which a forked snapshot does not have",
+				   jp->jpid, s, e);
+			return -EXDEV;
+		}
+	}
 	for (size_t i = 0; jp->round.snap != jp->pid && i < p->nregions; i++) {
 		const struct ck_region *rg = &p->regions[i];
 		if ((rg->flags & CK_REG_ADV_WIPEONFORK) && !(rg->flags & CK_REG_NODATA)) {

@@ -363,6 +363,12 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_NOHUGEPAGE);
 	if (rg->flags & CK_REG_ADV_DONTDUMP)
 		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_DONTDUMP);
+	if (rg->flags & CK_REG_ADV_DONTFORK)
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_DONTFORK);
+	if (rg->flags & CK_REG_ADV_RANDOM)
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_RANDOM);
+	if (rg->flags & CK_REG_ADV_SEQUENTIAL)
+		(void)ck_sys3(SYS_madvise, rg->start, len, MADV_SEQUENTIAL);
 }
 
 /* Descriptors: ckrun sends each prepared one with its target number. They

@@ -1,10 +1,11 @@
 /* madvise_flags: memory with madvise() advice that a restore must keep.
  *
- * Four 8 MiB anonymous mappings, each written in full and rewritten in
+ * Seven 8 MiB anonymous mappings, each written in full and rewritten in
  * steps: one advised MADV_HUGEPAGE, one MADV_NOHUGEPAGE, one
- * MADV_WIPEONFORK, one MADV_DONTDUMP. At every step the program reads its
- * own /proc/self/smaps and checks that each mapping still carries its
- * advice (VmFlags hg, nh, wf, dd), and forks a child that checks the
+ * MADV_WIPEONFORK, one MADV_DONTDUMP, one MADV_DONTFORK, one MADV_RANDOM,
+ * one MADV_SEQUENTIAL. At every step the program reads its own
+ * /proc/self/smaps and checks that each mapping still carries its advice
+ * (VmFlags hg, nh, wf, dd, dc, rr, sr), and forks a child that checks the
  * wipe-on-fork mapping reads as zeros in the child and the others do not.
  * A listing in which the mapping is absent altogether is read again: on
  * kernel 6.18 a restored process's read of /proc/self/smaps during a
@@ -23,13 +24,14 @@
 #include <unistd.h>
 
 #define LEN (8u << 20)
-#define NMAP 4
+#define NMAP 7
 
 static const struct {
 	int advice;
 	char flag[3];
 } want[NMAP] = {
-	{MADV_HUGEPAGE, "hg"}, {MADV_NOHUGEPAGE, "nh"}, {MADV_WIPEONFORK, "wf"}, {MADV_DONTDUMP, "dd"}};
+	{MADV_HUGEPAGE, "hg"}, {MADV_NOHUGEPAGE, "nh"}, {MADV_WIPEONFORK, "wf"}, {MADV_DONTDUMP, "dd"},
+	{MADV_DONTFORK, "dc"}, {MADV_RANDOM, "rr"},     {MADV_SEQUENTIAL, "sr"}};
 
 static double app_scale(int argc, char **argv)
 {
@@ -100,7 +102,7 @@ int main(int argc, char **argv)
 		for (size_t w = 0; w < LEN / 8; w++)
 			m[i][w] = mix(w + (uint64_t)i * LEN);
 	}
-	printf("madvise_flags: %d mappings of %u MiB (hg nh wf dd), %ld steps\n", NMAP, LEN >> 20, steps);
+	printf("madvise_flags: %d mappings of %u MiB (hg nh wf dd dc rr sr), %ld steps\n", NMAP, LEN >> 20, steps);
 	for (long s = 0; s < steps; s++) {
 		pid_t c;
 		int st;
@@ -123,7 +125,7 @@ int main(int argc, char **argv)
 			}
 		}
 		c = fork();
-		if (c == 0) /* the child: wiped where advised, copied elsewhere */
+		if (c == 0) /* the child: wiped where advised, copied elsewhere (not the don't-fork one: absent) */
 			_exit(m[2][1] != 0 || m[0][1] == 0 || m[1][1] == 0 || m[3][1] == 0);
 		if (c < 0 || waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)) {
 			printf("FAIL step %ld: the forked child did not see wipe-on-fork memory as zeros\n", s);
