@@ -186,7 +186,12 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 			const struct ck_pd_fd *f = &pd->fds[k];
 			if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
 			    (f->flags & O_ACCMODE) == O_RDWR) {
+				/* the file's contents come back through the
+				 * descriptor: the mapping shows them, and may be
+				 * read-only (a memfd sealed against writes) */
 				rg->map_fd = f->fd;
+				rg->fill = 0;
+				*shmfill = 1;
 				break;
 			}
 		}

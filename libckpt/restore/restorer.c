@@ -313,9 +313,10 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 	}
 	if (rg->map_fd >= 0) {
 		/* A deleted file or memfd the process also holds open: map that
-		 * very file again, so the mapping and the descriptor alias. */
-		r = ck_mmap(rg->start, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, rg->map_fd,
-			    rg->file_off);
+		 * very file again, so the mapping and the descriptor alias. With
+		 * its own protection: a memfd sealed against writes (F_SEAL_WRITE)
+		 * refuses a writable shared mapping, and the job's had none. */
+		r = ck_mmap(rg->start, len, (int)rg->prot, MAP_SHARED | MAP_FIXED_NOREPLACE, rg->map_fd, rg->file_off);
 		if (r < 0)
 			ck__die("restorer: cannot map a shared file region from its descriptor", r);
 		return;

@@ -4,7 +4,10 @@
  * twice at different addresses, so that both mappings must come back
  * aliasing the same pages, plus the file offset and size of the descriptor.
  * Writes go through one mapping and are checked through the other and
- * through pread(); the seals are checked by trying to resize.
+ * through pread(); the seals are checked by trying to resize. A second
+ * memfd, sealed against writes (F_SEAL_WRITE), mapped read-only and shared:
+ * its bytes, its seal and its mapping come back (a restore that mapped it
+ * writable was refused by the kernel: exit 99).
  * Usage: memfd [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,8 +44,9 @@ int main(int argc, char **argv)
 {
 	long rounds = (long)(1000 * app_scale(argc, argv));
 	uint64_t *a, *b, sum = 0;
+	const char *ro;
 	struct stat st;
-	int fd, seals, rc = 0;
+	int fd, wfd, seals, rc = 0;
 
 	if (rounds < 1)
 		rounds = 1;
@@ -57,6 +61,11 @@ int main(int argc, char **argv)
 	if (a == MAP_FAILED || b == MAP_FAILED)
 		return 1;
 	if (lseek(fd, 12345, SEEK_SET) != 12345)
+		return 1;
+	wfd = memfd_create("ckapp-memfd-ro", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (wfd < 0 || write(wfd, "written once", 12) != 12 || ftruncate(wfd, 65536) != 0 ||
+	    fcntl(wfd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW) != 0 ||
+	    (ro = mmap(NULL, 65536, PROT_READ, MAP_SHARED, wfd, 0)) == MAP_FAILED)
 		return 1;
 
 	for (long r = 0; r < rounds; r++) {
@@ -85,6 +94,14 @@ int main(int argc, char **argv)
 	if (ftruncate(fd, SIZE * 2) == 0 || errno != EPERM || seals != (F_SEAL_GROW | F_SEAL_SHRINK)) {
 		printf("FAIL seals lost: %#x\n", seals);
 		rc = 1;
+	}
+	errno = 0;
+	if (memcmp(ro, "written once", 12) || write(wfd, "x", 1) >= 0 || errno != EPERM ||
+	    fcntl(wfd, F_GET_SEALS) != (F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW)) {
+		printf("FAIL the write-sealed memfd: mapping '%.12s', seals %#x\n", ro, fcntl(wfd, F_GET_SEALS));
+		rc = 1;
+	} else {
+		printf("write-sealed memfd: bytes, seals and read-only mapping kept\n");
 	}
 	fstat(fd, &st);
 	printf("size %lld, offset %lld, seals grow+shrink %s\n", (long long)st.st_size,
