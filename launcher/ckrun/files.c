@@ -49,11 +49,13 @@ int ck_files_save_data(struct ck_writer *w, pid_t snap, struct ck_pd_fd *f, unsi
 
 static int ck__fill_fd(struct ck_reader *rd, const struct ck_pd_fd *f, int fd)
 {
-	struct ck_sink s = {0, 0, fd, 0};
+	/* the file was just sized: pages of zeros are left as holes, as a
+	 * sparse file had them (what it stores and SEEK_HOLE see) */
+	struct ck_sink s = {0, 0, fd, 1};
 
 	if (!f->data_nchunks)
 		return 0;
-	return ck_reader_read(rd, f->data_chunk, f->data_nchunks, ck_sink_write, &s);
+	return ck_reader_read_sparse(rd, f->data_chunk, f->data_nchunks, ck_sink_write, &s);
 }
 
 static void ck__strip_deleted(char *path)

@@ -54,7 +54,7 @@ struct ck_sink {
 	pid_t pid;
 	uint64_t base;
 	int fd;     /* >= 0: write to a file instead */
-	int sparse; /* fresh anonymous memory: zero pages are left untouched */
+	int sparse; /* fresh anonymous memory or a new file: zero pages are left untouched (holes) */
 };
 /* ck_write_fn over a struct ck_sink. */
 int ck_sink_write(void *arg, uint64_t off, const void *buf, size_t len);

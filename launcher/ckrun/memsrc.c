@@ -90,42 +90,46 @@ static int ck__read_mem(struct ck_src *s, uint64_t off, void *buf, size_t len)
 	}
 }
 
+static int ck__sink_put(const struct ck_sink *s, uint64_t off, const char *buf, size_t len)
+{
+	size_t done = 0;
+
+	if (s->fd < 0)
+		return ck_mem_write(s->pid, s->base + off, buf, len);
+	while (done < len) {
+		ssize_t n = pwrite(s->fd, buf + done, len - done, (off_t)(off + done));
+		if (n < 0) {
+			ck_err_set("cannot write restored file contents: %s", strerror(errno));
+			return -errno;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
 int ck_sink_write(void *arg, uint64_t off, const void *buf, size_t len)
 {
 	struct ck_sink *s = arg;
+	size_t start = 0; /* of the current run of data pages */
 
 	if (!buf)
-		return 0; /* a zero chunk of fresh anonymous memory (sparse read) */
-	if (s->sparse) {
-		/* Only the runs of pages holding data: a page never written
-		 * stays absent, as it was in the job (a sparse heap stays
-		 * small), and costs no fault. */
-		size_t start = 0; /* of the current run of data pages */
-		for (size_t at = 0; at < len + CK_PAGE_SIZE; at += CK_PAGE_SIZE) { /* one step past the end: the last run */
-			size_t pg = at < len && len - at < CK_PAGE_SIZE ? len - at : CK_PAGE_SIZE;
-			if (at < len && !ck_chunk_is_zero((const char *)buf + at, pg))
-				continue; /* the run goes on */
-			if (at > start) {
-				size_t end = at < len ? at : len;
-				int r = ck_mem_write(s->pid, s->base + off + start, (const char *)buf + start, end - start);
-				if (r < 0)
-					return r;
-			}
-			start = at + pg;
+		return 0; /* a zero chunk of fresh anonymous memory or a new file (sparse read) */
+	if (!s->sparse)
+		return ck__sink_put(s, off, buf, len);
+	/* Only the runs of pages holding data: a page never written stays
+	 * absent, as it was in the job (a sparse heap stays small, a file's
+	 * hole stays a hole), and costs no fault. */
+	for (size_t at = 0; at < len + CK_PAGE_SIZE; at += CK_PAGE_SIZE) { /* one step past the end: the last run */
+		size_t pg = at < len && len - at < CK_PAGE_SIZE ? len - at : CK_PAGE_SIZE;
+		if (at < len && !ck_chunk_is_zero((const char *)buf + at, pg))
+			continue; /* the run goes on */
+		if (at > start) {
+			size_t end = at < len ? at : len;
+			int r = ck__sink_put(s, off + start, (const char *)buf + start, end - start);
+			if (r < 0)
+				return r;
 		}
-		return 0;
+		start = at + pg;
 	}
-	if (s->fd >= 0) {
-		size_t done = 0;
-		while (done < len) {
-			ssize_t n = pwrite(s->fd, (const char *)buf + done, len - done, (off_t)(off + done));
-			if (n < 0) {
-				ck_err_set("cannot write restored file contents: %s", strerror(errno));
-				return -errno;
-			}
-			done += (size_t)n;
-		}
-		return 0;
-	}
-	return ck_mem_write(s->pid, s->base + off, buf, len);
+	return 0;
 }

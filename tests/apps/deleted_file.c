@@ -6,6 +6,8 @@
  * offsets (the second from /proc/self/fd before the unlink) and O_APPEND on
  * one of them, plus a shared mapping of its first pages. The file keeps
  * growing during the run; it is re-read and checked in full at every round.
+ * A second unlinked file is sparse (4 bytes at 0 and at 8 MiB): its hole
+ * must stay a hole (SEEK_HOLE, blocks), not come back as 8 MiB of zeros.
  * Usage: deleted_file [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,7 +52,7 @@ int main(int argc, char **argv)
 	static unsigned char buf[CHUNK];
 	char path[4200], fdpath[64];
 	unsigned char *map;
-	int fa, fb, rc = 0;
+	int fa, fb, fs, rc = 0;
 	off_t size = 0;
 	uint64_t digest = 0;
 	struct stat st;
@@ -64,6 +66,10 @@ int main(int argc, char **argv)
 	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", fa);
 	fb = open(fdpath, O_RDWR | O_APPEND);
 	if (fb < 0 || unlink(path) != 0)
+		return 1;
+	snprintf(path, sizeof(path), "%s/deleted_file.XXXXXX", tmp);
+	if ((fs = mkstemp(path)) < 0 || unlink(path) != 0 || pwrite(fs, "head", 4, 0) != 4 ||
+	    pwrite(fs, "tail", 4, 8 << 20) != 4)
 		return 1;
 	printf("deleted_file: %ld rounds of %d KiB appended to an unlinked file\n", rounds, CHUNK / 1024);
 
@@ -119,6 +125,19 @@ int main(int argc, char **argv)
 	       (long long)lseek(fa, 0, SEEK_CUR), (long long)lseek(fb, 0, SEEK_CUR));
 	if (st.st_nlink != 0 || st.st_size != size || (fcntl(fb, F_GETFL) & O_APPEND) == 0)
 		rc = 1;
+	{
+		char h[5] = {0}, t[5] = {0};
+		off_t hole = lseek(fs, 0, SEEK_HOLE);
+		fstat(fs, &st);
+		if (pread(fs, h, 4, 0) != 4 || pread(fs, t, 4, 8 << 20) != 4 || strcmp(h, "head") || strcmp(t, "tail") ||
+		    hole >= (8 << 20) || st.st_blocks >= 4096) {
+			printf("FAIL the sparse file: '%s' '%s', first hole at %lld, %lld blocks\n", h, t, (long long)hole,
+			       (long long)st.st_blocks);
+			rc = 1;
+		} else {
+			printf("sparse file: bytes and hole kept\n");
+		}
+	}
 	printf("deleted_file: %s\n", rc ? "FAIL" : "ok");
 	return rc;
 }
