@@ -133,6 +133,10 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* the manager, once ckrun says go (every thread of the job made again) */
 long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+/* epoll.c: an instance's registrations from its fdinfo text (the round),
+ * added again before the threads (restart: -errno with *why) */
+int ck__epoll_collect(int epfd, const char *info) CK_HIDDEN;
+long ck__epoll_restore(const struct ck_procdesc *pd, const char **why) CK_HIDDEN;
 /* inotify.c: the watches of an instance (the round: its fdinfo text;
  * restart: before the threads, -errno with *why and *path) */
 void ck__inotify_reset(void) CK_HIDDEN;

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <linux/kcmp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,37 +80,6 @@ static uint64_t ck__field(const char *text, const char *key, int base)
 	return v;
 }
 
-static int ck__collect_epoll(int epfd, const char *info)
-{
-	struct kcmp_epoll_slot slot;
-	const char *p = info;
-
-	while ((p = strstr(p, "tfd:")) != NULL) {
-		struct ck_pd_epitem *e;
-		if (ck__pd.nepitems >= CK_PD_MAX_EPITEMS) {
-			ck__failf("more than %d epoll registrations: a checkpoint holds at most %d per process",
-				  CK_PD_MAX_EPITEMS, CK_PD_MAX_EPITEMS);
-			return -E2BIG;
-		}
-		e = &ck__pd.epitems[ck__pd.nepitems++];
-		e->epfd = epfd;
-		e->tfd = (int32_t)ck__field(p, "tfd:", 10);
-		e->events = (uint32_t)ck__field(p, "events:", 16);
-		e->data = ck__field(p, "data:", 16);
-		/* the registration names a file and the number it had then:
-		 * re-added by number, so our descriptor of that number must be
-		 * that file */
-		slot.efd = (uint32_t)epfd;
-		slot.tfd = (uint32_t)e->tfd;
-		slot.toff = 0;
-		e->flags = ck_sys5(SYS_kcmp, ck__core.pid, ck__core.pid, KCMP_EPOLL_TFD, e->tfd, &slot) == 0
-				   ? 0
-				   : CK_PD_EPI_ELSEWHERE;
-		p += 4;
-	}
-	return 0;
-}
-
 static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 {
 	static char info[262144];
@@ -166,7 +134,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		}
 	} else if (!strcmp(target, "anon_inode:[eventpoll]")) {
 		f->kind = CK_FD_EPOLL;
-		return ck__collect_epoll(f->fd, info);
+		return ck__epoll_collect(f->fd, info);
 	} else if (!strcmp(target, "anon_inode:inotify")) {
 		return ck__inotify_collect(f, info);
 	} else if (!strcmp(target, "anon_inode:[fanotify]")) {

@@ -177,22 +177,6 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 	}
 }
 
-static void ck__restore_epoll(const struct ck_procdesc *pd)
-{
-	for (uint32_t i = 0; i < pd->nepitems; i++) {
-		const struct ck_pd_epitem *e = &pd->epitems[i];
-		struct epoll_event ev;
-		if (e->flags & CK_PD_EPI_ELSEWHERE)
-			continue; /* another holder of the instance adds it */
-		ev.events = e->events;
-		ev.data.u64 = e->data;
-		long r = ck_sys4(SYS_epoll_ctl, e->epfd, EPOLL_CTL_ADD, e->tfd, &ev);
-		/* EEXIST: an instance shared by fork, the other holder added it */
-		if (r < 0 && r != -EEXIST)
-			ck__restart_fail("cannot re-register an epoll item", r);
-	}
-}
-
 /* POSIX timers with their old ids (PR_TIMER_CREATE_RESTORE_IDS: the
  * kernel then takes the id passed in) and remaining times. */
 static void ck__restore_timers(const struct ck_procdesc *pd)
@@ -334,7 +318,8 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 			ck__restart_fail2(why, path, r);
 		if ((r = ck__inotify_restore(pd, &why, &path)) < 0)
 			ck__restart_fail2(why, path, r);
-		ck__restore_epoll(pd);
+		if ((r = ck__epoll_restore(pd, &why)) < 0)
+			ck__restart_fail(why, r);
 		ck__creds_prepare(pd); /* before any thread can give its own back */
 		ck__recreate_threads(pd);
 		if ((r = ck__fdstate_restore(pd, &why, &path)) < 0)

@@ -129,6 +129,9 @@ struct ck_pd_epitem {
  * another holder may hold it): not re-added here. ckrun refuses the round
  * unless some holder of the instance holds it. */
 #define CK_PD_EPI_ELSEWHERE 0x1
+/* The instance's ready list was empty at the cut (libckpt/epoll.c): the
+ * edges the job had taken are taken again once its registrations are back. */
+#define CK_PD_EPI_TAKEN 0x2
 #define CK_PD_MAX_EPITEMS 4096
 
 /* A pending signal with its siginfo, re-queued at restart in this order.
