@@ -5,7 +5,9 @@
  * State exercised: an epoll instance shared by fork, one registration
  * (EPOLLIN | EPOLLET, a pipe's read end the child closed after the fork:
  * only the parent holds the registered file), a second instance only the
- * parent holds. Each step the parent writes a byte; one side takes the
+ * parent holds, and a third with an edge-triggered eventfd that stays
+ * readable after the job took its edge (a restore that added it again
+ * reported that edge again). Each step the parent writes a byte; one side takes the
  * event, then the other must time out; the sides alternate. Two instances
  * (a restore that made the shared one twice) give the second side the
  * event again. Prints only deterministic lines; exits 1 after a FAIL line.
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -58,7 +61,7 @@ static char get(int fd)
 
 int main(int argc, char **argv)
 {
-	int steps = (int)(6 * app_scale(argc, argv) + 0.5), data[2], p2c[2], c2p[2], ep, own, bad = 0;
+	int steps = (int)(6 * app_scale(argc, argv) + 0.5), data[2], p2c[2], c2p[2], ep, own, et, efd, bad = 0;
 	struct epoll_event ev = {EPOLLIN | EPOLLET, {.u64 = 7}};
 	struct timespec t = {0, 400 * 1000000L};
 	pid_t kid;
@@ -81,6 +84,10 @@ int main(int argc, char **argv)
 	}
 	if ((own = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(own, EPOLL_CTL_ADD, data[0], &ev) < 0)
 		return 1;
+	/* readable for good; its one edge taken now */
+	if ((et = epoll_create1(EPOLL_CLOEXEC)) < 0 || (efd = eventfd(1, EFD_CLOEXEC)) < 0 ||
+	    epoll_ctl(et, EPOLL_CTL_ADD, efd, &ev) < 0 || wait_events(et, 0) != 1)
+		return 1;
 	for (int step = 0; step < steps; step++) {
 		int first, second, mine;
 		char c;
@@ -100,6 +107,10 @@ int main(int argc, char **argv)
 			second = wait_events(ep, 150);
 		}
 		c = step % 2 ? 'c' : 'p';
+		if (wait_events(et, 0) != 0) {
+			printf("FAIL step %d: the eventfd's edge, taken before, was reported again\n", step);
+			bad = 1;
+		}
 		if (first != 1 || second != 0 || mine != 1) {
 			printf("FAIL step %d: the %s took %d event(s), then the %s %d; its own instance %d (expected 1, 0, 1)\n",
 			       step, c == 'p' ? "parent" : "child", first, c == 'p' ? "child" : "parent", second, mine);
