@@ -138,7 +138,9 @@ int ck__fdstate_collect(uint32_t idx)
 	long fd, n;
 
 	ck_memset(x, 0, sizeof(*x));
-	if (f->kind == CK_FD_SOCKET || f->kind == CK_FD_PLUGIN || (f->flags & O_PATH))
+	/* (a socket's too: its plugin re-makes the socket, not its O_ASYNC
+	 * owner and signal) */
+	if (f->kind == CK_FD_PLUGIN || (f->flags & O_PATH))
 		return 0;
 	ck_memset(&own, 0, sizeof(own));
 	if (ck_sys3(SYS_fcntl, f->fd, F_GETOWN_EX, &own) == 0) {
@@ -318,8 +320,8 @@ long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const c
 		const struct ck__fdx *x = &ck__fdx[i];
 		long fl, r;
 
-		/* 0-2 may be the new ckrun's stdio; sockets are their plugin's */
-		if (f->fd <= 2 || f->kind == CK_FD_DUP || f->kind == CK_FD_SOCKET || f->kind == CK_FD_PLUGIN ||
+		/* 0-2 may be the new ckrun's stdio */
+		if (f->fd <= 2 || f->kind == CK_FD_DUP || f->kind == CK_FD_PLUGIN ||
 		    (f->flags & O_PATH))
 			continue;
 		fl = ck_sys2(SYS_fcntl, f->fd, F_GETFL);

@@ -2,12 +2,15 @@
  *
  * State exercised: a file opened O_APPEND|O_NOATIME, one O_DIRECT, a pipe
  * whose read end is O_NONBLOCK|O_ASYNC with an owner (F_SETOWN_EX) and a
- * signal (F_SETSIG), a duplicate without FD_CLOEXEC of a descriptor that
+ * signal (F_SETSIG), the same on a socketpair end through F_SETOWN (its
+ * plugin re-makes the socket: the owner and signal were lost before), a
+ * duplicate without FD_CLOEXEC of a descriptor that
  * has it, and a file description shared with a child by fork (one offset:
  * the child's writes move the parent's offset). Each step the parent checks
  * every flag with fcntl, the child writes one byte through the shared
  * description and the parent checks the offset moved; the child writes to
- * the async pipe and the parent takes the queued signal with sigtimedwait.
+ * the async pipe and socket and the parent takes the queued signals with
+ * sigtimedwait.
  * Usage: fd_flags [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,7 +64,7 @@ static int wr1(int fd, char c)
 int main(int argc, char **argv)
 {
 	long steps = (long)(60 * app_scale(argc, argv)), i;
-	int app, dio, shared, dupfd, ap[2], go[2], back[2], sig = SIGRTMIN + 2, st, rc = 0;
+	int app, dio, shared, dupfd, ap[2], sp[2], go[2], back[2], sig = SIGRTMIN + 2, ssig = SIGRTMIN + 3, st, rc = 0;
 	char path[300];
 	struct f_owner_ex own = {F_OWNER_PID, 0};
 	sigset_t set;
@@ -78,22 +82,26 @@ int main(int argc, char **argv)
 	if (app < 0 || dio < 0 || shared < 0)
 		return fail("open", 0);
 	dupfd = dup(app); /* no FD_CLOEXEC, its original has it */
-	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0)
+	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
 		return fail("pipe", 0);
 	sigemptyset(&set);
 	sigaddset(&set, sig);
+	sigaddset(&set, ssig);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	own.pid = getpid();
 	if (fcntl(ap[0], F_SETFL, O_NONBLOCK | O_ASYNC) < 0 || fcntl(ap[0], F_SETOWN_EX, &own) < 0 ||
 	    fcntl(ap[0], F_SETSIG, sig) < 0)
 		return fail("async setup", 0);
+	if (fcntl(sp[0], F_SETOWN, getpid()) < 0 || fcntl(sp[0], F_SETSIG, ssig) < 0 ||
+	    fcntl(sp[0], F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
+		return fail("async socket setup", 0);
 	child = fork();
 	if (child < 0)
 		return fail("fork", 0);
 	if (child == 0) { /* writes one byte per token through the shared description */
 		close(go[1]);
 		while (rd1(go[0]) == 'g') {
-			if (wr1(shared, 'x') < 0 || wr1(ap[1], 'a') < 0)
+			if (wr1(shared, 'x') < 0 || wr1(ap[1], 'a') < 0 || wr1(sp[1], 's') < 0)
 				_exit(1);
 			wr1(back[1], 'b');
 		}
@@ -117,6 +125,9 @@ int main(int argc, char **argv)
 			rc = fail("F_GETOWN_EX", i);
 		else if (fcntl(ap[0], F_GETSIG) != sig)
 			rc = fail("F_GETSIG", i);
+		else if (fcntl(sp[0], F_GETOWN) != getpid() || fcntl(sp[0], F_GETSIG) != ssig ||
+			 (fcntl(sp[0], F_GETFL) & (O_NONBLOCK | O_ASYNC)) != (O_NONBLOCK | O_ASYNC))
+			rc = fail("the socket's F_GETOWN, F_GETSIG or O_ASYNC", i);
 		if (rc)
 			break;
 		at = lseek(shared, 0, SEEK_CUR);
@@ -128,9 +139,19 @@ int main(int argc, char **argv)
 			rc = fail("shared offset", i);
 			break;
 		}
-		/* the child's byte raised our signal, with the pipe's descriptor */
-		if (sigtimedwait(&set, &si, &tmo) != sig || si.si_fd != ap[0]) {
-			rc = fail("async signal", i);
+		/* the child's bytes raised our signals, with each descriptor */
+		for (int k = 0, got = 0; k < 2; k++) {
+			int n = sigtimedwait(&set, &si, &tmo);
+			if ((n != sig && n != ssig) || si.si_fd != (n == sig ? ap[0] : sp[0]) || (got & (1 << (n == sig)))) {
+				rc = fail("async signal", i);
+				break;
+			}
+			got |= 1 << (n == sig);
+		}
+		if (rc)
+			break;
+		if (rd1(sp[0]) != 's') {
+			rc = fail("async socket contents", i);
 			break;
 		}
 		if (rd1(ap[0]) != 'a' || read(ap[0], path, 1) != -1 || errno != EAGAIN) {
