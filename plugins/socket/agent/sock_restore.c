@@ -283,7 +283,8 @@ static int ck__deliver(struct ck__wsink *w)
 			len = l32;
 			at += 4;
 		}
-		for (size_t put = 0; put < len;) {
+		/* a datagram goes whole, one of no bytes too (it is one) */
+		for (size_t put = 0; put < len || (w->dgram && !put && !len);) {
 			ssize_t n = sendto(w->fd, p + put, len - put, MSG_NOSIGNAL | MSG_DONTWAIT, w->to, w->to ? w->tl : 0);
 			if (n < 0 && errno == EAGAIN) {
 				struct pollfd pf = {w->fd, POLLOUT, 0};
@@ -293,6 +294,8 @@ static int ck__deliver(struct ck__wsink *w)
 			}
 			if (n < 0)
 				return -errno;
+			if (w->dgram)
+				break;
 			put += (size_t)n;
 		}
 		at += len;
