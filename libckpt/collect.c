@@ -310,8 +310,24 @@ int ck__collect_process(void)
 	ck__pd.umask = (uint32_t)ck_sys1(SYS_umask, 022);
 	ck_sys1(SYS_umask, ck__pd.umask);
 	n = ck_sys2(SYS_getcwd, ck__pd.cwd, sizeof(ck__pd.cwd));
-	if (n < 0)
-		ck__pd.cwd[0] = 0;
+	ck__pd.cwd_mode = 0;
+	if (n == -ENOENT) {
+		/* removed while the process is in it: "PATH (deleted)", made
+		 * again (empty, as it had to be) and removed at a restore */
+		struct stat st;
+		n = ck_sys4(SYS_readlinkat, AT_FDCWD, "/proc/self/cwd", ck__pd.cwd, sizeof(ck__pd.cwd) - 1);
+		ck__pd.cwd[n > 0 ? n : 0] = 0;
+		if (n <= 10 || ck_strncmp(ck__pd.cwd + n - 10, " (deleted)", 10) ||
+		    ck_sys2(SYS_stat, ".", &st) < 0) {
+			ck__failf("the working directory was removed and cannot be named (%s): not restored",
+				  ck__pd.cwd);
+			return -ENOENT;
+		}
+		ck__pd.cwd_mode = st.st_mode & 07777;
+	} else if (n < 0) {
+		ck__failf("the working directory cannot be named (errno %ld): not restored", -n);
+		return (int)n;
+	}
 	n = ck_sys4(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", ck__pd.exe, sizeof(ck__pd.exe) - 1);
 	ck__pd.exe[n > 0 ? n : 0] = 0;
 	return 0;

@@ -121,6 +121,33 @@ static void ck__restore_loginuid(void)
 	ck__restart_fail2("cannot give the process its saved", line, r);
 }
 
+/* The working directory was removed while the process was in it (its
+ * path ends in " (deleted)"; it had to be empty): made again under its
+ * name, entered and removed, so that the process is in a removed, empty
+ * directory of that name and mode again. A name taken meanwhile gets
+ * ".ckrun-removed" after it. */
+static long ck__deleted_dir_enter(const char *cwd, uint32_t mode)
+{
+	static char path[CK_PD_PATH + 16];
+	size_t n = ck_strlen(cwd) - 10; /* " (deleted)" */
+	long r;
+
+	ck_memcpy_early(path, cwd, n);
+	path[n] = 0;
+	r = ck_sys2(SYS_mkdir, path, 0700);
+	if (r == -EEXIST) {
+		ck__msg_put(path, sizeof(path), n, ".ckrun-removed");
+		r = ck_sys2(SYS_mkdir, path, 0700);
+	}
+	if (r < 0)
+		return r;
+	if ((r = ck_sys2(SYS_chmod, path, mode)) < 0 || (r = ck_sys1(SYS_chdir, path)) < 0) {
+		ck_sys1(SYS_rmdir, path);
+		return r;
+	}
+	return ck_sys1(SYS_rmdir, path);
+}
+
 static void ck__restore_process_state(const struct ck_procdesc *pd)
 {
 	for (int s = 1; s < CK_PD_NSIG; s++) {
@@ -170,7 +197,11 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		ck_sys2(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1);
 	/* A job put back in another directory would read and write the wrong
 	 * files through relative paths: no way back is a failed restart. */
-	if (pd->cwd[0]) {
+	if (pd->cwd[0] && pd->cwd_mode) {
+		long r = ck__deleted_dir_enter(pd->cwd, pd->cwd_mode);
+		if (r < 0)
+			ck__restart_fail2("cannot make again the removed working directory in", pd->cwd, r);
+	} else if (pd->cwd[0]) {
 		long r = ck_sys1(SYS_chdir, pd->cwd);
 		if (r < 0)
 			ck__restart_fail2("cannot return to the saved working directory", pd->cwd, r);

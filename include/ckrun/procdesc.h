@@ -200,7 +200,8 @@ struct ck_procdesc {
 	/* credentials of the whole process (the main thread's): capability
 	 * bounding and ambient sets, supplementary groups */
 	uint64_t cap_bnd, cap_amb;
-	uint32_t ngroups, pad3;
+	uint32_t ngroups;
+	uint32_t cwd_mode; /* a deleted working directory's mode (cwd ends in " (deleted)"); else 0 */
 	uint32_t groups[CK_PD_MAX_GROUPS];
 	struct ck_pd_thread threads[CK_PD_MAX_THREADS];
 	struct ck_pd_fd fds[CK_PD_MAX_FDS];

@@ -183,6 +183,39 @@ static int ck__same_file_holding(const struct ck_pd_fd *f)
 	return (uint64_t)st.st_dev == f->dev && (uint64_t)st.st_ino == f->ino;
 }
 
+/* Whether f is a directory removed while it was open ("PATH (deleted)"). */
+int ck_fd_removed_dir(const struct ck_pd_fd *f)
+{
+	size_t n = strlen(f->path);
+
+	return S_ISDIR(f->mode) && n > 10 && !strcmp(f->path + n - 10, " (deleted)");
+}
+
+/* A descriptor of a removed directory (it had to be empty): one made again
+ * under its name (or that name and ".ckrun-removed", taken meanwhile),
+ * opened, and removed. */
+static int ck__removed_dir(const struct ck_pd_fd *f)
+{
+	char path[CK_PD_PATH + 16];
+	int fd, e;
+
+	snprintf(path, sizeof(path), "%.*s", (int)(strlen(f->path) - 10), f->path);
+	if (mkdir(path, f->mode & 07777) < 0 && errno == EEXIST) {
+		strcat(path, ".ckrun-removed");
+		(void)mkdir(path, f->mode & 07777);
+	}
+	fd = open(path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_DIRECTORY | O_CLOEXEC);
+	e = errno;
+	rmdir(path);
+	if (fd < 0) {
+		ck_err_set("descriptor %d: cannot make again the removed directory %s: %s", f->fd, path, strerror(e));
+		return -e;
+	}
+	(void)fchmod(fd, f->mode & 07777);
+	lseek(fd, (off_t)f->offset, SEEK_SET);
+	return fd;
+}
+
 int ck_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
 {
 	char self[64];
@@ -198,6 +231,10 @@ int ck_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_f
 		if (*fd >= 0)
 			(void)lseek(*fd, (off_t)f->offset, SEEK_SET);
 		return 0;
+	}
+	if (S_ISDIR(f->mode) && ck_fd_removed_dir(f)) {
+		*fd = ck__removed_dir(f);
+		return *fd < 0 ? *fd : 0;
 	}
 	*fd = ck__open_file(f);
 	return 0;

@@ -180,8 +180,17 @@ static int ck__restore_proc(const struct ck_pathmap *pm, struct ck_proc *p, stru
 	if (pm->n && ((r = ck__map_fixed(pm, pd->exe, 0)) < 0 || (r = ck__map_str(pm, &p->exe, 0)) < 0 ||
 		      (r = ck__map_fixed(pm, pd->cwd, 0)) < 0))
 		return r;
-	if ((r = ck__need(p->pid, "its working directory", pd->cwd, r > 0)) < 0)
+	if (pd->cwd_mode && strlen(pd->cwd) > 10) {
+		/* removed while it was in it: made again in its parent */
+		char parent[CK_PD_PATH], *slash;
+		snprintf(parent, sizeof(parent), "%.*s", (int)(strlen(pd->cwd) - 10), pd->cwd);
+		if ((slash = strrchr(parent, '/')))
+			slash[slash == parent] = 0;
+		if ((r = ck__need(p->pid, "the directory of its removed working directory", parent, r > 0)) < 0)
+			return r;
+	} else if ((r = ck__need(p->pid, "its working directory", pd->cwd, r > 0)) < 0) {
 		return r;
+	}
 	for (uint32_t k = 0; k < pd->nfds; k++) {
 		struct ck_pd_fd *f = &pd->fds[k];
 		char what[64];
@@ -189,8 +198,8 @@ static int ck__restore_proc(const struct ck_pathmap *pm, struct ck_proc *p, stru
 			return r;
 		if (f->kind != CK_FD_FILE || ((f->xflags & CK_PD_FD_STDIO_FILE) && f->fd <= 2))
 			continue; /* ckrun's stdio: the new ckrun's own descriptor stands for it */
-		if (ck_fd_is_proc_file(f))
-			continue; /* the job's own /proc: the restored process opens it */
+		if (ck_fd_is_proc_file(f) || ck_fd_removed_dir(f))
+			continue; /* the job's own /proc: the restored process opens it; a removed directory is made */
 		snprintf(what, sizeof(what), "descriptor %d:", f->fd);
 		if ((r = ck__need(p->pid, what, f->path, f->xflags & CK_PD_FD_MAPPED)) < 0)
 			return r;
