@@ -323,7 +323,7 @@ int ck__collect_process(void)
 				  ck__pd.cwd);
 			return -ENOENT;
 		}
-		ck__pd.cwd_mode = st.st_mode & 07777;
+		ck__pd.cwd_mode = CK_PD_CWD_REMOVED | (st.st_mode & 07777);
 	} else if (n < 0) {
 		ck__failf("the working directory cannot be named (errno %ld): not restored", -n);
 		return (int)n;

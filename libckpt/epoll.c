@@ -12,8 +12,9 @@
  * again while its file is ready. The round asks the instance itself, from
  * a probe instance of ours watching it (the job's instance reports ready
  * when a registration on its ready list is ready now): nothing ready there
- * means every edge was taken, and the restored instance's ready list is
- * emptied once its registrations are back (CK_PD_EPI_TAKEN). A ready
+ * means the edge of every ready edge-triggered registration was taken
+ * (CK_PD_EPI_TAKEN); at a restore those are added alone first and their
+ * edges taken, then the others (whose events stay the job's). A ready
  * edge-triggered registration in an instance that also has a ready list
  * cannot be told apart: the round is refused naming it. The round's half
  * uses system calls and string functions, the restart's system calls. */
@@ -65,7 +66,8 @@ static int ck__target_ready(const struct ck_pd_epitem *e)
 {
 	struct pollfd p = {e->tfd, (short)(e->events & (POLLIN | POLLOUT | POLLPRI | POLLRDHUP)), 0};
 
-	return ck_sys3(SYS_poll, &p, 1, 0) > 0 && (p.revents & p.events);
+	/* (hang-up and error: epoll reports them whatever was asked) */
+	return ck_sys3(SYS_poll, &p, 1, 0) > 0 && (p.revents & (p.events | POLLHUP | POLLERR));
 }
 
 int ck__epoll_collect(int epfd, const char *info)
@@ -103,7 +105,9 @@ int ck__epoll_collect(int epfd, const char *info)
 		struct ck_pd_epitem *e = &ck__pd.epitems[i];
 
 		if (listed == 0) {
-			e->flags |= CK_PD_EPI_TAKEN;
+			/* ready now, not on the ready list: its edge was taken */
+			if ((e->events & EPOLLET) && !(e->flags & CK_PD_EPI_ELSEWHERE) && ck__target_ready(e))
+				e->flags |= CK_PD_EPI_TAKEN;
 			continue;
 		}
 		if ((e->events & EPOLLET) && ((e->flags & CK_PD_EPI_ELSEWHERE) || ck__target_ready(e))) {
@@ -117,36 +121,49 @@ int ck__epoll_collect(int epfd, const char *info)
 	return 0;
 }
 
-long ck__epoll_restore(const struct ck_procdesc *pd, const char **why)
+/* The registrations with CK_PD_EPI_TAKEN `taken`, but not those another
+ * holder adds. */
+static long ck__add(const struct ck_procdesc *pd, uint32_t taken, const char **why)
 {
-	struct epoll_event ev[64];
+	struct epoll_event ev;
 
 	for (uint32_t i = 0; i < pd->nepitems; i++) {
 		const struct ck_pd_epitem *e = &pd->epitems[i];
 		long r;
 
-		if (e->flags & CK_PD_EPI_ELSEWHERE)
-			continue; /* another holder of the instance adds it */
-		ev[0].events = e->events;
-		ev[0].data.u64 = e->data;
-		r = ck_sys4(SYS_epoll_ctl, e->epfd, EPOLL_CTL_ADD, e->tfd, &ev[0]);
+		if ((e->flags & CK_PD_EPI_ELSEWHERE) || (e->flags & CK_PD_EPI_TAKEN) != taken)
+			continue;
+		ev.events = e->events;
+		ev.data.u64 = e->data;
+		r = ck_sys4(SYS_epoll_ctl, e->epfd, EPOLL_CTL_ADD, e->tfd, &ev);
 		/* EEXIST: an instance shared by fork, the other holder added it */
 		if (r < 0 && r != -EEXIST) {
 			*why = "cannot re-register an epoll item";
 			return r;
 		}
 	}
-	/* Instances whose ready list was empty at the cut: the edges the job
-	 * had taken are taken again (nothing else is ready in them). */
+	return 0;
+}
+
+long ck__epoll_restore(const struct ck_procdesc *pd, const char **why)
+{
+	struct epoll_event ev[64];
+	long r;
+
+	/* First the edge-triggered registrations whose edge the job had taken,
+	 * alone in their instances: the edge each reports is taken here; then
+	 * every other one, whose events are the job's. */
+	if ((r = ck__add(pd, CK_PD_EPI_TAKEN, why)) < 0)
+		return r;
 	for (uint32_t i = 0; i < pd->nepitems; i++) {
 		int epfd = pd->epitems[i].epfd, seen = 0;
 
-		if (!(pd->epitems[i].flags & CK_PD_EPI_TAKEN))
+		if (!(pd->epitems[i].flags & CK_PD_EPI_TAKEN) || (pd->epitems[i].flags & CK_PD_EPI_ELSEWHERE))
 			continue;
 		for (uint32_t k = 0; k < i && !seen; k++)
 			seen = pd->epitems[k].epfd == epfd && (pd->epitems[k].flags & CK_PD_EPI_TAKEN);
 		for (int n = 0; !seen && n < 64 && ck_sys6(SYS_epoll_pwait, epfd, (long)ev, 64, 0, 0, 8) == 64; n++)
 			;
 	}
-	return 0;
+	return ck__add(pd, 0, why);
 }

@@ -130,7 +130,7 @@ static long ck__deleted_dir_enter(const char *cwd, uint32_t mode)
 {
 	static char path[CK_PD_PATH + 16];
 	size_t n = ck_strlen(cwd) - 10; /* " (deleted)" */
-	long r;
+	long r, fd;
 
 	ck_memcpy_early(path, cwd, n);
 	path[n] = 0;
@@ -141,11 +141,15 @@ static long ck__deleted_dir_enter(const char *cwd, uint32_t mode)
 	}
 	if (r < 0)
 		return r;
-	if ((r = ck_sys2(SYS_chmod, path, mode)) < 0 || (r = ck_sys1(SYS_chdir, path)) < 0) {
-		ck_sys1(SYS_rmdir, path);
-		return r;
-	}
-	return ck_sys1(SYS_rmdir, path);
+	/* by descriptor from here: the name may be replaced meanwhile (a
+	 * symlink in a shared directory), the directory we made may not */
+	fd = ck_openat(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd < 0)
+		return fd;
+	if ((r = ck_sys2(SYS_fchmod, fd, mode)) == 0 && (r = ck_sys1(SYS_fchdir, fd)) == 0)
+		r = ck_sys3(SYS_unlinkat, AT_FDCWD, path, AT_REMOVEDIR);
+	ck_close((int)fd);
+	return r;
 }
 
 static void ck__restore_process_state(const struct ck_procdesc *pd)
@@ -197,8 +201,8 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		ck_sys2(SYS_prctl, 36 /* PR_SET_CHILD_SUBREAPER */, 1);
 	/* A job put back in another directory would read and write the wrong
 	 * files through relative paths: no way back is a failed restart. */
-	if (pd->cwd[0] && pd->cwd_mode) {
-		long r = ck__deleted_dir_enter(pd->cwd, pd->cwd_mode);
+	if (pd->cwd[0] && (pd->cwd_mode & CK_PD_CWD_REMOVED)) {
+		long r = ck__deleted_dir_enter(pd->cwd, pd->cwd_mode & 07777);
 		if (r < 0)
 			ck__restart_fail2("cannot make again the removed working directory in", pd->cwd, r);
 	} else if (pd->cwd[0]) {

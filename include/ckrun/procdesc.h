@@ -129,8 +129,9 @@ struct ck_pd_epitem {
  * another holder may hold it): not re-added here. ckrun refuses the round
  * unless some holder of the instance holds it. */
 #define CK_PD_EPI_ELSEWHERE 0x1
-/* The instance's ready list was empty at the cut (libckpt/epoll.c): the
- * edges the job had taken are taken again once its registrations are back. */
+/* Edge-triggered, its file ready at the cut and the instance's ready list
+ * empty: the job had taken its edge (libckpt/epoll.c). Added first at a
+ * restore, its edge taken again, before the other registrations. */
 #define CK_PD_EPI_TAKEN 0x2
 #define CK_PD_MAX_EPITEMS 4096
 
@@ -201,7 +202,8 @@ struct ck_procdesc {
 	 * bounding and ambient sets, supplementary groups */
 	uint64_t cap_bnd, cap_amb;
 	uint32_t ngroups;
-	uint32_t cwd_mode; /* a deleted working directory's mode (cwd ends in " (deleted)"); else 0 */
+	uint32_t cwd_mode; /* CK_PD_CWD_REMOVED | mode: the working directory was removed (cwd ends in
+			    * " (deleted)"); else 0 */
 	uint32_t groups[CK_PD_MAX_GROUPS];
 	struct ck_pd_thread threads[CK_PD_MAX_THREADS];
 	struct ck_pd_fd fds[CK_PD_MAX_FDS];
@@ -216,6 +218,7 @@ struct ck_procdesc {
 #define CK_PD_P_THP_DISABLE 0x2 /* PR_GET_THP_DISABLE */
 #define CK_PD_P_MCL_FUTURE 0x4  /* mlockall(MCL_FUTURE) */
 #define CK_PD_P_MCL_ONFAULT 0x8 /* ... | MCL_ONFAULT */
+#define CK_PD_CWD_REMOVED 0x80000000u /* in cwd_mode */
 
 static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");
 static_assert(sizeof(struct ck_pd_sigaction) == 32, "ck_pd_sigaction layout");

@@ -197,21 +197,40 @@ int ck_fd_removed_dir(const struct ck_pd_fd *f)
 static int ck__removed_dir(const struct ck_pd_fd *f)
 {
 	char path[CK_PD_PATH + 16];
-	int fd, e;
+	struct stat st, at;
+	int fd, r;
 
 	snprintf(path, sizeof(path), "%.*s", (int)(strlen(f->path) - 10), f->path);
-	if (mkdir(path, f->mode & 07777) < 0 && errno == EEXIST) {
+	r = mkdir(path, 0700);
+	if (r < 0 && errno == EEXIST) {
 		strcat(path, ".ckrun-removed");
-		(void)mkdir(path, f->mode & 07777);
+		r = mkdir(path, 0700);
 	}
-	fd = open(path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_DIRECTORY | O_CLOEXEC);
-	e = errno;
-	rmdir(path);
+	/* only the directory made here is opened and removed: a name replaced
+	 * meanwhile (a symlink) is not followed */
+	fd = r < 0 ? -1 : open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		ck_err_set("descriptor %d: cannot make again the removed directory %s: %s", f->fd, path, strerror(e));
-		return -e;
+		r = -errno;
+		ck_err_set("descriptor %d: cannot make again the removed directory %s: %s", f->fd, path, strerror(-r));
+		return r;
 	}
-	(void)fchmod(fd, f->mode & 07777);
+	if (fstat(fd, &st) == 0 && lstat(path, &at) == 0 && st.st_dev == at.st_dev && st.st_ino == at.st_ino)
+		rmdir(path);
+	if (fchmod(fd, f->mode & 07777) < 0 || fstat(fd, &st) < 0 || st.st_nlink) {
+		r = -errno;
+		close(fd);
+		ck_err_set("descriptor %d: cannot make again the removed directory %s (mode, or removal)", f->fd, path);
+		return r ? r : -EIO;
+	}
+	if ((f->flags & O_ACCMODE) != O_RDONLY || (f->flags & O_PATH)) {
+		char self[64];
+		int again;
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		again = open(self, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC);
+		close(fd);
+		if ((fd = again) < 0)
+			return -errno;
+	}
 	lseek(fd, (off_t)f->offset, SEEK_SET);
 	return fd;
 }

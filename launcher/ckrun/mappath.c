@@ -180,7 +180,7 @@ static int ck__restore_proc(const struct ck_pathmap *pm, struct ck_proc *p, stru
 	if (pm->n && ((r = ck__map_fixed(pm, pd->exe, 0)) < 0 || (r = ck__map_str(pm, &p->exe, 0)) < 0 ||
 		      (r = ck__map_fixed(pm, pd->cwd, 0)) < 0))
 		return r;
-	if (pd->cwd_mode && strlen(pd->cwd) > 10) {
+	if ((pd->cwd_mode & CK_PD_CWD_REMOVED) && strlen(pd->cwd) > 10) {
 		/* removed while it was in it: made again in its parent */
 		char parent[CK_PD_PATH], *slash;
 		snprintf(parent, sizeof(parent), "%.*s", (int)(strlen(pd->cwd) - 10), pd->cwd);

@@ -22,7 +22,12 @@ static size_t ck__mem_read_forced(pid_t pid, uint64_t addr, char *buf, size_t le
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/mem", pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		/* (proc_mem.force_override=never): zeros would be silently wrong */
+		ck_err_set("cannot read memory of process %d at 0x%" PRIx64 " (PROT_NONE?) through %s: %s", pid, addr,
+			   path, strerror(errno));
+		return (size_t)-1;
+	}
 	while (done < len) {
 		size_t page = 4096 - ((addr + done) & 4095);
 		struct iovec l, r;
@@ -35,12 +40,18 @@ static size_t ck__mem_read_forced(pid_t pid, uint64_t addr, char *buf, size_t le
 			if (process_vm_readv(pid, &l, 1, &r, 1, 0) == 1)
 				break;
 		}
-		if (fd < 0 || pread(fd, buf + done, page, (off_t)(addr + done)) != (ssize_t)page)
+		if (pread(fd, buf + done, page, (off_t)(addr + done)) != (ssize_t)page) {
+			if (errno != EIO) { /* EIO: beyond a mapped file's end */
+				ck_err_set("cannot read memory of process %d at 0x%" PRIx64 " through %s: %s", pid,
+					   addr + done, path, strerror(errno));
+				close(fd);
+				return (size_t)-1;
+			}
 			memset(buf + done, 0, page);
+		}
 		done += page;
 	}
-	if (fd >= 0)
-		close(fd);
+	close(fd);
 	return done;
 }
 
@@ -64,7 +75,10 @@ int ck_mem_read(pid_t pid, uint64_t addr, void *buf, size_t len)
 		/* A page the job cannot read now: memory it made PROT_NONE after
 		 * writing it, read by force through /proc/PID/mem; or beyond the
 		 * end of a mapped file (the job cannot read it either), zeros. */
-		done += ck__mem_read_forced(pid, addr + done, (char *)buf + done, len - done);
+		size_t got = ck__mem_read_forced(pid, addr + done, (char *)buf + done, len - done);
+		if (got == (size_t)-1)
+			return -EIO;
+		done += got;
 	}
 	return 0;
 }

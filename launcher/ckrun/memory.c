@@ -226,6 +226,26 @@ static int ck__holds_pages(pid_t pid, uint64_t start, uint64_t end)
 	return any;
 }
 
+/* A writable shared mapping of a memfd the process holds sealed with
+ * F_SEAL_FUTURE_WRITE: the mapping was made before the seal, and a restore
+ * (the memfd made and sealed again, then mapped) could not make it. */
+static int ck__sealed_writable(const struct ck_procdesc *pd, const struct ck_map *mp, const struct ck_region *rg)
+{
+	if (!(rg->flags & CK_REG_SHARED) || !(mp->prot & PROT_WRITE) || !mp->path || strncmp(mp->path, "/memfd:", 7))
+		return 0;
+	for (uint32_t k = 0; k < pd->nfds; k++) {
+		const struct ck_pd_fd *f = &pd->fds[k];
+		if (f->kind == CK_FD_MEMFD && f->ino == rg->ino && (f->u64[0] & F_SEAL_FUTURE_WRITE)) {
+			ck_err_set("process %d: memory %" PRIx64 "-%" PRIx64 " is a writable shared mapping of %s, "
+				   "which descriptor %d holds sealed with F_SEAL_FUTURE_WRITE: a restore could not map "
+				   "it again: not supported",
+				   pd->pid, rg->start, rg->end, mp->path, f->fd);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 /* Memory regions of the snapshot into the writer, those of one pass. */
 int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
@@ -277,10 +297,13 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 		}
 		if (mp->path && !strncmp(mp->path, "/SYSV", 5))
 			rg->flags |= CK_REG_SYSV | CK_REG_NODATA; /* its bytes: once, in the SYSV section */
+		if ((r = ck__sealed_writable(pd, mp, rg)) < 0)
+			goto out;
 		/* guard pages and address-space reservations hold nothing;
 		 * memory made PROT_NONE after it was written keeps its bytes
-		 * (read through /proc/PID/mem, memio.c) */
-		if (mp->prot == 0 && !ck__holds_pages(snap, rg->start, rg->end))
+		 * (read through /proc/PID/mem, memio.c). Shared memory is read
+		 * whatever its pages: a fork does not copy its page tables. */
+		if (mp->prot == 0 && !(rg->flags & CK_REG_SHARED) && !ck__holds_pages(snap, rg->start, rg->end))
 			rg->flags |= CK_REG_NODATA;
 		if ((rg->flags & CK_REG_FILE) && (rg->flags & CK_REG_SHARED) && !(rg->flags & CK_REG_DELETED) &&
 		    strncmp(rg->path, "/dev/shm/", 9))

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
@@ -185,6 +186,7 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 		for (uint32_t k = 0; k < pd->nfds; k++) {
 			const struct ck_pd_fd *f = &pd->fds[k];
 			if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
+			    ((uint64_t)major(f->dev) << 8 | minor(f->dev)) == r->dev && /* maps' maj << 8 | min */
 			    (f->flags & O_ACCMODE) == O_RDWR) {
 				/* the file's contents come back through the
 				 * descriptor: the mapping shows them, and may be

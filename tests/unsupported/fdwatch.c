@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -9,6 +9,8 @@
  *   epoll-moved     an epoll registration of a pipe whose descriptor was
  *                   moved to another number after it (a registration is
  *                   made again by number);
+ *   memfd-sealed    a writable shared mapping of a memfd sealed after it
+ *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
  *   lease           a read lease (F_SETLEASE) on a file of its own.
  * The round must be refused naming it, and the job must go on: the event
  * is still queued, the watch still reports, the lease is still held. */
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -65,6 +68,22 @@ int main(int argc, char **argv)
 		return 1;
 	make("f");
 	snprintf(path, sizeof(path), "%s/f", dir);
+	if (!strcmp(mode, "memfd-sealed")) {
+		char *m;
+		if ((fd = memfd_create("fdwatch", MFD_ALLOW_SEALING)) < 0 || ftruncate(fd, 4096) < 0 ||
+		    (m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) < 0)
+			return 1;
+		m[0] = 'a';
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		m[1] = 'b'; /* the mapping made before the seal still writes */
+		if (pread(fd, path, 2, 0) != 2 || path[0] != 'a' || path[1] != 'b' || write(fd, "x", 1) >= 0)
+			rc = 1;
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
 	if (!strcmp(mode, "epoll-moved")) {
 		struct epoll_event ev = {EPOLLIN, {.u64 = 1}};
 		int p[2];
