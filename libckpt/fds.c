@@ -12,6 +12,7 @@
 #include <time.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -172,6 +173,14 @@ static int ck__classify_chr(struct ck_pd_fd *f, const struct stat *st)
 	return 0;
 }
 
+/* A POSIX message queue (mq_open): a file of the mqueue file system. */
+static int ck__is_mqueue(int fd)
+{
+	struct statfs sf;
+
+	return ck_sys2(SYS_fstatfs, fd, &sf) == 0 && sf.f_type == 0x19800202 /* MQUEUE_MAGIC */;
+}
+
 static int ck__classify(int fd, int dirfd)
 {
 	struct ck_pd_fd *f;
@@ -229,6 +238,12 @@ static int ck__classify(int fd, int dirfd)
 	}
 	switch (st.st_mode & S_IFMT) {
 	case S_IFREG:
+		if (ck__is_mqueue(fd)) {
+			ck__failf("descriptor %d is a POSIX message queue (%s): its messages cannot be read without "
+				  "taking them, nor its queue made again in a new IPC namespace: not supported",
+				  fd, f->path);
+			return -ENOTSUP;
+		}
 		if (ck__startswith(f->path, "/memfd:") || ck__endswith(f->path, " (deleted)"))
 			ck__core.hold = 1; /* contents read through /proc: not copy-on-write */
 		if (ck__startswith(f->path, "/memfd:")) {

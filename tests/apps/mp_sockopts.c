@@ -3,7 +3,8 @@
  * State exercised: a TCP connection with TCP_NODELAY, SO_KEEPALIVE, set
  * SO_RCVBUF/SO_SNDBUF and O_NONBLOCK on one end, TCP_KEEPIDLE/KEEPINTVL/
  * KEEPCNT, IP_TOS, IP_TTL, SO_PRIORITY, SO_OOBINLINE and SO_RCVTIMEO/
- * SO_SNDTIMEO on both (the last three on the UNIX pair too), TCP_USER_TIMEOUT
+ * SO_SNDTIMEO on both (the last three on the UNIX pair too, and
+ * SO_PASSCRED, lost by a restore before), TCP_USER_TIMEOUT
  * and, where the process may (root), SO_MARK on both, an IPv6 datagram
  * socket bound to ::1 with IPV6_TCLASS and IPV6_UNICAST_HOPS (where the
  * machine has IPv6), a UNIX stream socketpair
@@ -35,7 +36,7 @@ struct opts {
 	int nodelay, keepalive, rcvbuf, sndbuf, nonblock;
 	int keepidle, keepintvl, keepcnt, tos, ttl, prio, oobinline;
 	long rcvtimeo_ms, sndtimeo_ms;
-	int user_timeout, mark;
+	int user_timeout, mark, passcred;
 };
 
 static long timeout_ms(int fd, int name)
@@ -73,6 +74,7 @@ static struct opts read_opts(int fd, int tcp)
 	o.sndtimeo_ms = timeout_ms(fd, SO_SNDTIMEO);
 	o.user_timeout = tcp ? getopt_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT) : 0;
 	o.mark = getopt_int(fd, SOL_SOCKET, SO_MARK);
+	o.passcred = tcp ? 0 : getopt_int(fd, SOL_SOCKET, SO_PASSCRED);
 	return o;
 }
 
@@ -82,7 +84,7 @@ static int same(struct opts a, struct opts b)
 	       a.nonblock == b.nonblock && a.keepidle == b.keepidle && a.keepintvl == b.keepintvl &&
 	       a.keepcnt == b.keepcnt && a.tos == b.tos && a.ttl == b.ttl && a.prio == b.prio &&
 	       a.oobinline == b.oobinline && a.rcvtimeo_ms == b.rcvtimeo_ms && a.sndtimeo_ms == b.sndtimeo_ms &&
-	       a.user_timeout == b.user_timeout && a.mark == b.mark;
+	       a.user_timeout == b.user_timeout && a.mark == b.mark && a.passcred == b.passcred;
 }
 
 static void configure(int fd, int tcp, int nonblock)
@@ -111,6 +113,8 @@ static void configure(int fd, int tcp, int nonblock)
 		setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof(mark));
 		setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio));
 		setsockopt(fd, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one));
+		if (!tcp)
+			setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
 		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
 	}

@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -11,6 +11,7 @@
  *                   made again by number);
  *   memfd-sealed    a writable shared mapping of a memfd sealed after it
  *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
+ *   mqueue          a POSIX message queue holding a message;
  *   lease           a read lease (F_SETLEASE) on a file of its own.
  * The round must be refused naming it, and the job must go on: the event
  * is still queued, the watch still reports, the lease is still held. */
@@ -20,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <mqueue.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -68,6 +70,22 @@ int main(int argc, char **argv)
 		return 1;
 	make("f");
 	snprintf(path, sizeof(path), "%s/f", dir);
+	if (!strcmp(mode, "mqueue")) {
+		static char got[65536]; /* at least the queue's message size */
+		char name[64];
+		mqd_t q;
+		snprintf(name, sizeof(name), "/fdwatch-%d", (int)getpid());
+		if ((q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 ||
+		    mq_send(q, "queued", 6, 1) < 0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = mq_receive(q, got, sizeof(got), NULL) != 6 || memcmp(got, "queued", 6);
+		mq_unlink(name);
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
 	if (!strcmp(mode, "memfd-sealed")) {
 		char *m;
 		if ((fd = memfd_create("fdwatch", MFD_ALLOW_SEALING)) < 0 || ftruncate(fd, 4096) < 0 ||

@@ -8,7 +8,7 @@
  *   offset   TCP_KEEPIDLE (15 bits) | TCP_KEEPINTVL << 15 (15) |
  *            TCP_KEEPCNT << 30 (7) | IP_TOS << 37 (8) | IP_TTL << 45 (8) |
  *            SO_BROADCAST << 53 | SO_OOBINLINE << 54 |
- *            SO_PRIORITY << 55 (4 bits: 0-15)
+ *            SO_PRIORITY << 55 (4 bits: 0-15) | SO_PASSCRED << 59
  *   mtime_ns SO_RCVTIMEO in ms | SO_SNDTIMEO in ms << 32
  *
  * and, with CK_SOCKOPT_EXT2, in three more:
@@ -84,6 +84,8 @@ int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd 
 		o |= 1ull << 53;
 	if (ck__get(fd, SOL_SOCKET, SO_OOBINLINE, &v) == 0 && v)
 		o |= 1ull << 54;
+	if (ck__get(fd, SOL_SOCKET, SO_PASSCRED, &v) == 0 && v)
+		o |= 1ull << 59;
 	if (inet && type == SOCK_STREAM) {
 		if (ck__get(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v) == 0)
 			o |= (uint64_t)(v & 0x7fff);
@@ -139,6 +141,8 @@ int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f)
 		ck__set(fd, SOL_SOCKET, SO_BROADCAST, 1);
 	if (o & (1ull << 54))
 		ck__set(fd, SOL_SOCKET, SO_OOBINLINE, 1);
+	if (o & (1ull << 59))
+		ck__set(fd, SOL_SOCKET, SO_PASSCRED, 1);
 	if ((family == AF_INET || family == AF_INET6) && type == SOCK_STREAM) {
 		if (o & 0x7fff)
 			ck__set(fd, IPPROTO_TCP, TCP_KEEPIDLE, (int)(o & 0x7fff));
