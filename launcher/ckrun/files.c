@@ -124,6 +124,18 @@ static int ck__ghost_file(const char *path, mode_t mode)
 	return fd;
 }
 
+pid_t ck_files_ns_pid; /* the job namespace's init (ns.c): its mounts are the job's */
+
+/* The name the kernel gives a file made with O_TMPFILE: "#" and its inode
+ * number in decimal. */
+static int ck__tmpfile_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	b = b ? b + 1 : path;
+	return b[0] == '#' && b[1] && strspn(b + 1, "0123456789") == strlen(b + 1);
+}
+
 int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f)
 {
 	char path[CK_PD_PATH], dir[CK_PD_PATH];
@@ -134,6 +146,19 @@ int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f)
 	if (f->kind == CK_FD_MEMFD) {
 		const char *name = path + strlen("/memfd:");
 		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	} else if (ck__tmpfile_name(path)) {
+		/* made with O_TMPFILE ("DIR/#INO"): so again, in its directory,
+		 * which keeps it linkable (linkat gives it a name later), on the
+		 * job's own mount of it (another mount's is EXDEV to linkat) */
+		char in_job[CK_PD_PATH + 32];
+		snprintf(dir, sizeof(dir), "%s", path);
+		if (ck_files_ns_pid > 0)
+			snprintf(in_job, sizeof(in_job), "/proc/%d/root%s", (int)ck_files_ns_pid, dirname(dir));
+		else
+			snprintf(in_job, sizeof(in_job), "%s", dirname(dir));
+		fd = open(in_job, O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		if (fd < 0)
+			fd = memfd_create("ckpt-deleted", MFD_CLOEXEC);
 	} else {
 		fd = ck__ghost_file(path, f->mode & 07777);
 		snprintf(dir, sizeof(dir), "%s", path);

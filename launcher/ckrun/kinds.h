@@ -152,6 +152,7 @@ int ck_signalfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_
 int ck_fd_reopened_by_process(const struct ck_pd_fd *f);
 int ck_epoll_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_fd_removed_dir(const struct ck_pd_fd *f); /* files.c: "PATH (deleted)", a directory */
+extern pid_t ck_files_ns_pid; /* files.c: a process in the job's mount namespace (set by ns.c) */
 int ck_inotify_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_inotify_check(struct ckrun *c); /* at the round: one holder of each instance made it */
 int ck_epoll_check(struct ckrun *c); /* at the round: each registration has a holder that can add it */

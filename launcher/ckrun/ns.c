@@ -28,6 +28,7 @@
 
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
+#include "launcher/ckrun/kinds.h"
 #include "ckrun/proto.h"
 
 static void ck__scrub_env(void)
@@ -311,6 +312,7 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	c->agent_fd = chan[0];
 	c->status_fd = status[0];
 	c->init_pid = (pid_t)pid;
+	ck_files_ns_pid = c->init_pid;
 	c->job_pid = 0;
 	c->job_ready = 0;
 	return 0;

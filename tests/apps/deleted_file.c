@@ -8,6 +8,8 @@
  * growing during the run; it is re-read and checked in full at every round.
  * A second unlinked file is sparse (4 bytes at 0 and at 8 MiB): its hole
  * must stay a hole (SEEK_HOLE, blocks), not come back as 8 MiB of zeros.
+ * A file made with O_TMPFILE must stay linkable: at the end linkat gives
+ * it a name (a restore that made it on ckrun's own mount got EXDEV).
  * Usage: deleted_file [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -52,7 +54,7 @@ int main(int argc, char **argv)
 	static unsigned char buf[CHUNK];
 	char path[4200], fdpath[64];
 	unsigned char *map;
-	int fa, fb, fs, rc = 0;
+	int fa, fb, fs, ft, rc = 0;
 	off_t size = 0;
 	uint64_t digest = 0;
 	struct stat st;
@@ -70,6 +72,8 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/deleted_file.XXXXXX", tmp);
 	if ((fs = mkstemp(path)) < 0 || unlink(path) != 0 || pwrite(fs, "head", 4, 0) != 4 ||
 	    pwrite(fs, "tail", 4, 8 << 20) != 4)
+		return 1;
+	if ((ft = open(tmp, O_TMPFILE | O_RDWR, 0640)) < 0 || write(ft, "unnamed", 7) != 7)
 		return 1;
 	printf("deleted_file: %ld rounds of %d KiB appended to an unlinked file\n", rounds, CHUNK / 1024);
 
@@ -137,6 +141,22 @@ int main(int argc, char **argv)
 		} else {
 			printf("sparse file: bytes and hole kept\n");
 		}
+	}
+	{
+		char from[64], got[8] = {0};
+		int named;
+		snprintf(from, sizeof(from), "/proc/self/fd/%d", ft);
+		snprintf(path, sizeof(path), "%s/deleted_file.linked.%d", tmp, (int)getpid());
+		unlink(path);
+		if (linkat(AT_FDCWD, from, AT_FDCWD, path, AT_SYMLINK_FOLLOW) < 0 || (named = open(path, O_RDONLY)) < 0 ||
+		    read(named, got, 7) != 7 || strcmp(got, "unnamed")) {
+			printf("FAIL the O_TMPFILE file could not be given a name: %s\n", strerror(errno));
+			rc = 1;
+		} else {
+			printf("O_TMPFILE file: linked with its bytes\n");
+			close(named);
+		}
+		unlink(path);
 	}
 	printf("deleted_file: %s\n", rc ? "FAIL" : "ok");
 	return rc;
