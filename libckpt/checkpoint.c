@@ -394,8 +394,10 @@ void *ck__manager(void *arg)
 			for (;;)
 				ck_sys0(SYS_pause);
 		}
-		if (m.type == CK_MSG_CHECKPOINT)
+		if (m.type == CK_MSG_CHECKPOINT) {
+			ck__core.boost_nice = (int)m.arg[5];
 			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], (uint32_t)m.arg[4]);
+		}
 		else if (m.type == CK_MSG_PREARM)
 			ck__wp_prearm(m.arg[0]);
 		else

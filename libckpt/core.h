@@ -5,6 +5,7 @@
 #define CK_CORE_H
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ckrun/plugin.h"
@@ -50,6 +51,9 @@ struct ck_core {
 	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
+	/* this round's threads run at nice -10 (ckrun's boost.c) and had
+	 * nice boost_nice - 21 before it (0: not boosted) */
+	int boost_nice;
 	/* the main thread took the process-directed pending signals as it
 	 * parked this round (suspend.c): the manager must not take them again */
 	volatile int shd_taken;
@@ -110,6 +114,11 @@ int ck__creds_wait(const char **what) CK_HIDDEN;
  * memory locks (_collect with the threads parked; _restore by the manager
  * once every thread has its credentials: 0 or -errno, *what names it). */
 void ck__pstate_thread_save(struct ck_pd_thread *t) CK_HIDDEN;
+/* sched.c: a thread's affinity, policy, nice and I/O priority (by its
+ * index in ck__pd.threads), from pstate.c's hooks */
+void ck__sched_thread_save(ptrdiff_t i) CK_HIDDEN;
+void ck__sched_thread_restored(ptrdiff_t i) CK_HIDDEN;
+int ck__sched_restored(uint32_t nthreads, const char **what) CK_HIDDEN;
 void ck__pstate_thread_restored(const struct ck_pd_thread *t) CK_HIDDEN;
 int ck__pstate_collect(void) CK_HIDDEN;
 int ck__pstate_restore(const char **what) CK_HIDDEN;

@@ -103,6 +103,7 @@ void ck__pstate_thread_save(struct ck_pd_thread *t)
 	ptrdiff_t i = t - ck__pd.threads;
 
 	t->personality = (uint32_t)ck_sys1(SYS_personality, 0xffffffffL);
+	ck__sched_thread_save(i);
 	if (i >= 0 && i < CK_PD_MAX_THREADS) {
 		ck__pdeath[i] = 0;
 		ck_sys2(SYS_prctl, PR_GET_PDEATHSIG, &ck__pdeath[i]);
@@ -274,6 +275,7 @@ void ck__pstate_thread_restored(const struct ck_pd_thread *t)
 		ck_sys1(SYS_personality, t->personality);
 	if (i >= 0 && i < CK_PD_MAX_THREADS && ck__pdeath[i] > 0)
 		ck_sys2(SYS_prctl, PR_SET_PDEATHSIG, ck__pdeath[i]);
+	ck__sched_thread_restored(i);
 }
 
 int ck__pstate_restore(const char **what)
@@ -282,6 +284,8 @@ int ck__pstate_restore(const char **what)
 
 	if (!(ck__pd.pflags & CK_PD_P_VALID))
 		return 0;
+	if ((r = ck__sched_restored(ck__pd.nthreads, what)) < 0)
+		return (int)r;
 	{
 		char b[16];
 		int v = ck__pd.oom_score_adj, k = 0, n = 0;

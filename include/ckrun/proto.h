@@ -34,7 +34,9 @@
 
 enum ck_msg_type {
 	/* ckrun -> job */
-	CK_MSG_CHECKPOINT = 1, /* arg0: flags (CK_CKPT_*) arg1: seq */
+	CK_MSG_CHECKPOINT = 1, /* arg0: flags (CK_CKPT_*) arg1: seq arg2: ms to park arg3: the bound
+				* arg4: seccomp base arg5: the nice value + 21 every thread had
+				* before ckrun's boost (0: not boosted) */
 	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
 	/* job -> ckrun */
 	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; SCM_RIGHTS: the process's own channel */

@@ -26,6 +26,9 @@ struct ck_boost {
 
 static struct ck_boost *ck__boosted;
 static size_t ck__nboosted, ck__boost_cap;
+/* processes with a task already at the boost's value or above: not told */
+static pid_t ck__unsure[64];
+static size_t ck__nunsure;
 static int ck__self_nice, ck__self_boosted;
 
 static int ck__tid_of(pid_t pid, pid_t tid)
@@ -40,8 +43,11 @@ static int ck__boost_task(pid_t pid, pid_t tid, void *arg)
 	(void)arg;
 	errno = 0;
 	old = getpriority(PRIO_PROCESS, (id_t)tid);
-	if (errno || old <= CK_BOOST_NICE)
+	if (errno || old <= CK_BOOST_NICE) {
+		if (!errno && ck__nunsure < sizeof(ck__unsure) / sizeof(ck__unsure[0]))
+			ck__unsure[ck__nunsure++] = pid;
 		return 0;
+	}
 	if (ck__nboosted == ck__boost_cap) {
 		size_t cap = ck__boost_cap ? ck__boost_cap * 2 : 64;
 		struct ck_boost *v = realloc(ck__boosted, cap * sizeof(*v));
@@ -82,12 +88,35 @@ static int ck__unboost_new(pid_t pid, pid_t tid, void *arg)
 	return 0;
 }
 
+/* For the request to process pid: its tasks' nice value + 21 before the
+ * boost, where all had the same (libckpt saves that one, not -10); else
+ * its tasks get theirs back now and it is not boosted (0). */
+int ck_procs_boost_orig(pid_t pid)
+{
+	int orig = 0, mixed = 0;
+
+	for (size_t i = 0; i < ck__nunsure; i++)
+		mixed |= ck__unsure[i] == pid;
+	for (size_t i = 0; i < ck__nboosted; i++)
+		if (ck__boosted[i].pid == pid) {
+			mixed |= orig && orig != ck__boosted[i].nice + 21;
+			orig = ck__boosted[i].nice + 21;
+		}
+	if (!mixed)
+		return orig;
+	for (size_t i = 0; i < ck__nboosted; i++)
+		if (ck__boosted[i].pid == pid)
+			setpriority(PRIO_PROCESS, (id_t)ck__boosted[i].tid, ck__boosted[i].nice);
+	return 0;
+}
+
 void ck_procs_boost(struct ckrun *c, int on)
 {
 	if (geteuid() != 0)
 		return;
 	if (on) {
 		ck__nboosted = 0;
+		ck__nunsure = 0;
 		errno = 0;
 		ck__self_nice = getpriority(PRIO_PROCESS, (id_t)gettid());
 		ck__self_boosted = !errno && setpriority(PRIO_PROCESS, (id_t)gettid(), CK_BOOST_SELF) == 0;

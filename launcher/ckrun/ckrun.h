@@ -173,6 +173,7 @@ void ck_jproc_round_clear(struct ck_jproc *p);
 /* boost.c: during a round every task of the job, and ckrun's coordinating
  * thread above them, run before other work (root; else nothing). */
 void ck_procs_boost(struct ckrun *c, int on);
+int ck_procs_boost_orig(pid_t pid); /* the request's arg[5] (proto.h) */
 void ck_procs_clear(struct ckrun *c);
 /* Live processes of the job namespace (init's descendants, zombies apart),
  * in ckrun's pid namespace. */

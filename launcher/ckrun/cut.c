@@ -80,6 +80,7 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 		m.arg[2] = park_ms;
 		m.arg[3] = c->round_timeout_ms; /* for its message */
 		m.arg[4] = rd->seccomp_base;
+		m.arg[5] = (uint64_t)ck_procs_boost_orig(p->pid);
 		if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
 			m.arg[0] |= CK_CKPT_PREARMED;
 			fd = ck_wp_fd(p->round.wp_pre);
