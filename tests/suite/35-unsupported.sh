@@ -58,6 +58,7 @@ refused inotify-orphan 'process [0-9]+: descriptor [0-9]+ is an inotify instance
 refused epoll-moved 'process [0-9]+: descriptor [0-9]+ \(epoll\) holds a registration of descriptor [0-9]+ whose file no holder of the instance has at that number any more \(closed or replaced since\): not restored' "$B/tests/unsupported/fdwatch" epoll-moved
 refused memfd-sealed 'process [0-9]+: memory [0-9a-f]+-[0-9a-f]+ is a writable shared mapping of /memfd:fdwatch \(deleted\), which descriptor [0-9]+ holds sealed with F_SEAL_FUTURE_WRITE: a restore could not map it again: not supported' "$B/tests/unsupported/fdwatch" memfd-sealed
 refused mqueue 'process [0-9]+: descriptor [0-9]+ is a POSIX message queue \(/fdwatch-[0-9]+\): its messages cannot be read without taking them, nor its queue made again in a new IPC namespace: not supported' "$B/tests/unsupported/fdwatch" mqueue
+refused passcred 'process [0-9]+: messages are queued on a UNIX socket \(descriptor [0-9]+\) that receives its senders'"'"' credentials \(SO_PASSCRED\): a restore could not give them back: not supported \(try again\)' "$B/tests/unsupported/fdwatch" passcred
 refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"

@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|passcred|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -12,6 +12,8 @@
  *   memfd-sealed    a writable shared mapping of a memfd sealed after it
  *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
  *   mqueue          a POSIX message queue holding a message;
+ *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
+ *                   (its sender's credentials come with it);
  *   lease           a read lease (F_SETLEASE) on a file of its own.
  * The round must be refused naming it, and the job must go on: the event
  * is still queued, the watch still reports, the lease is still held. */
@@ -24,6 +26,7 @@
 #include <mqueue.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +73,33 @@ int main(int argc, char **argv)
 		return 1;
 	make("f");
 	snprintf(path, sizeof(path), "%s/f", dir);
+	if (!strcmp(mode, "passcred")) {
+		union {
+			char b[CMSG_SPACE(sizeof(struct ucred))];
+			struct cmsghdr a;
+		} u;
+		struct iovec iov = {path, 1};
+		struct msghdr mh = {0};
+		struct ucred uc = {0};
+		int sv[2], on = 1;
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 ||
+		    setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 || write(sv[1], "m", 1) != 1)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		mh.msg_iov = &iov;
+		mh.msg_iovlen = 1;
+		mh.msg_control = u.b;
+		mh.msg_controllen = sizeof(u.b);
+		if (recvmsg(sv[0], &mh, 0) != 1 || !CMSG_FIRSTHDR(&mh))
+			rc = 1;
+		else
+			memcpy(&uc, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(uc));
+		rc |= uc.pid != getpid() || uc.uid != getuid();
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
 	if (!strcmp(mode, "mqueue")) {
 		static char got[65536]; /* at least the queue's message size */
 		char name[64];

@@ -323,6 +323,26 @@ static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer)
 	return 0;
 }
 
+/* A UNIX socket that receives its senders' credentials (SO_PASSCRED)
+ * with messages queued toward it: a restore sends them again from ckrun,
+ * whose credentials the job would read instead of the senders'. */
+static int ck__passcred_queue(const struct ck__sk *s)
+{
+	int on = 0, q = 0;
+	socklen_t l = sizeof(on);
+	char c;
+
+	if (s->family != AF_UNIX || getsockopt(s->fd, SOL_SOCKET, SO_PASSCRED, &on, &l) < 0 || !on)
+		return 0;
+	if (s->type == SOCK_STREAM ? ioctl(s->fd, SIOCINQ, &q) < 0 || q == 0
+				   : recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) < 0)
+		return 0;
+	ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its senders' "
+		   "credentials (SO_PASSCRED): a restore could not give them back: not supported (try again)",
+		   s->jpid, s->f->fd);
+	return -ENOTSUP;
+}
+
 /* The whole queue toward s taken, every message that carries files found
  * (the first byte that comes with files starts it: read one byte at a
  * time up to there), then all of it written back through the peer, the
@@ -822,6 +842,8 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i], *p = s->partner >= 0 ? &v[s->partner] : NULL;
 		int q = 0;
+		if ((r = ck__passcred_queue(s)) < 0)
+			break;
 		switch (s->state) {
 		case CK_SOCK_PAIRED:
 			if (s->type != SOCK_STREAM) {
