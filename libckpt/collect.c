@@ -318,7 +318,7 @@ int ck__collect_process(void)
 		n = ck_sys4(SYS_readlinkat, AT_FDCWD, "/proc/self/cwd", ck__pd.cwd, sizeof(ck__pd.cwd) - 1);
 		ck__pd.cwd[n > 0 ? n : 0] = 0;
 		if (n <= 10 || ck_strncmp(ck__pd.cwd + n - 10, " (deleted)", 10) ||
-		    ck_sys2(SYS_stat, ".", &st) < 0) {
+		    ck_sys4(SYS_newfstatat, AT_FDCWD, ".", &st, 0) < 0) {
 			ck__failf("the working directory was removed and cannot be named (%s): not restored",
 				  ck__pd.cwd);
 			return -ENOENT;

@@ -178,7 +178,8 @@ static int ck__is_mqueue(int fd)
 {
 	struct statfs sf;
 
-	return ck_sys2(SYS_fstatfs, fd, &sf) == 0 && sf.f_type == 0x19800202 /* MQUEUE_MAGIC */;
+	return ck__seccomp_allows(SYS_fstatfs) && ck_sys2(SYS_fstatfs, fd, &sf) == 0 &&
+	       sf.f_type == 0x19800202 /* MQUEUE_MAGIC */;
 }
 
 static int ck__classify(int fd, int dirfd)

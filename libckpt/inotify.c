@@ -152,28 +152,9 @@ static void ck__instance_new(int fd)
 		*x = (struct ck__instance){.fd = fd + 1, .creator = (int32_t)ck_getpid()};
 }
 
-int inotify_init(void)
+/* inotify_init1(flags) made noted, all signals blocked (see ck__block) */
+static int ck__init_noted(int (*real)(int), int flags)
 {
-	CK_REAL(inotify_init);
-	uint64_t old;
-	int fd, e;
-
-	ck__block(&old);
-	fd = real();
-	e = errno;
-	if (fd >= 0) {
-		ck__lock();
-		ck__instance_new(fd);
-		ck__unlock();
-	}
-	ck__unblock(&old);
-	errno = e;
-	return fd;
-}
-
-int inotify_init1(int flags)
-{
-	CK_REAL(inotify_init1);
 	uint64_t old;
 	int fd, e;
 
@@ -188,6 +169,17 @@ int inotify_init1(int flags)
 	ck__unblock(&old);
 	errno = e;
 	return fd;
+}
+
+int inotify_init(void)
+{
+	return inotify_init1(0); /* (the same call with no flags) */
+}
+
+int inotify_init1(int flags)
+{
+	CK_REAL(inotify_init1);
+	return ck__init_noted(real, flags);
 }
 
 /* path as the kernel resolved it: relative ones from the working directory */
@@ -384,7 +376,7 @@ static int ck__leads_to(const struct ck__watch *w, const struct ck__listed *l)
 	if (ck_sys4(SYS_newfstatat, AT_FDCWD, w->path, &st, w->dontfollow ? AT_SYMLINK_NOFOLLOW : 0) < 0 ||
 	    st.st_ino != l->ino)
 		return 0;
-	if (l->hbytes) {
+	if (l->hbytes && ck__seccomp_allows(SYS_name_to_handle_at)) {
 		struct {
 			struct file_handle fh;
 			unsigned char bytes[MAX_HANDLE_SZ];

@@ -44,11 +44,14 @@ void ck__sched_thread_save(ptrdiff_t i)
 	if (i < 0 || i >= CK_PD_MAX_THREADS)
 		return;
 	s = &ck__sched[i];
-	n = ck_sys3(SYS_sched_getaffinity, 0, sizeof(s->cpus), s->cpus);
+	/* (not a call the job's own seccomp filters forbid: that state is
+	 * then not saved, and a restore leaves it as it comes) */
+	n = ck__seccomp_allows(SYS_sched_getaffinity) ? ck_sys3(SYS_sched_getaffinity, 0, sizeof(s->cpus), s->cpus) : -1;
 	s->ncpu_bytes = n > 0 ? (uint32_t)n : 0;
-	s->ioprio = (int32_t)ck_sys2(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0);
+	s->ioprio = ck__seccomp_allows(SYS_ioprio_get) ? (int32_t)ck_sys2(SYS_ioprio_get, 1 /* IOPRIO_WHO_PROCESS */, 0) : -1;
 	ck_memset(&s->attr, 0, sizeof(s->attr));
-	s->attr_saved = ck_sys4(SYS_sched_getattr, 0, &s->attr, sizeof(s->attr), 0) == 0;
+	s->attr_saved = ck__seccomp_allows(SYS_sched_getattr) &&
+			ck_sys4(SYS_sched_getattr, 0, &s->attr, sizeof(s->attr), 0) == 0;
 	/* ckrun runs the parking threads at nice -10 (boost.c): the value
 	 * before it is what the job had */
 	if (ck__core.boost_nice > 0 && s->attr.nice == -10 &&
