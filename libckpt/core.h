@@ -142,6 +142,8 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* the manager, once ckrun says go (every thread of the job made again) */
 long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+/* fds.c: the value after "key" in fdinfo text, in the given base */
+uint64_t ck__field(const char *text, const char *key, int base) CK_HIDDEN;
 /* epoll.c: an instance's registrations from its fdinfo text (the round),
  * added again before the threads (restart: -errno with *why) */
 int ck__epoll_collect(int epfd, const char *info) CK_HIDDEN;

@@ -29,22 +29,6 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
-static uint64_t ck__num(const char *p, const char *key, int base)
-{
-	uint64_t v = 0;
-
-	if (!(p = strstr(p, key)))
-		return 0;
-	for (p += ck_strlen(key); *p == ' ' || *p == '\t'; p++)
-		;
-	for (;; p++) {
-		int d = *p >= '0' && *p <= '9' ? *p - '0' : base == 16 && *p >= 'a' && *p <= 'f' ? *p - 'a' + 10 : -1;
-		if (d < 0)
-			return v;
-		v = v * (uint64_t)base + (uint64_t)d;
-	}
-}
-
 /* Whether the job's instance epfd has a ready registration on its ready
  * list (1), none (0), or the probe failed (-errno). */
 static int ck__ready_listed(int epfd)
@@ -94,9 +78,9 @@ int ck__epoll_collect(int epfd, const char *info)
 		}
 		e = &ck__pd.epitems[ck__pd.nepitems++];
 		e->epfd = epfd;
-		e->tfd = (int32_t)ck__num(p, "tfd:", 10);
-		e->events = (uint32_t)ck__num(p, "events:", 16);
-		e->data = ck__num(p, "data:", 16);
+		e->tfd = (int32_t)ck__field(p, "tfd:", 10);
+		e->events = (uint32_t)ck__field(p, "events:", 16);
+		e->data = ck__field(p, "data:", 16);
 		slot.efd = (uint32_t)epfd;
 		slot.tfd = (uint32_t)e->tfd;
 		slot.toff = 0;

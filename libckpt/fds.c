@@ -56,7 +56,7 @@ static long ck__fdinfo(int fd, char *buf, size_t len)
 }
 
 /* Value after "key" in fdinfo text, in the given base. */
-static uint64_t ck__field(const char *text, const char *key, int base)
+uint64_t ck__field(const char *text, const char *key, int base)
 {
 	const char *p = strstr(text, key);
 	uint64_t v = 0;
