@@ -1,11 +1,12 @@
 /* Pipes and FIFOs: the same pipe seen by any number of processes, and
  * the bytes in it that nobody has read yet.
  *
- * Round: with every process parked, each pipe is drained once and its
- * bytes put straight back (ck_pipe_record). Restore: one pipe per saved
- * pipe (its capacity as it was), one anchor per FIFO (reopened by path,
- * made again if the job removed it), each refilled with the saved bytes
- * before any process runs; every process then gets its ends. */
+ * Round: with every process parked, each pipe's bytes are copied once
+ * with tee(2), which leaves them unread (ck_pipe_record). Restore: one
+ * pipe per saved pipe (its capacity as it was), one anchor per FIFO
+ * (reopened by path, made again if the job removed it), each refilled with
+ * the saved bytes before any process runs; every process then gets its
+ * ends. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,17 +18,18 @@
 
 #include "launcher/ckrun/kinds.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/pipe_peek.h"
 
 /* Round, every process parked: the unread bytes of a pipe or FIFO, once
- * per pipe: read through /proc (a second open of the same pipe), put
- * straight back, and saved with the first descriptor that holds an end of
- * it. Restore fills the new pipe before anyone runs. */
+ * per pipe: copied through a second open of the same pipe (/proc), left
+ * where they are, and saved with the first descriptor that holds an end
+ * of it. Restore fills the new pipe before anyone runs. */
 int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f)
 {
 	const struct ck_procdesc *pd = jp->pd;
 	char path[64], *buf = NULL;
-	int rfd, wfd = -1, avail = 0, r = 0;
-	size_t got = 0, seen = 0;
+	int rfd, avail = 0, r = 0;
+	size_t seen = 0;
 
 	for (size_t j = 0; j < rc->npipes && !seen; j++)
 		seen = rc->pipes[j][0] == f->dev && rc->pipes[j][1] == f->ino;
@@ -50,42 +52,21 @@ int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jpr
 		return -errno;
 	}
 	f->pipe_cap = (uint32_t)fcntl(rfd, F_GETPIPE_SZ);
-	if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0) {
-		close(rfd);
-		return 0;
+	if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0)
+		goto out;
+	if (!(buf = malloc((size_t)avail))) {
+		r = -ENOMEM;
+		goto out;
 	}
-	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	buf = malloc((size_t)avail);
-	if (wfd < 0 || !buf) {
-		r = wfd < 0 ? -errno : -ENOMEM;
-		ck_err_set("process %d: cannot drain its pipe (descriptor %d): %s", pd->pid, f->fd,
-			   strerror(-r));
-		goto next;
+	if ((r = ck_pipe_peek(rfd, f->pipe_cap, buf, (size_t)avail)) < 0) {
+		ck_err_set("process %d: cannot copy the %d unread bytes of its pipe (descriptor %d): %s", pd->pid,
+			   avail, f->fd, strerror(-r));
+		goto out;
 	}
-	while (got < (size_t)avail) {
-		ssize_t n = read(rfd, buf + got, (size_t)avail - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	/* Back at once: the pipe had room for exactly these bytes. */
-	for (size_t put = 0; put < got;) {
-		ssize_t n = write(wfd, buf + put, got - put);
-		if (n <= 0) {
-			r = -EIO;
-			ck_err_set("process %d: cannot put %zu bytes back into its pipe (descriptor %d): %s",
-				   pd->pid, got - put, f->fd, strerror(errno));
-			goto next;
-		}
-		put += (size_t)n;
-	}
-	if (got)
-		r = ck_writer_add(w, got, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
-next:
+	r = ck_writer_add(w, (size_t)avail, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
+out:
 	free(buf);
 	close(rfd);
-	if (wfd >= 0)
-		close(wfd);
 	return r;
 }
 

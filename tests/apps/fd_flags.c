@@ -10,7 +10,10 @@
  * every flag with fcntl, the child writes one byte through the shared
  * description and the parent checks the offset moved; the child writes to
  * the async pipe and socket and the parent takes the queued signals with
- * sigtimedwait.
+ * sigtimedwait. A third async pipe holds one byte nobody reads, and an
+ * async datagram socket one datagram: a round must neither take them nor
+ * raise their signal (it once read the pipe's bytes out and wrote them
+ * back, which raised it; datagrams are still taken and sent again).
  * Usage: fd_flags [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -64,10 +68,11 @@ static int wr1(int fd, char c)
 int main(int argc, char **argv)
 {
 	long steps = (long)(60 * app_scale(argc, argv)), i;
-	int app, dio, shared, dupfd, ap[2], sp[2], go[2], back[2], sig = SIGRTMIN + 2, ssig = SIGRTMIN + 3, st, rc = 0;
+	int app, dio, shared, dupfd, ap[2], sp[2], hp[2], hd[2], go[2], back[2], sig = SIGRTMIN + 2, ssig = SIGRTMIN + 3,
+	    hsig = SIGRTMIN + 4, st, rc = 0;
 	char path[300];
 	struct f_owner_ex own = {F_OWNER_PID, 0};
-	sigset_t set;
+	sigset_t set, hset;
 	pid_t child;
 
 	snprintf(dir, sizeof(dir), "%s/fd_flags.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -82,12 +87,16 @@ int main(int argc, char **argv)
 	if (app < 0 || dio < 0 || shared < 0)
 		return fail("open", 0);
 	dupfd = dup(app); /* no FD_CLOEXEC, its original has it */
-	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0 || pipe(hp) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, hd) < 0)
 		return fail("pipe", 0);
 	sigemptyset(&set);
 	sigaddset(&set, sig);
 	sigaddset(&set, ssig);
+	sigemptyset(&hset);
+	sigaddset(&hset, hsig);
 	sigprocmask(SIG_BLOCK, &set, NULL);
+	sigprocmask(SIG_BLOCK, &hset, NULL);
 	own.pid = getpid();
 	if (fcntl(ap[0], F_SETFL, O_NONBLOCK | O_ASYNC) < 0 || fcntl(ap[0], F_SETOWN_EX, &own) < 0 ||
 	    fcntl(ap[0], F_SETSIG, sig) < 0)
@@ -95,6 +104,14 @@ int main(int argc, char **argv)
 	if (fcntl(sp[0], F_SETOWN, getpid()) < 0 || fcntl(sp[0], F_SETSIG, ssig) < 0 ||
 	    fcntl(sp[0], F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
 		return fail("async socket setup", 0);
+	for (int k = 0; k < 2; k++) { /* the held byte and datagram: their signals taken now, none may follow */
+		struct timespec tmo = {10, 0};
+		int h = k ? hd[0] : hp[0];
+		if (fcntl(h, F_SETOWN, getpid()) < 0 || fcntl(h, F_SETSIG, hsig) < 0 ||
+		    fcntl(h, F_SETFL, O_ASYNC | O_NONBLOCK) < 0 || wr1(k ? hd[1] : hp[1], 'h') < 0 ||
+		    sigtimedwait(&hset, NULL, &tmo) != hsig)
+			return fail("held pipe and datagram setup", 0);
+	}
 	child = fork();
 	if (child < 0)
 		return fail("fork", 0);
@@ -128,6 +145,17 @@ int main(int argc, char **argv)
 		else if (fcntl(sp[0], F_GETOWN) != getpid() || fcntl(sp[0], F_GETSIG) != ssig ||
 			 (fcntl(sp[0], F_GETFL) & (O_NONBLOCK | O_ASYNC)) != (O_NONBLOCK | O_ASYNC))
 			rc = fail("the socket's F_GETOWN, F_GETSIG or O_ASYNC", i);
+		else {
+			struct timespec now = {0, 0};
+			int avail = 0;
+			char c;
+			if (sigtimedwait(&hset, NULL, &now) >= 0)
+				rc = fail("a signal of the held pipe or socket, with nothing new in them", i);
+			else if (ioctl(hp[0], FIONREAD, &avail) < 0 || avail != 1)
+				rc = fail("the held pipe's one byte", i);
+			else if (recv(hd[0], &c, 1, MSG_PEEK | MSG_DONTWAIT) != 1 || c != 'h')
+				rc = fail("the held socket's one datagram", i);
+		}
 		if (rc)
 			break;
 		at = lseek(shared, 0, SEEK_CUR);

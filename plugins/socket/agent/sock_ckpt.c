@@ -5,6 +5,7 @@
  * sender's queue, are taken and written straight back in order. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -773,6 +774,30 @@ static int ck__add_rights(struct ck__sk *s, struct ck_writer *w)
 	return r;
 }
 
+/* Bytes taken and put back arrive at s again, and with O_ASYNC would raise
+ * the job's signal once more: s has no owner meanwhile (no owner, no
+ * signal). own->pid stays 0 where nothing was taken away. */
+static void ck__owner_hold(const struct ck__sk *s, struct f_owner_ex *own)
+{
+	struct f_owner_ex none = {F_OWNER_PID, 0};
+	int fl = fcntl(s->fd, F_GETFL);
+
+	own->pid = 0;
+	if (fl < 0 || !(fl & O_ASYNC) || fcntl(s->fd, F_GETOWN_EX, own) < 0 || !own->pid)
+		return;
+	if (fcntl(s->fd, F_SETOWN_EX, &none) < 0)
+		own->pid = 0;
+}
+
+static int ck__owner_give_back(const struct ck__sk *s, const struct f_owner_ex *own)
+{
+	if (!own->pid || fcntl(s->fd, F_SETOWN_EX, own) == 0)
+		return 0;
+	ck_err_set("process %d: cannot give its socket (descriptor %d) its owner (F_SETOWN_EX) back: %s", s->jpid,
+		   s->f->fd, strerror(errno));
+	return -errno;
+}
+
 int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, struct ck_writer *w,
 		       struct ck_manifest *m)
 {
@@ -841,9 +866,11 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	/* drain */
 	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i], *p = s->partner >= 0 ? &v[s->partner] : NULL;
+		struct f_owner_ex own;
 		int q = 0;
 		if ((r = ck__passcred_queue(s)) < 0)
 			break;
+		ck__owner_hold(s, &own);
 		switch (s->state) {
 		case CK_SOCK_PAIRED:
 			if (s->type != SOCK_STREAM) {
@@ -907,6 +934,8 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		default:
 			break;
 		}
+		if ((q = ck__owner_give_back(s, &own)) < 0 && r == 0)
+			r = q;
 	}
 	/* record */
 	for (size_t i = 0; i < nv && r == 0; i++) {

@@ -31,6 +31,7 @@
 
 #include "launcher/ckrun/agent_plugin.h"
 #include "launcher/common/ck_err.h"
+#include "launcher/common/pipe_peek.h"
 #include "plugins/socket/agent/sock.h"
 
 static int ck__same_desc(pid_t a, int fa, pid_t b, int fb)
@@ -70,13 +71,11 @@ static int ck__job_holds_pipe(struct ck_rights *R, const struct ck_pd_fd *d)
 	return 0;
 }
 
-/* The unread bytes of a pipe only messages hold: read through a second
- * open of it and written straight back (it had room for them). */
+/* The unread bytes of a pipe only messages hold, copied and left in it. */
 static int ck__pipe_bytes(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 {
 	char path[64], *buf = NULL;
-	int rfd, wfd = -1, avail = 0, r = 0;
-	size_t got = 0;
+	int rfd, avail = 0, r = 0;
 
 	for (size_t j = 0; j < R->nd; j++)
 		if (R->d[j].kind == d->kind && R->d[j].dev == d->dev && R->d[j].ino == d->ino) {
@@ -89,32 +88,15 @@ static int ck__pipe_bytes(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 		return -errno;
 	if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0)
 		goto out;
-	wfd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-	if (wfd < 0 || !(buf = malloc((size_t)avail))) {
-		r = wfd < 0 ? -errno : -ENOMEM;
+	if (!(buf = malloc((size_t)avail))) {
+		r = -ENOMEM;
 		goto out;
 	}
-	while (got < (size_t)avail) {
-		ssize_t n = read(rfd, buf + got, (size_t)avail - got);
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	for (size_t put = 0; put < got;) {
-		ssize_t n = write(wfd, buf + put, got - put);
-		if (n <= 0) {
-			r = -EIO;
-			goto out;
-		}
-		put += (size_t)n;
-	}
-	if (got)
-		r = ck_writer_add(R->w, got, ck_mem_src, buf, &d->data_chunk, &d->data_nchunks);
+	if ((r = ck_pipe_peek(rfd, (uint32_t)fcntl(rfd, F_GETPIPE_SZ), buf, (size_t)avail)) == 0)
+		r = ck_writer_add(R->w, (size_t)avail, ck_mem_src, buf, &d->data_chunk, &d->data_nchunks);
 out:
 	free(buf);
 	close(rfd);
-	if (wfd >= 0)
-		close(wfd);
 	return r;
 }
 

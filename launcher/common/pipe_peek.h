@@ -1,0 +1,11 @@
+#ifndef CK_PIPE_PEEK_H
+#define CK_PIPE_PEEK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Copies the avail unread bytes of the pipe open at rfd (capacity cap)
+ * into buf and leaves them in the pipe; 0 or -errno. */
+int ck_pipe_peek(int rfd, uint32_t cap, char *buf, size_t avail);
+
+#endif
