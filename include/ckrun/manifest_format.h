@@ -108,10 +108,10 @@ struct ck_mf_region {
 static_assert(sizeof(struct ck_mf_region) == 64, "manifest region record layout");
 
 #define CK_MF_STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK_MF_NSECT 9
-#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE and FDIG are optional */
+#define CK_MF_NSECT 10
+#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE, FDIG and CLCK are optional */
 /* Sections, in this order; each tag is its 4-byte magic. */
-#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG"}
+#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG", "CLCK"}
 enum ck_mf_section {
 	CK_MF_JOBI,
 	CK_MF_PACK,
@@ -121,7 +121,8 @@ enum ck_mf_section {
 	CK_MF_TREE,
 	CK_MF_SYSV,
 	CK_MF_FILE,
-	CK_MF_FDIG
+	CK_MF_FDIG,
+	CK_MF_CLCK /* the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut: two u64 (ns) */
 };
 
 struct ck_mf_shm {

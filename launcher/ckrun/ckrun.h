@@ -104,6 +104,9 @@ struct ckrun {
 	int job_started; /* it was ready once: no process left means it is ending */
 	uint64_t last_seq;
 	struct ck_manifest *prev; /* newest committed, for dedup */
+	/* a restore's job clocks at the cut (timens.c), for init */
+	int tns_want;
+	uint64_t tns_mono, tns_boot;
 	struct ck_joblock *lock;  /* the job's lock in the store, held for the whole run */
 	struct ck_telemetry *tel; /* metrics and events (NULL: none asked for) */
 	const char *round_snapshot; /* the committed round's snapshot: "write-protect", "fork", "none" */
@@ -117,6 +120,12 @@ struct ckrun {
 
 /* idmap.c: the id maps of the job's user namespace (init's pid) */
 int ck_idmap_write(pid_t pid, int verbose);
+
+/* timens.c: the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME now (job: a
+ * process of it, in ckrun's pid namespace); in init before its first child,
+ * a time namespace for the children in which they read mono and boot. */
+int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot);
+int ck_timens_enter(uint64_t mono, uint64_t boot);
 
 /* ns.c: the job's pid+mount+IPC (and, unless root, user) namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };

@@ -193,7 +193,13 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 			ck__exec_job(c, chan);
 	} else {
 		/* Restorers of init's saved children (the main process first),
-		 * each with its pid; they create the rest of the tree. */
+		 * each with its pid; they create the rest of the tree, all in
+		 * a time namespace where the clocks go on from the cut's. */
+		int r = c->tns_want ? ck_timens_enter(c->tns_mono, c->tns_boot) : 0;
+		if (r < 0 && c->verbose)
+			fprintf(stderr, "ckrun: the job's clocks cannot go on from the checkpoint's (time namespace: %s): "
+					"CLOCK_MONOTONIC and CLOCK_BOOTTIME moved on while it was down\n",
+				strerror(-r));
 		for (size_t i = 0; i < npids; i++) {
 			struct clone_args ca;
 			pid_t tid = pids[i], kid;

@@ -176,6 +176,9 @@ static int ck__rst_spawn(struct ckrun *c, struct ck__rst *x)
 		if (x->nodes[i].creator < 0 && x->nodes[i].pid != m->procs[0].pid)
 			x->top[ntop++] = x->nodes[i].pid;
 	c->root_jpid = m->procs[0].pid;
+	c->tns_want = m->has_clocks;
+	c->tns_mono = m->mono_ns;
+	c->tns_boot = m->boot_ns;
 	return ck_spawn(c, CK_SPAWN_RESTORE, x->top, ntop);
 }
 

@@ -436,6 +436,8 @@ static int ck__round_cut(struct ckrun *c, struct ck_round *rd)
 		return -ESRCH;
 	}
 	rd->t_parked = rd->ph.last = ck_now_ns();
+	/* the job's clocks at the cut: where a restore lets them go on */
+	rd->has_clocks = ck_timens_job_clocks(c->procs[0].pid, &rd->clk_mono, &rd->clk_boot) == 0;
 	/* The job's main process first: a restore starts the tree from it, and
 	 * its end is the job's end. */
 	for (size_t i = 1; i < c->nprocs; i++)
@@ -731,6 +733,9 @@ static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
 	/* from the request to suspend (the first process to park cannot park
 	 * earlier) to the release of all */
 	m->frozen_ns = (c->nofork ? ck_now_ns() : rd->t_rel) - rd->t_ask;
+	m->has_clocks = rd->has_clocks;
+	m->mono_ns = rd->clk_mono;
+	m->boot_ns = rd->clk_boot;
 	/* Still the job's only writer, and every pack this checkpoint names
 	 * still there (ckpt rm --force may have removed the previous one's
 	 * under us: then ck_round writes the round again without it). */

@@ -260,6 +260,12 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 			put_bytes(&b, m->files[i].has_digest ? m->files[i].digest : none, CK_HASH_LEN);
 		sect_end(&b, at);
 	}
+	if (m->has_clocks) {
+		uint64_t clk[2] = {htole64(m->mono_ns), htole64(m->boot_ns)};
+		at = sect_begin(&b, CK_MF_CLCK);
+		put_bytes(&b, clk, sizeof(clk));
+		sect_end(&b, at);
+	}
 
 	buf_grow(&b, 0);
 	if (b.err) {
@@ -279,7 +285,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
 	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0) +
-			     (nfdig ? 1 : 0));
+			     (nfdig ? 1 : 0) + (m->has_clocks ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (ck_manifest_signing()) {
@@ -654,6 +660,19 @@ static int decode_fdig(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+static int decode_clck(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint64_t clk[2];
+	int rc;
+
+	if ((rc = take(r, clk, sizeof(clk))) < 0)
+		return rc;
+	m->mono_ns = le64toh(clk[0]);
+	m->boot_ns = le64toh(clk[1]);
+	m->has_clocks = 1;
+	return 0;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -851,6 +870,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case CK_MF_SYSV: rc = decode_sysv(&sr, m); break;
 		case CK_MF_FILE: rc = decode_file(&sr, m); break;
 		case CK_MF_FDIG: rc = decode_fdig(&sr, m); break;
+		case CK_MF_CLCK: rc = decode_clck(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)

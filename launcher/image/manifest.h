@@ -119,6 +119,10 @@ struct ck_manifest {
 	size_t nshms;
 	struct ck_mfile *files; /* optional section FILE */
 	size_t nfiles;
+	/* optional section CLCK: the job's clocks at the cut as it read them
+	 * (its time namespace's); has_clocks 0 in older images */
+	int has_clocks;
+	uint64_t mono_ns, boot_ns;
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

@@ -123,7 +123,7 @@ ckonly_one() {
 
 # conf_one VARIANT/APP
 conf_one() {
-	local variant=${1%%/*} app=${1#*/} name dir store out err sched
+	local variant=${1%%/*} app=${1#*/} name dir store out err sched down
 	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why ends
 	local -a OPTS times extra
 	if [ "$variant" = ckonly ]; then
@@ -201,6 +201,9 @@ conf_one() {
 			h_tmp_used && used_tmp=1
 			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
+			# the job down for a while (clock_gap: its clocks must not show it)
+			down=$(h_desc "$app" down 0)
+			(( down > 0 )) && sleep "$(( down / 1000 )).$(( down % 1000 / 100 ))" && echo "run $cycle: down $down ms" >>"$sched"
 			if ! h_group_gone "$H_PID"; then
 				h_fail "$name" "processes survived kill -9 of the process group" "$sched"
 				return

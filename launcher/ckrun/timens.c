@@ -1,0 +1,109 @@
+/* The job's clocks across a restore: CLOCK_MONOTONIC and CLOCK_BOOTTIME
+ * continue from the values the job last read before the cut, as if no time
+ * had passed while it was down (CRIU does the same), instead of jumping by
+ * the downtime, or to another host's unrelated values after a move.
+ *
+ * Round: the job's clocks at the cut (ckrun's own plus the difference of
+ * the job's time namespace offsets and ckrun's), kept in the manifest
+ * (section CLCK). Restore: init makes a time namespace for its children,
+ * with offsets that start them at the saved values, before the first
+ * restorer is made. Timers and timerfds come back with the time they had
+ * left, so the two agree again. */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launcher/ckrun/ckrun.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
+
+/* The offsets of a time namespace (relative to the host's clocks): of the
+ * one pid lives in, or with "self" after unshare, of the one our children
+ * will. A kernel without time namespaces has no file: no offsets. */
+static int ck__offsets(const char *pid, int64_t off[2])
+{
+	char path[64], line[128];
+	FILE *f;
+	int r = 0;
+
+	off[0] = off[1] = 0;
+	snprintf(path, sizeof(path), "/proc/%s/timens_offsets", pid);
+	if (!(f = fopen(path, "re")))
+		return errno == ENOENT ? 0 : -errno;
+	while (fgets(line, sizeof(line), f)) {
+		char name[32];
+		long long s, ns;
+		if (sscanf(line, "%31s %lld %lld", name, &s, &ns) != 3)
+			continue;
+		if (!strcmp(name, "monotonic"))
+			off[0] = s * 1000000000LL + ns;
+		else if (!strcmp(name, "boottime"))
+			off[1] = s * 1000000000LL + ns;
+	}
+	if (ferror(f))
+		r = -EIO;
+	fclose(f);
+	return r;
+}
+
+static uint64_t ck__clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
+{
+	int64_t mine[2], theirs[2];
+	char pid[16];
+	int r;
+
+	snprintf(pid, sizeof(pid), "%d", (int)job);
+	if ((r = ck__offsets("self", mine)) < 0 || (r = ck__offsets(pid, theirs)) < 0)
+		return r;
+	*mono = ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)(theirs[0] - mine[0]);
+	*boot = ck__clock_ns(CLOCK_BOOTTIME) + (uint64_t)(theirs[1] - mine[1]);
+	return 0;
+}
+
+/* In init, before its first child: a time namespace for the children in
+ * which the clocks read mono and boot now. */
+int ck_timens_enter(uint64_t mono, uint64_t boot)
+{
+	int64_t host[2], off[2];
+	char buf[128];
+	int fd, n, r = 0;
+
+	if (unshare(CLONE_NEWTIME) < 0)
+		return -errno;
+	/* a new namespace starts with its parent's offsets */
+	if ((r = ck__offsets("self", host)) < 0)
+		return r;
+	/* host clock = ours - our offset; theirs = saved - host clock */
+	off[0] = (int64_t)mono - (int64_t)(ck__clock_ns(CLOCK_MONOTONIC) - (uint64_t)host[0]);
+	off[1] = (int64_t)boot - (int64_t)(ck__clock_ns(CLOCK_BOOTTIME) - (uint64_t)host[1]);
+	n = 0;
+	for (int i = 0; i < 2; i++) { /* seconds may be negative, nanoseconds not */
+		long long s = off[i] / 1000000000LL, ns = off[i] % 1000000000LL;
+		if (ns < 0) {
+			s--;
+			ns += 1000000000LL;
+		}
+		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%d %lld %lld\n", i ? CLOCK_BOOTTIME : CLOCK_MONOTONIC, s,
+			      ns);
+	}
+	if ((fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (write(fd, buf, (size_t)n) != n)
+		r = -errno;
+	close(fd);
+	return r;
+}

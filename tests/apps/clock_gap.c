@@ -1,0 +1,91 @@
+/* clock_gap: CLOCK_MONOTONIC and CLOCK_BOOTTIME go on from where they were
+ * across a restore, and a periodic timerfd agrees with them.
+ *
+ * Each step (50 ms) reads both clocks and the expirations of a 10 ms
+ * periodic CLOCK_MONOTONIC timerfd. Bare, a step is 50 ms of either clock
+ * and the timerfd's count follows the clock. The test harness keeps the
+ * job down for seconds between the kill and the resume (clock_gap.desc):
+ * without a time namespace the clocks jumped by that time while the
+ * timerfd came back with the time it had left, so it lagged the clock by
+ * as much. A step of more than 2.5 s, a lag of more than 2.5 s, a clock
+ * going back, or the two clocks parting by more than that fails.
+ * Usage: clock_gap [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PERIOD_MS 10
+#define GAP_MS 2500
+
+static double app_scale(int argc, char **argv)
+{
+	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
+	double v = s ? strtod(s, NULL) : 1.0;
+	return v > 0 ? v : 1.0;
+}
+
+static int64_t ms(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int main(int argc, char **argv)
+{
+	long steps = (long)(60 * app_scale(argc, argv)), i;
+	struct itimerspec its = {{0, PERIOD_MS * 1000000}, {0, PERIOD_MS * 1000000}};
+	int64_t start, prev, prev_boot, apart, expired = 0;
+	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+
+	if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0) {
+		printf("FAIL timerfd (errno %d)\n", errno);
+		return 1;
+	}
+	start = prev = ms(CLOCK_MONOTONIC);
+	prev_boot = ms(CLOCK_BOOTTIME);
+	apart = prev_boot - prev;
+	for (i = 0; i < steps; i++) {
+		struct timespec nap = {0, 50000000};
+		int64_t now, boot, lag;
+		uint64_t n;
+
+		while (nanosleep(&nap, &nap) < 0 && errno == EINTR)
+			;
+		if (read(tfd, &n, sizeof(n)) == sizeof(n))
+			expired += (int64_t)n;
+		now = ms(CLOCK_MONOTONIC);
+		boot = ms(CLOCK_BOOTTIME);
+		lag = (now - start) - expired * PERIOD_MS;
+		if (now < prev || boot < prev_boot) {
+			printf("FAIL a clock went back at step %ld (monotonic %lld -> %lld ms)\n", i, (long long)prev,
+			       (long long)now);
+			return 1;
+		}
+		if (now - prev > GAP_MS) {
+			printf("FAIL CLOCK_MONOTONIC jumped %lld ms in one 50 ms step at step %ld\n",
+			       (long long)(now - prev), i);
+			return 1;
+		}
+		if (llabs(lag) > GAP_MS) {
+			printf("FAIL the periodic timerfd is %lld ms behind CLOCK_MONOTONIC at step %ld\n", (long long)lag,
+			       i);
+			return 1;
+		}
+		if (llabs((boot - now) - apart) > GAP_MS) {
+			printf("FAIL CLOCK_BOOTTIME and CLOCK_MONOTONIC parted by %lld ms at step %ld\n",
+			       (long long)((boot - now) - apart), i);
+			return 1;
+		}
+		prev = now;
+		prev_boot = boot;
+	}
+	printf("clock_gap: %ld steps, the clocks went on and the timerfd kept up\n", i);
+	return 0;
+}
