@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
@@ -65,6 +67,42 @@ static void ck__strip_deleted(char *path)
 		path[n - 10] = 0;
 }
 
+pid_t ck_files_ns_pid; /* the job namespace's init (ns.c): its mounts are the job's */
+
+/* Opens path on the job's mounts, as the job would: through its
+ * namespace's root, absolute symlinks resolved there too (openat2
+ * RESOLVE_IN_ROOT). A descriptor on ckrun's mounts names the same file
+ * through other mount objects: the job's renameat from a directory
+ * descriptor, or linkat of a file's, into its own tree failed with EXDEV.
+ * Before the job's namespace exists, or where openat2 is missing or
+ * forbidden (a container's seccomp profile), ckrun's own open. */
+static int ck__job_open(const char *path, int flags, mode_t mode)
+{
+	const int valid = O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |
+			  O_SYNC | O_ASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME |
+			  O_CLOEXEC | O_PATH | O_TMPFILE;
+	struct open_how how;
+	char root[48];
+	int rfd, fd, e;
+
+	if (ck_files_ns_pid <= 0 || path[0] != '/')
+		return open(path, flags, mode);
+	snprintf(root, sizeof(root), "/proc/%d/root", (int)ck_files_ns_pid);
+	if ((rfd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return open(path, flags, mode);
+	memset(&how, 0, sizeof(how));
+	how.flags = (uint64_t)(unsigned)(flags & valid);
+	how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+	how.resolve = RESOLVE_IN_ROOT;
+	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+	e = errno;
+	close(rfd);
+	if (fd < 0 && (e == ENOSYS || e == EPERM || e == EINVAL))
+		return open(path, flags, mode);
+	errno = e;
+	return fd;
+}
+
 /* Opens a regular file again and reports if it changed since. */
 static int ck__open_file(const struct ck_pd_fd *f)
 {
@@ -74,8 +112,7 @@ static int ck__open_file(const struct ck_pd_fd *f)
 
 	if (S_ISLNK(f->mode)) /* an O_PATH descriptor of the link itself */
 		flags |= O_NOFOLLOW;
-	fd = open(f->path, flags | O_CLOEXEC);
-
+	fd = ck__job_open(f->path, flags | O_CLOEXEC, 0);
 	if (fd < 0) {
 		ck_err_set("descriptor %d: cannot open %s again: %s", f->fd, f->path, strerror(errno));
 		return -errno;
@@ -124,8 +161,6 @@ static int ck__ghost_file(const char *path, mode_t mode)
 	return fd;
 }
 
-pid_t ck_files_ns_pid; /* the job namespace's init (ns.c): its mounts are the job's */
-
 /* The name the kernel gives a file made with O_TMPFILE: "#" and its inode
  * number in decimal. */
 static int ck__tmpfile_name(const char *path)
@@ -150,13 +185,8 @@ int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f)
 		/* made with O_TMPFILE ("DIR/#INO"): so again, in its directory,
 		 * which keeps it linkable (linkat gives it a name later), on the
 		 * job's own mount of it (another mount's is EXDEV to linkat) */
-		char in_job[CK_PD_PATH + 32];
 		snprintf(dir, sizeof(dir), "%s", path);
-		if (ck_files_ns_pid > 0)
-			snprintf(in_job, sizeof(in_job), "/proc/%d/root%s", (int)ck_files_ns_pid, dirname(dir));
-		else
-			snprintf(in_job, sizeof(in_job), "%s", dirname(dir));
-		fd = open(in_job, O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
+		fd = ck__job_open(dirname(dir), O_TMPFILE | O_RDWR | O_CLOEXEC, f->mode & 07777);
 		if (fd < 0)
 			fd = memfd_create("ckpt-deleted", MFD_CLOEXEC);
 	} else {
