@@ -43,6 +43,9 @@ static_assert(CK_CHUNK_SIZE / CK_DELTA_PAGE <= 64, "a delta's page map is 64 bit
 
 /* System V segment flags (SYSV section) */
 #define CK_SYSV_DEST 0x1
+/* the record is a message queue: its chunks hold the messages in order,
+ * each a u64 length, a u64 type and its bytes; pad is its msg_qbytes */
+#define CK_SYSV_MSG 0x2
 
 #define CK_MF_MAGIC {'C', 'K', 'P', 'T', 'M', 'A', 'N', '\n'}
 

@@ -165,10 +165,13 @@ int ckpt_cmd_inspect(int argc, char **argv)
 		}
 	}
 	if (m->nshms) {
-		printf("\nSystem V   %zu shared memory segments\n", m->nshms);
+		printf("\nSystem V   %zu shared memory segments and message queues\n", m->nshms);
 		for (i = 0; i < m->nshms; i++)
-			printf("  id %d key %#x mode %03o size %llu%s\n", m->shms[i].id, (unsigned)m->shms[i].key,
-			       m->shms[i].mode, (unsigned long long)m->shms[i].size,
+			printf("  %s id %d key %#x mode %03o %s %llu%s\n",
+			       (m->shms[i].flags & CK_SYSV_MSG) ? "queue" : "segment", m->shms[i].id,
+			       (unsigned)m->shms[i].key, m->shms[i].mode,
+			       (m->shms[i].flags & CK_SYSV_MSG) ? "message bytes" : "size",
+			       (unsigned long long)m->shms[i].size,
 			       (m->shms[i].flags & CK_SYSV_DEST) ? " (marked for removal)" : "");
 	}
 	printf("\nskipped      %zu\n", m->nskips);

@@ -4,7 +4,10 @@
  * at a restore each is created with its id (shm_next_id), key, mode, owner
  * and bytes before any process maps it, and the ones the job had marked for
  * removal are removed once every process has attached them again.
- * Semaphores and message queues are refused.
+ * Message queues likewise: their messages copied at the checkpoint
+ * (msgrcv MSG_COPY, which leaves them queued), each queue made again with
+ * its id (msg_next_id), key, size limit, owner and mode, and its messages
+ * sent again in order. Semaphores are refused.
  *
  * Entering the job's IPC namespace takes CAP_SYS_ADMIN over it and in
  * one's own user namespace: root has both; a user has them only inside
@@ -38,11 +41,26 @@
 #include "launcher/ckrun/ckrun.h"
 
 enum { CK__LIST, CK__MAKE, CK__REMOVE };
-enum { CK__OK, CK__E_USERNS, CK__E_IPCNS, CK__E_SEMMSG, CK__E_READ, CK__E_NEXTID, CK__E_MAKE, CK__E_FILL };
+enum {
+	CK__OK,
+	CK__E_USERNS,
+	CK__E_IPCNS,
+	CK__E_SEM,
+	CK__E_READ,
+	CK__E_MSGREAD,
+	CK__E_NEXTID,
+	CK__E_MAKE,
+	CK__E_FILL,
+	CK__E_MSGSEND
+};
 
 struct ck__seg {
 	struct ck_sysv_shm x;
-	void *addr; /* attached in ckrun's memory by the helper */
+	/* a segment: attached in ckrun's memory by the helper; a queue: its
+	 * messages, mapped by the helper at a checkpoint (maplen), allocated
+	 * by ckrun at a restore */
+	void *addr;
+	size_t maplen;
 };
 
 /* One visit of the helper to the job's namespaces. */
@@ -79,9 +97,8 @@ static int ck__list(struct ck__visit *v)
 	union ck__semun su = {.__buf = &si};
 	int max;
 
-	if ((semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0) ||
-	    (msgctl(0, MSG_INFO, (struct msqid_ds *)(void *)&mi) >= 0 && mi.msgpool > 0))
-		return ck__failed(v, CK__E_SEMMSG, 0);
+	if (semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0)
+		return ck__failed(v, CK__E_SEM, 0);
 	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&inf);
 	for (int idx = 0; idx <= max; idx++) {
 		struct shmid_ds ds;
@@ -105,6 +122,110 @@ static int ck__list(struct ck__visit *v)
 			return ck__failed(v, CK__E_READ, id);
 		v->n++;
 	}
+	max = msgctl(0, MSG_INFO, (struct msqid_ds *)(void *)&mi);
+	for (int idx = 0; idx <= max; idx++) {
+		struct msqid_ds ds;
+		struct ck__seg *s;
+		size_t used = 0;
+		char *p;
+		int id = msgctl(idx, MSG_STAT, &ds);
+		if (id < 0)
+			continue;
+		if (v->total++ >= v->cap)
+			continue;
+		s = &v->seg[v->n];
+		memset(s, 0, sizeof(*s));
+		s->x.id = id;
+		s->x.key = ds.msg_perm.__key;
+		s->x.mode = ds.msg_perm.mode & 0777;
+		s->x.flags = CK_SYSV_MSG;
+		s->x.uid = ds.msg_perm.uid;
+		s->x.gid = ds.msg_perm.gid;
+		s->x.pad = (uint32_t)ds.msg_qbytes;
+		s->maplen = ds.__msg_cbytes + (ds.msg_qnum + 1) * 16;
+		s->addr = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (s->addr == MAP_FAILED) {
+			s->addr = NULL;
+			return ck__failed(v, CK__E_MSGREAD, id);
+		}
+		v->n++;
+		/* each: its length, then its type and bytes as msgrcv gives them */
+		p = s->addr;
+		for (msgqnum_t k = 0; k < ds.msg_qnum; k++) {
+			ssize_t n = msgrcv(id, p + used + 8, s->maplen - used - 16, (long)k, IPC_NOWAIT | MSG_COPY);
+			uint64_t len = (uint64_t)n;
+			if (n < 0)
+				return ck__failed(v, CK__E_MSGREAD, id);
+			memcpy(p + used, &len, 8);
+			used += 16 + (size_t)n;
+		}
+		s->x.size = used;
+	}
+	return 0;
+}
+
+/* The next System V object of its kind made in this namespace gets id. */
+static int ck__next_id(const char *file, int32_t id)
+{
+	char num[16];
+	int fd, k = 0, r = 0;
+	uint32_t u = (uint32_t)id;
+
+	do /* decimal, backwards */
+		num[sizeof(num) - 1 - ++k] = (char)('0' + u % 10);
+	while ((u /= 10) && k < 12);
+	fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, num + sizeof(num) - 1 - k, (size_t)k) < 0)
+		r = -1;
+	if (fd >= 0)
+		close(fd);
+	return r;
+}
+
+/* A message queue with its id, size limit and messages, then its owner
+ * and mode (which might forbid our sending). */
+static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
+{
+	struct msqid_ds ds;
+	const char *p = s->addr;
+	size_t used = 0;
+	int id;
+
+	if (ck__next_id("/proc/sys/kernel/msg_next_id", s->x.id) < 0)
+		return ck__failed(v, CK__E_NEXTID, s->x.id);
+	id = msgget(s->x.key, IPC_CREAT | IPC_EXCL | 0600);
+	if (id != s->x.id) {
+		if (id >= 0)
+			errno = EEXIST;
+		v->got = id;
+		return ck__failed(v, CK__E_MAKE, s->x.id);
+	}
+	memset(&ds, 0, sizeof(ds));
+	if (msgctl(id, IPC_STAT, &ds) < 0)
+		return ck__failed(v, CK__E_FILL, id);
+	if (ds.msg_qbytes != s->x.pad) {
+		ds.msg_qbytes = s->x.pad;
+		if (msgctl(id, IPC_SET, &ds) < 0)
+			return ck__failed(v, CK__E_FILL, id);
+	}
+	while (used < s->x.size) {
+		uint64_t len;
+		memcpy(&len, p + used, 8);
+		if (len > s->x.size - used - 16) {
+			errno = EBADMSG;
+			return ck__failed(v, CK__E_MSGSEND, id);
+		}
+		if (msgsnd(id, p + used + 8, len, IPC_NOWAIT) < 0)
+			return ck__failed(v, CK__E_MSGSEND, id);
+		used += 16 + len;
+	}
+	if (msgctl(id, IPC_STAT, &ds) < 0)
+		return ck__failed(v, CK__E_FILL, id);
+	ds.msg_perm.uid = s->x.uid;
+	ds.msg_perm.gid = s->x.gid;
+	ds.msg_perm.mode = (unsigned short)s->x.mode;
+	if (msgctl(id, IPC_SET, &ds) < 0)
+		return ck__failed(v, CK__E_FILL, id);
 	return 0;
 }
 
@@ -113,21 +234,15 @@ static int ck__make(struct ck__visit *v)
 	for (; v->n < v->cap; v->n++) {
 		struct ck__seg *s = &v->seg[v->n];
 		struct shmid_ds ds;
-		char num[16];
-		int fd, id, k = 0;
-		uint32_t u = (uint32_t)s->x.id;
+		int id;
 
-		do /* decimal, backwards */
-			num[sizeof(num) - 1 - ++k] = (char)('0' + u % 10);
-		while ((u /= 10) && k < 12);
-		fd = open("/proc/sys/kernel/shm_next_id", O_WRONLY | O_CLOEXEC);
-		if (fd < 0 || write(fd, num + sizeof(num) - 1 - k, (size_t)k) < 0) {
-			ck__failed(v, CK__E_NEXTID, s->x.id);
-			if (fd >= 0)
-				close(fd);
-			return 1;
+		if (s->x.flags & CK_SYSV_MSG) {
+			if (ck__make_queue(v, s))
+				return 1;
+			continue;
 		}
-		close(fd);
+		if (ck__next_id("/proc/sys/kernel/shm_next_id", s->x.id) < 0)
+			return ck__failed(v, CK__E_NEXTID, s->x.id);
 		id = shmget((s->x.flags & CK_SYSV_DEST) ? IPC_PRIVATE : s->x.key, s->x.size, IPC_CREAT | IPC_EXCL | 0600);
 		if (id != s->x.id) {
 			if (id >= 0)
@@ -174,14 +289,16 @@ static void ck__say(const struct ck__visit *v)
 	switch (v->fail) {
 	case CK__E_USERNS: ck_err_set("cannot enter the job's user namespace (for its IPC namespace): %s", e); break;
 	case CK__E_IPCNS: ck_err_set("cannot enter the job's IPC namespace: %s", e); break;
-	case CK__E_SEMMSG: ck_err_set("the job has System V semaphores or message queues: not supported yet"); break;
+	case CK__E_SEM: ck_err_set("the job has System V semaphores: not supported yet"); break;
 	case CK__E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
-	case CK__E_NEXTID: ck_err_set("cannot ask for System V segment id %d (shm_next_id): %s", v->id, e); break;
+	case CK__E_MSGREAD: ck_err_set("cannot copy the messages of System V message queue %d: %s", v->id, e); break;
+	case CK__E_NEXTID: ck_err_set("cannot ask for System V object id %d (shm_next_id, msg_next_id): %s", v->id, e); break;
 	case CK__E_MAKE:
-		ck_err_set("cannot re-create System V segment %d (got %d): %s", v->id, v->got,
+		ck_err_set("cannot re-create System V object %d (got %d): %s", v->id, v->got,
 			   v->got >= 0 ? "another id" : e);
 		break;
-	case CK__E_FILL: ck_err_set("cannot fill System V segment %d: %s", v->id, e); break;
+	case CK__E_FILL: ck_err_set("cannot fill or set System V object %d: %s", v->id, e); break;
+	case CK__E_MSGSEND: ck_err_set("cannot put the messages back into System V message queue %d: %s", v->id, e); break;
 	}
 }
 
@@ -236,7 +353,7 @@ static int ck__run(struct ckrun *c, struct ck__visit *v)
 	if (v->fail != CK__OK) {
 		ck__say(v);
 		r = v->err ? -v->err : -ENOTSUP;
-		if (v->fail == CK__E_SEMMSG)
+		if (v->fail == CK__E_SEM)
 			r = -ENOTSUP;
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		ck_err_set("the helper for the job's IPC namespace failed (status %d)", st);
@@ -252,11 +369,21 @@ out:
 	return r;
 }
 
+/* Segments detached, queues' copies unmapped (checkpoint) or freed
+ * (restore). */
 static void ck__detach(struct ck__seg *seg, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		if (seg[i].addr && seg[i].addr != (void *)-1)
+	for (size_t i = 0; i < n; i++) {
+		if (!seg[i].addr || seg[i].addr == (void *)-1)
+			continue;
+		if (!(seg[i].x.flags & CK_SYSV_MSG))
 			shmdt(seg[i].addr);
+		else if (seg[i].maplen)
+			munmap(seg[i].addr, seg[i].maplen);
+		else
+			free(seg[i].addr);
+		seg[i].addr = NULL;
+	}
 }
 
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
@@ -312,17 +439,27 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 		return 0;
 	if (!(seg = calloc(m->nshms, sizeof(*seg))))
 		return -ENOMEM;
-	for (size_t i = 0; i < m->nshms; i++)
+	r = 0;
+	for (size_t i = 0; i < m->nshms; i++) {
 		seg[i].x = m->shms[i];
+		/* a queue's messages, for the helper to send */
+		if (r == 0 && (seg[i].x.flags & CK_SYSV_MSG)) {
+			if (!(seg[i].addr = malloc(seg[i].x.size + 1)))
+				r = -ENOMEM;
+			else if (seg[i].x.nchunks)
+				r = ck_reader_read(rd, seg[i].x.first_chunk, seg[i].x.nchunks, ck_mem_sink, seg[i].addr);
+		}
+	}
 	memset(&v, 0, sizeof(v));
 	v.what = CK__MAKE;
 	v.seg = seg;
 	v.cap = m->nshms;
-	r = ck__run(c, &v);
+	if (r == 0)
+		r = ck__run(c, &v);
 	for (size_t i = 0; r == 0 && i < v.n; i++)
-		if (seg[i].x.nchunks)
+		if (seg[i].x.nchunks && !(seg[i].x.flags & CK_SYSV_MSG))
 			r = ck_reader_read(rd, seg[i].x.first_chunk, seg[i].x.nchunks, ck_mem_sink, seg[i].addr);
-	ck__detach(seg, v.n);
+	ck__detach(seg, m->nshms);
 	free(seg);
 	return r;
 }

@@ -231,7 +231,8 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 			const struct ck_sysv_shm *x = &m->shms[i];
 			struct ck_mf_shm w = {(int32_t)htole32((uint32_t)x->id), (int32_t)htole32((uint32_t)x->key),
 					       htole32(x->mode), htole32(x->flags), htole32(x->uid), htole32(x->gid),
-					       htole64(x->size), htole64(x->first_chunk), htole32(x->nchunks), 0};
+					       htole64(x->size), htole64(x->first_chunk), htole32(x->nchunks),
+					       htole32(x->pad)};
 			put_bytes(&b, &w, sizeof(w));
 		}
 		sect_end(&b, at);
@@ -605,7 +606,9 @@ static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
 		x->size = le64toh(w.size);
 		x->first_chunk = le64toh(w.first_chunk);
 		x->nchunks = le32toh(w.nchunks);
-		if (x->id < 0 || (x->flags & ~(uint32_t)CK_SYSV_DEST) || x->first_chunk + x->nchunks > m->nchunks ||
+		x->pad = le32toh(w.pad);
+		if (x->id < 0 || (x->flags & ~(uint32_t)(CK_SYSV_DEST | CK_SYSV_MSG)) ||
+		    ((x->flags & CK_SYSV_MSG) && (x->flags & CK_SYSV_DEST)) || x->first_chunk + x->nchunks > m->nchunks ||
 		    x->first_chunk + x->nchunks < x->first_chunk)
 			return bad("SysV segment %u: bad id, flags or chunk range", i);
 	}

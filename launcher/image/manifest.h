@@ -68,12 +68,12 @@ struct ck_task {
 struct ck_sysv_shm {
 	int32_t id, key;
 	uint32_t mode;  /* permission bits */
-	uint32_t flags; /* CK_SYSV_DEST: marked for removal */
+	uint32_t flags; /* CK_SYSV_DEST: marked for removal; CK_SYSV_MSG: a message queue */
 	uint32_t uid, gid;
 	uint64_t size;
 	uint64_t first_chunk;
 	uint32_t nchunks;
-	uint32_t pad;
+	uint32_t pad; /* CK_SYSV_MSG: the queue's msg_qbytes */
 };
 
 /* A file the checkpoint relies on for content it did not save

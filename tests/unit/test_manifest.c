@@ -461,6 +461,21 @@ static void test_tree(void)
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
 	CHECK(strstr(ck_err_msg(), "SysV") != NULL);
 	free(buf);
+	/* a message queue: its size limit in pad comes back; a queue is never
+	 * marked for removal */
+	m->shms[0].first_chunk = 0;
+	m->shms[0].flags = CK_SYSV_MSG;
+	m->shms[0].pad = 4000;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
+	CHECK(d && d->nshms == 1 && d->shms[0].flags == CK_SYSV_MSG && d->shms[0].pad == 4000);
+	ck_manifest_free(d);
+	d = NULL;
+	free(buf);
+	m->shms[0].flags = CK_SYSV_MSG | CK_SYSV_DEST;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	free(buf);
 	ck_manifest_free(m);
 }
 

@@ -1,0 +1,102 @@
+/* sysv_msgq: System V message queues come back with their ids, keys, size
+ * limits, modes and the messages still queued, in order, with their types.
+ *
+ * State exercised: a private queue that always holds the last five
+ * messages sent (each step sends one, of type 1-3, and takes the oldest,
+ * whatever its type), and a keyed queue with a lowered size limit, mode
+ * 0640 and two messages of different types, taken by type at the end.
+ * Each step checks the taken message, the counts, limits, modes and that
+ * the key still names the same id.
+ * Usage: sysv_msgq [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <time.h>
+
+#define KEY 0x5eed
+#define BACKLOG 5
+
+struct msg {
+	long type;
+	char text[64];
+};
+
+static double app_scale(int argc, char **argv)
+{
+	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
+	double v = s ? strtod(s, NULL) : 1.0;
+	return v > 0 ? v : 1.0;
+}
+
+static int fail(const char *what, long step)
+{
+	printf("FAIL %s at step %ld (%s)\n", what, step, strerror(errno));
+	fflush(stdout);
+	return 1;
+}
+
+static int put(int q, long type, const char *text)
+{
+	struct msg m = {type, {0}};
+
+	snprintf(m.text, sizeof(m.text), "%s", text);
+	return msgsnd(q, &m, strlen(m.text) + 1, IPC_NOWAIT);
+}
+
+int main(int argc, char **argv)
+{
+	long steps = (long)(60 * app_scale(argc, argv)), i;
+	int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600), kq = msgget(KEY, IPC_CREAT | IPC_EXCL | 0600), rc = 0;
+	struct msqid_ds ds;
+	struct msg m;
+	char want[64];
+
+	if (q < 0 || kq < 0)
+		return fail("msgget", 0);
+	if (msgctl(kq, IPC_STAT, &ds) < 0)
+		return fail("IPC_STAT", 0);
+	ds.msg_qbytes = 4000;
+	ds.msg_perm.mode = 0640;
+	if (msgctl(kq, IPC_SET, &ds) < 0 || put(kq, 7, "seven") < 0 || put(kq, 3, "three") < 0)
+		return fail("keyed queue setup", 0);
+	for (i = 0; i < steps && !rc; i++) {
+		struct timespec nap = {0, 50000000};
+		ssize_t n;
+
+		snprintf(want, sizeof(want), "message %ld", i);
+		if (put(q, i % 3 + 1, want) < 0) {
+			rc = fail("msgsnd", i);
+			break;
+		}
+		if (i >= BACKLOG) {
+			snprintf(want, sizeof(want), "message %ld", i - BACKLOG);
+			n = msgrcv(q, &m, sizeof(m.text), 0, IPC_NOWAIT);
+			if (n < 0 || (size_t)n != strlen(want) + 1 || strcmp(m.text, want) ||
+			    m.type != (i - BACKLOG) % 3 + 1) {
+				rc = fail("the oldest message, its bytes and type", i);
+				break;
+			}
+		}
+		if (msgctl(q, IPC_STAT, &ds) < 0 || ds.msg_qnum != (msgqnum_t)(i < BACKLOG ? i + 1 : BACKLOG))
+			rc = fail("the private queue's message count", i);
+		else if (msgget(KEY, 0) != kq)
+			rc = fail("the key names the same queue", i);
+		else if (msgctl(kq, IPC_STAT, &ds) < 0 || ds.msg_qnum != 2 || ds.msg_qbytes != 4000 ||
+			 (ds.msg_perm.mode & 0777) != 0640)
+			rc = fail("the keyed queue's count, size limit or mode", i);
+		nanosleep(&nap, NULL);
+	}
+	/* the keyed queue's two, by type */
+	if (!rc && (msgrcv(kq, &m, sizeof(m.text), 3, IPC_NOWAIT) < 0 || strcmp(m.text, "three") ||
+		    msgrcv(kq, &m, sizeof(m.text), 7, IPC_NOWAIT) < 0 || strcmp(m.text, "seven")))
+		rc = fail("the keyed queue's messages by type", i);
+	msgctl(q, IPC_RMID, NULL);
+	msgctl(kq, IPC_RMID, NULL);
+	if (!rc)
+		printf("sysv_msgq: %ld steps, every message back in order with its type\n", i);
+	return rc;
+}
