@@ -58,7 +58,7 @@ int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jpr
 		r = -ENOMEM;
 		goto out;
 	}
-	if ((r = ck_pipe_peek(rfd, f->pipe_cap, buf, (size_t)avail)) < 0) {
+	if ((r = ck_pipe_peek(path, rfd, f->pipe_cap, buf, (size_t)avail)) < 0) {
 		ck_err_set("process %d: cannot copy the %d unread bytes of its pipe (descriptor %d): %s", pd->pid,
 			   avail, f->fd, strerror(-r));
 		goto out;

@@ -92,7 +92,7 @@ static int ck__pipe_bytes(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 		r = -ENOMEM;
 		goto out;
 	}
-	if ((r = ck_pipe_peek(rfd, (uint32_t)fcntl(rfd, F_GETPIPE_SZ), buf, (size_t)avail)) == 0)
+	if ((r = ck_pipe_peek(path, rfd, (uint32_t)fcntl(rfd, F_GETPIPE_SZ), buf, (size_t)avail)) == 0)
 		r = ck_writer_add(R->w, (size_t)avail, ck_mem_src, buf, &d->data_chunk, &d->data_nchunks);
 out:
 	free(buf);
