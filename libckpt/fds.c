@@ -108,7 +108,13 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		ck_sys2(SYS_timerfd_gettime, f->fd, &its);
 		f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
 		f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
-		/* expirations not read yet (a one-shot's are all it will have) */
+		/* Expirations not read yet (a one-shot's are all it will have),
+		 * from fdinfo read again: a periodic timer that expired counts
+		 * one tick until a read or timerfd_gettime forwards it over the
+		 * periods that passed since (the gettime above did); the first
+		 * fdinfo said 1 where 12 had come, and a restore lost 11. */
+		if ((n = ck__fdinfo(f->fd, info, sizeof(info))) < 0)
+			return n == -E2BIG ? -E2BIG : -EIO;
 		f->size = ck__field(info, "ticks:", 10);
 	} else if (!strcmp(target, "anon_inode:[signalfd]")) {
 		f->kind = CK_FD_SIGNALFD;

@@ -8,7 +8,10 @@
  * without a time namespace the clocks jumped by that time while the
  * timerfd came back with the time it had left, so it lagged the clock by
  * as much. A step of more than 2.5 s, a lag of more than 2.5 s, a clock
- * going back, or the two clocks parting by more than that fails.
+ * going back, or the two clocks parting by more than that fails. A second
+ * timerfd of the same period is read only at the end: its expirations
+ * must equal the first's (a restore once lost those that had come since
+ * the last forward of the timer: fdinfo counts one until a read).
  * Usage: clock_gap [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -43,8 +46,10 @@ int main(int argc, char **argv)
 	struct itimerspec its = {{0, PERIOD_MS * 1000000}, {0, PERIOD_MS * 1000000}};
 	int64_t start, prev, prev_boot, apart, expired = 0;
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	int later = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	uint64_t n;
 
-	if (tfd < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0) {
+	if (tfd < 0 || later < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0 || timerfd_settime(later, 0, &its, NULL) < 0) {
 		printf("FAIL timerfd (errno %d)\n", errno);
 		return 1;
 	}
@@ -54,7 +59,6 @@ int main(int argc, char **argv)
 	for (i = 0; i < steps; i++) {
 		struct timespec nap = {0, 50000000};
 		int64_t now, boot, lag;
-		uint64_t n;
 
 		while (nanosleep(&nap, &nap) < 0 && errno == EINTR)
 			;
@@ -86,6 +90,15 @@ int main(int argc, char **argv)
 		prev = now;
 		prev_boot = boot;
 	}
-	printf("clock_gap: %ld steps, the clocks went on and the timerfd kept up\n", i);
+	n = 0;
+	if (read(tfd, &n, sizeof(n)) == sizeof(n))
+		expired += (int64_t)n;
+	n = 0;
+	if (read(later, &n, sizeof(n)) != sizeof(n) || llabs((int64_t)n - expired) > 2) {
+		printf("FAIL the timerfd read only at the end counts %llu expirations, the one read each step %lld\n",
+		       (unsigned long long)n, (long long)expired);
+		return 1;
+	}
+	printf("clock_gap: %ld steps, the clocks went on and the timerfds kept up\n", i);
 	return 0;
 }
