@@ -126,6 +126,10 @@ int ck_idmap_write(pid_t pid, int verbose);
  * a time namespace for the children in which they read mono and boot. */
 int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot);
 int ck_timens_enter(uint64_t mono, uint64_t boot);
+/* When the restore began: the job's clocks go on from the cut there, and
+ * the timers ckrun makes count from there (ns since, 0 without a mark). */
+void ck_timens_mark(void);
+uint64_t ck_timens_since_mark(void);
 
 /* ns.c: the job's pid+mount+IPC (and, unless root, user) namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };

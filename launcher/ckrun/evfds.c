@@ -49,16 +49,31 @@ int ck_eventfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
 {
 	int nb = (f->flags & O_NONBLOCK) ? 1 : 0;
+	uint64_t left = f->u64[2], every = f->u64[3], ticks = f->size, since = ck_timens_since_mark();
 	struct itimerspec its;
 
 	(void)rd;
 	(void)o;
+	/* The time left counts from the restore's start, where the job's
+	 * clocks go on from the cut (timens.c), however late in the restore
+	 * this one is made: what came due since are expirations. */
+	if (left && since) {
+		if (left > since) {
+			left -= since;
+		} else if (every) {
+			ticks += 1 + (since - left) / every;
+			left = every - (since - left) % every;
+		} else {
+			ticks++;
+			left = 0;
+		}
+	}
 	*fd = timerfd_create((int)f->u64[0], TFD_CLOEXEC | (nb ? TFD_NONBLOCK : 0));
-	its.it_value.tv_sec = (time_t)(f->u64[2] / 1000000000ull);
-	its.it_value.tv_nsec = (long)(f->u64[2] % 1000000000ull);
-	its.it_interval.tv_sec = (time_t)(f->u64[3] / 1000000000ull);
-	its.it_interval.tv_nsec = (long)(f->u64[3] % 1000000000ull);
-	if (*fd >= 0 && f->u64[2]) {
+	its.it_value.tv_sec = (time_t)(left / 1000000000ull);
+	its.it_value.tv_nsec = (long)(left % 1000000000ull);
+	its.it_interval.tv_sec = (time_t)(every / 1000000000ull);
+	its.it_interval.tv_nsec = (long)(every % 1000000000ull);
+	if (*fd >= 0 && left) {
 		int fl = 0;
 		/* Set with an absolute time (TFD_TIMER_ABSTIME: a change of the
 		 * clock moves its expiry; TFD_TIMER_CANCEL_ON_SET, which needs it:
@@ -80,9 +95,7 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 	/* Expirations the job had not read: a kernel without checkpoint and
 	 * restore support cannot take them, and the job would wait for a tick
 	 * that already came. */
-	if (*fd >= 0 && f->size) {
-		uint64_t ticks = f->size;
-
+	if (*fd >= 0 && ticks) {
 		if (ioctl(*fd, TFD_IOC_SET_TICKS, &ticks) < 0) {
 			int e = errno;
 

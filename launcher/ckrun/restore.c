@@ -264,6 +264,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	x.pds = calloc(m->nprocs, sizeof(*x.pds));
 	if (!x.pds)
 		return -ENOMEM;
+	ck_timens_mark();
 	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_mappath_restore(&c->pathmap, m, x.pds)) < 0 ||
 	    (r = ck_fp_check(m)) < 0 ||
 	    (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||

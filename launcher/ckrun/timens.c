@@ -7,8 +7,11 @@
  * the job's time namespace offsets and ckrun's), kept in the manifest
  * (section CLCK). Restore: init makes a time namespace for its children,
  * with offsets that start them at the saved values, before the first
- * restorer is made. Timers and timerfds come back with the time they had
- * left, so the two agree again. */
+ * restorer is made. Both count from the restore's start (ck_timens_mark):
+ * the job's clocks read the cut's values then, and the timerfds ckrun
+ * makes have the time they had left less the time since then, whenever in
+ * the restore each is made, so they agree with the clocks and with each
+ * other. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -60,6 +63,21 @@ static uint64_t ck__clock_ns(clockid_t id)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* ckrun's CLOCK_MONOTONIC and CLOCK_BOOTTIME when the restore began (0: no
+ * restore) */
+static uint64_t ck__ref[2];
+
+void ck_timens_mark(void)
+{
+	ck__ref[0] = ck__clock_ns(CLOCK_MONOTONIC);
+	ck__ref[1] = ck__clock_ns(CLOCK_BOOTTIME);
+}
+
+uint64_t ck_timens_since_mark(void)
+{
+	return ck__ref[0] ? ck__clock_ns(CLOCK_MONOTONIC) - ck__ref[0] : 0;
+}
+
 int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 {
 	int64_t mine[2], theirs[2];
@@ -75,7 +93,7 @@ int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 }
 
 /* In init, before its first child: a time namespace for the children in
- * which the clocks read mono and boot now. */
+ * whose clocks mono and boot were the time when the restore began. */
 int ck_timens_enter(uint64_t mono, uint64_t boot)
 {
 	int64_t host[2], off[2];
@@ -87,9 +105,9 @@ int ck_timens_enter(uint64_t mono, uint64_t boot)
 	/* a new namespace starts with its parent's offsets */
 	if ((r = ck__offsets("self", host)) < 0)
 		return r;
-	/* host clock = ours - our offset; theirs = saved - host clock */
-	off[0] = (int64_t)mono - (int64_t)(ck__clock_ns(CLOCK_MONOTONIC) - (uint64_t)host[0]);
-	off[1] = (int64_t)boot - (int64_t)(ck__clock_ns(CLOCK_BOOTTIME) - (uint64_t)host[1]);
+	/* host clock = ours - our offset; theirs = saved - host clock then */
+	off[0] = (int64_t)mono - (int64_t)((ck__ref[0] ? ck__ref[0] : ck__clock_ns(CLOCK_MONOTONIC)) - (uint64_t)host[0]);
+	off[1] = (int64_t)boot - (int64_t)((ck__ref[1] ? ck__ref[1] : ck__clock_ns(CLOCK_BOOTTIME)) - (uint64_t)host[1]);
 	n = 0;
 	for (int i = 0; i < 2; i++) { /* seconds may be negative, nanoseconds not */
 		long long s = off[i] / 1000000000LL, ns = off[i] % 1000000000LL;

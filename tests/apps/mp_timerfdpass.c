@@ -12,6 +12,10 @@
  * reads its one expiration, after which the parent finds none, which holds
  * only if both copies are one timerfd after a restore. Last, the child
  * raises SIGUSR1 (blocked) and reads it through an odd step's signalfd.
+ * The parent also sends itself a periodic 10 ms timerfd over a pair of its
+ * own and keeps one like it that it reads each step: at the end the one in
+ * flight must count as many expirations (a restore once lost those since
+ * the timer's last forward).
  * Usage: mp_timerfdpass [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -164,9 +168,11 @@ static int child(int sock, int steps)
 
 int main(int argc, char **argv)
 {
-	int steps = (int)(100 * app_scale(argc, argv)), sv[2], st, shared;
-	struct itimerspec now = {{0, 0}, {0, 1000000}};
-	uint64_t ticks;
+	int steps = (int)(100 * app_scale(argc, argv)), sv[2], own[2], st, shared, keep, flying;
+	struct itimerspec now = {{0, 0}, {0, 1000000}}, tick = {{0, 10000000}, {0, 10000000}};
+	uint64_t ticks, kept = 0;
+	int got[2];
+	char b;
 	pid_t kid;
 
 	if (steps < 4)
@@ -181,6 +187,14 @@ int main(int argc, char **argv)
 		_exit(child(sv[1], steps));
 	}
 	close(sv[1]);
+	keep = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	flying = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (keep < 0 || flying < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, own) < 0 ||
+	    timerfd_settime(keep, 0, &tick, NULL) < 0 || timerfd_settime(flying, 0, &tick, NULL) < 0 ||
+	    send_fds(own[0], &flying, 1) || close(flying) < 0) {
+		printf("FAIL periodic setup\n");
+		return 1;
+	}
 	shared = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (shared < 0 || timerfd_settime(shared, 0, &now, NULL) < 0 || send_fds(sv[0], &shared, 1)) {
 		printf("FAIL setup\n");
@@ -202,6 +216,8 @@ int main(int argc, char **argv)
 		}
 		close(p[0]);
 		close(p[1]);
+		if (read(keep, &ticks, sizeof(ticks)) == sizeof(ticks))
+			kept += ticks;
 		if (i % 20 == 0) {
 			printf("step %d sent\n", i);
 			fflush(stdout);
@@ -213,6 +229,16 @@ int main(int argc, char **argv)
 	waitpid(kid, &st, 0);
 	printf("child: %s (status %d)\n", WIFEXITED(st) && !WEXITSTATUS(st) ? "ok" : "FAILED",
 	       WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	/* the periodic timer in flight: as many expirations as the one kept */
+	if (read(keep, &ticks, sizeof(ticks)) == sizeof(ticks))
+		kept += ticks;
+	ticks = 0;
+	if (recv_fds(own[1], &b, got) != 1 || read(got[0], &ticks, sizeof(ticks)) != sizeof(ticks) ||
+	    (ticks > kept ? ticks - kept : kept - ticks) > 2)
+		printf("periodic timerfd in flight: %llu expirations, %llu for the one kept: LOST\n",
+		       (unsigned long long)ticks, (unsigned long long)kept);
+	else
+		printf("periodic timerfd in flight: as many expirations as the one kept\n");
 	/* the child read the shared timer's expiration: none left here */
 	errno = 0;
 	printf("shared timerfd after the child read it: %s\n",

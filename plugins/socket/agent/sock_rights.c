@@ -175,9 +175,13 @@ static int ck__anon(int fd, struct ck_pd_fd *d)
 		d->kind = CK_FD_TIMERFD;
 		d->u64[0] = ck__info(text, "clockid:", 10, &missing);
 		d->u64[1] = ck__info(text, "settime flags:", 8, &missing);
-		d->size = ck__info(text, "ticks:", 10, &missing);
 		if (timerfd_gettime(fd, &its) < 0)
 			return -errno;
+		/* after the gettime, which forwards an expired periodic timer
+		 * over the periods since: fdinfo counted one tick till then */
+		if ((r = ck__fdinfo(fd, text, sizeof(text))) < 0)
+			return r;
+		d->size = ck__info(text, "ticks:", 10, &missing);
 		d->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
 		d->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
 	} else {
