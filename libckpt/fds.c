@@ -315,7 +315,7 @@ int ck__collect_fds(void)
 
 	ck__pd.nfds = 0;
 	ck__pd.nepitems = 0;
-	ck__pd.pipebuf = 0;
+	ck__pd.rst_mono = 0;
 	ck__pd.pipebuf_size = 0;
 	ck__fdstate_reset();
 	ck__inotify_reset();

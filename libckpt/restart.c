@@ -152,6 +152,26 @@ static long ck__deleted_dir_enter(const char *cwd, uint32_t mode)
 	return r;
 }
 
+/* The time a wall-clock timer had left, counted from the restore's start,
+ * where the job's clocks go on from the cut (ckrun's timens.c): less the
+ * time since; 1 ns where it came due since (it fires at once, the
+ * expirations in between not counted). CPU-time clocks did not run. */
+static uint64_t ck__left_now(const struct ck_procdesc *pd, long clock, uint64_t left)
+{
+	struct timespec ts;
+	uint64_t now;
+
+	if (!left || !pd->rst_mono ||
+	    !(clock == CLOCK_REALTIME || clock == CLOCK_MONOTONIC || clock == CLOCK_BOOTTIME ||
+	      clock == CLOCK_REALTIME_ALARM || clock == CLOCK_BOOTTIME_ALARM || clock == CLOCK_TAI))
+		return left;
+	ck_sys2(SYS_clock_gettime, CLOCK_MONOTONIC, &ts);
+	now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (now <= pd->rst_mono)
+		return left;
+	return left > now - pd->rst_mono ? left - (now - pd->rst_mono) : 1;
+}
+
 static void ck__restore_process_state(const struct ck_procdesc *pd)
 {
 	for (int s = 1; s < CK_PD_NSIG; s++) {
@@ -173,6 +193,12 @@ static void ck__restore_process_state(const struct ck_procdesc *pd)
 		 * keep their interval when disarmed, so they are left alone.) */
 		if (w == ITIMER_REAL && !it.it_value.tv_sec && !it.it_value.tv_usec)
 			it.it_value = it.it_interval;
+		if (w == ITIMER_REAL) {
+			uint64_t us = (uint64_t)it.it_value.tv_sec * 1000000ull + (uint64_t)it.it_value.tv_usec;
+			us = (ck__left_now(pd, CLOCK_MONOTONIC, us * 1000ull) + 999ull) / 1000ull;
+			it.it_value.tv_sec = (long)(us / 1000000ull);
+			it.it_value.tv_usec = (long)(us % 1000000ull);
+		}
 		if (it.it_value.tv_sec || it.it_value.tv_usec)
 			ck_sys3(SYS_setitimer, w, &it, NULL);
 	}
@@ -229,6 +255,7 @@ static void ck__restore_timers(const struct ck_procdesc *pd)
 			int32_t pad[11];
 		} ev;
 		int id = t->id;
+		uint64_t left = ck__left_now(pd, t->clock, t->value_ns);
 		struct itimerspec its;
 
 		ck_memset(&ev, 0, sizeof(ev));
@@ -238,11 +265,11 @@ static void ck__restore_timers(const struct ck_procdesc *pd)
 		ev.tid = t->tid;
 		if (ck_sys3(SYS_timer_create, t->clock, &ev, &id) < 0 || id != t->id)
 			ck__restart_fail("cannot re-create a POSIX timer", -EINVAL);
-		its.it_value.tv_sec = (long)(t->value_ns / 1000000000ull);
-		its.it_value.tv_nsec = (long)(t->value_ns % 1000000000ull);
+		its.it_value.tv_sec = (long)(left / 1000000000ull);
+		its.it_value.tv_nsec = (long)(left % 1000000000ull);
 		its.it_interval.tv_sec = (long)(t->interval_ns / 1000000000ull);
 		its.it_interval.tv_nsec = (long)(t->interval_ns % 1000000000ull);
-		if (t->value_ns)
+		if (left)
 			ck_sys4(SYS_timer_settime, id, 0, &its, NULL);
 	}
 	ck_sys5(SYS_prctl, 77, 0, 0, 0, 0);

@@ -191,7 +191,10 @@ struct ck_procdesc {
 	uint64_t auxv[64];
 	uint32_t auxv_size; /* bytes */
 	uint32_t pflags;    /* CK_PD_P_*: 0 in images made before they were saved */
-	uint64_t pipebuf, pipebuf_size; /* unused (0) */
+	/* rst_mono: the job's CLOCK_MONOTONIC when its restore began, set by
+	 * ckrun at a restore (0 in images: it was the unused pipebuf), from
+	 * which the timers the process sets again count; pipebuf_size unused */
+	uint64_t rst_mono, pipebuf_size;
 	struct ck_pd_sigaction sigact[CK_PD_NSIG];
 	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
 	uint64_t rlimit[CK_PD_NRLIMIT][2];

@@ -130,6 +130,8 @@ int ck_timens_enter(uint64_t mono, uint64_t boot);
  * the timers ckrun makes count from there (ns since, 0 without a mark). */
 void ck_timens_mark(void);
 uint64_t ck_timens_since_mark(void);
+/* The job's CLOCK_MONOTONIC at the mark (job: a restored process). */
+int ck_timens_job_mark(pid_t job, uint64_t *mono);
 
 /* ns.c: the job's pid+mount+IPC (and, unless root, user) namespaces and their init */
 enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };

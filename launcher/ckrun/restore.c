@@ -21,6 +21,7 @@
  * any error kills the restorers first. */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,12 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 	if ((r = ck_mem_fill(rd, jp, p, shmfill, vdso_mode)) < 0)
 		goto out;
 	if (mapped && (r = ck_mappath_write_proc(jp->pid, p, pd)) < 0)
+		goto out;
+	/* where its timers count from, into libckpt's descriptor (at
+	 * restart_arg, restored with its memory) */
+	if (pd->rst_mono &&
+	    (r = ck_mem_write(jp->pid, p->restart_arg + offsetof(struct ck_procdesc, rst_mono), &pd->rst_mono,
+			      sizeof(pd->rst_mono))) < 0)
 		goto out;
 	memset(&msg, 0, sizeof(msg));
 	msg.type = CK_MSG_RST_FILLED;
@@ -186,6 +193,7 @@ static int ck__rst_spawn(struct ckrun *c, struct ck__rst *x)
 static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 {
 	struct ck_manifest *m = x->m;
+	uint64_t mono = 0;
 	int r;
 
 	for (size_t i = 0; i < m->nprocs; i++) {
@@ -194,6 +202,11 @@ static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 			ck_err_set("restored process %d is missing", m->procs[i].pid);
 			return -EPROTO;
 		}
+		/* where its timers count from (the job's clock: its time
+		 * namespace's, or the host's where none could be made) */
+		if (!mono && ck_timens_job_mark(jp->pid, &mono) < 0)
+			mono = 0;
+		x->pds[i]->rst_mono = mono;
 		if ((r = ck__restore_one(x->rd, jp, &m->procs[i], x->pds[i], &x->objs, c->pathmap.n > 0)) < 0)
 			return r;
 	}

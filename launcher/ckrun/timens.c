@@ -92,6 +92,22 @@ int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 	return 0;
 }
 
+int ck_timens_job_mark(pid_t job, uint64_t *mono)
+{
+	int64_t mine[2], theirs[2];
+	char pid[16];
+	int r;
+
+	*mono = 0;
+	if (!ck__ref[0])
+		return 0;
+	snprintf(pid, sizeof(pid), "%d", (int)job);
+	if ((r = ck__offsets("self", mine)) < 0 || (r = ck__offsets(pid, theirs)) < 0)
+		return r;
+	*mono = ck__ref[0] + (uint64_t)(theirs[0] - mine[0]);
+	return 0;
+}
+
 /* In init, before its first child: a time namespace for the children in
  * whose clocks mono and boot were the time when the restore began. */
 int ck_timens_enter(uint64_t mono, uint64_t boot)

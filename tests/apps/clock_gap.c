@@ -11,13 +11,17 @@
  * going back, or the two clocks parting by more than 2.5 s fails. A second
  * timerfd of the same period is read only at the end: its expirations
  * must equal the first's (a restore once lost those that had come since
- * the last forward of the timer: fdinfo counts one until a read).
+ * the last forward of the timer: fdinfo counts one until a read). A far
+ * POSIX timer and ITIMER_REAL must keep the time they have left plus the
+ * time gone by on CLOCK_MONOTONIC the same, within 0.5 s.
  * Usage: clock_gap [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
+#include <sys/time.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,11 +50,17 @@ int main(int argc, char **argv)
 	long steps = (long)(60 * app_scale(argc, argv)), i;
 	struct itimerspec its = {{0, PERIOD_MS * 1000000}, {0, PERIOD_MS * 1000000}};
 	int64_t start, prev, prev_boot, apart, expired = 0;
+	struct sigevent ev = {.sigev_notify = SIGEV_NONE};
+	struct itimerspec far = {{0, 0}, {1000, 0}};
+	struct itimerval farv = {{0, 0}, {1000, 0}};
+	timer_t pt;
 	int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	int later = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	uint64_t n;
 
-	if (tfd < 0 || later < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0 || timerfd_settime(later, 0, &its, NULL) < 0) {
+	if (tfd < 0 || later < 0 || timerfd_settime(tfd, 0, &its, NULL) < 0 || timerfd_settime(later, 0, &its, NULL) < 0 ||
+	    timer_create(CLOCK_MONOTONIC, &ev, &pt) < 0 || timer_settime(pt, 0, &far, NULL) < 0 ||
+	    setitimer(ITIMER_REAL, &farv, NULL) < 0) {
 		printf("FAIL timerfd (errno %d)\n", errno);
 		return 1;
 	}
@@ -87,6 +97,23 @@ int main(int argc, char **argv)
 			printf("FAIL CLOCK_BOOTTIME and CLOCK_MONOTONIC parted by %lld ms at step %ld\n",
 			       (long long)((boot - now) - apart), i);
 			return 1;
+		}
+		{ /* what the far timers have left, and the time gone by */
+			struct itimerspec g;
+			struct itimerval gv;
+			int64_t left, leftv;
+			if (timer_gettime(pt, &g) < 0 || getitimer(ITIMER_REAL, &gv) < 0) {
+				printf("FAIL timer_gettime or getitimer at step %ld\n", i);
+				return 1;
+			}
+			left = (int64_t)g.it_value.tv_sec * 1000 + g.it_value.tv_nsec / 1000000;
+			leftv = (int64_t)gv.it_value.tv_sec * 1000 + gv.it_value.tv_usec / 1000;
+			if (llabs(left + (now - start) - 1000000) > LAG_MS || llabs(leftv + (now - start) - 1000000) > LAG_MS) {
+				printf("FAIL a POSIX timer or ITIMER_REAL is off the clock by %lld or %lld ms at step %ld\n",
+				       (long long)(left + (now - start) - 1000000),
+				       (long long)(leftv + (now - start) - 1000000), i);
+				return 1;
+			}
 		}
 		prev = now;
 		prev_boot = boot;
