@@ -278,6 +278,8 @@ int ck__collect_process(void)
 			continue;
 		ck_sys4(SYS_rt_sigaction, s, NULL, &ck__pd.sigact[s], 8);
 	}
+	/* when its timers were read: the cut comes a little later */
+	ck__pd.rec_mono = ck__now_us() * 1000u;
 	for (int w = 0; w < 3; w++) {
 		struct itimerval it;
 		memset(&it, 0, sizeof(it));

@@ -106,6 +106,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		struct itimerspec its;
 		memset(&its, 0, sizeof(its));
 		ck_sys2(SYS_timerfd_gettime, f->fd, &its);
+		f->mtime_ns = (int64_t)(ck__now_us() * 1000u); /* when: the cut comes later */
 		f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
 		f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
 		/* Expirations not read yet (a one-shot's are all it will have),
@@ -316,7 +317,6 @@ int ck__collect_fds(void)
 	ck__pd.nfds = 0;
 	ck__pd.nepitems = 0;
 	ck__pd.rst_mono = 0;
-	ck__pd.pipebuf_size = 0;
 	ck__fdstate_reset();
 	ck__inotify_reset();
 	dfd = ck_openat(AT_FDCWD, "/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);

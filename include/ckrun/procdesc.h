@@ -191,10 +191,13 @@ struct ck_procdesc {
 	uint64_t auxv[64];
 	uint32_t auxv_size; /* bytes */
 	uint32_t pflags;    /* CK_PD_P_*: 0 in images made before they were saved */
-	/* rst_mono: the job's CLOCK_MONOTONIC when its restore began, set by
-	 * ckrun at a restore (0 in images: it was the unused pipebuf), from
-	 * which the timers the process sets again count; pipebuf_size unused */
-	uint64_t rst_mono, pipebuf_size;
+	/* rst_mono: where the timers the process sets again at a restore count
+	 * from, on its clock then: its CLOCK_MONOTONIC when the restore began,
+	 * less the time from rec_mono to the cut; set by ckrun at a restore (0
+	 * in images: it was the unused pipebuf). rec_mono: the process's
+	 * CLOCK_MONOTONIC when it read its POSIX timers and itimers at the
+	 * round (0 in images before it: it was the unused pipebuf_size). */
+	uint64_t rst_mono, rec_mono;
 	struct ck_pd_sigaction sigact[CK_PD_NSIG];
 	uint64_t itimer[3][4]; /* ITIMER_REAL/VIRTUAL/PROF: interval s,us, value s,us */
 	uint64_t rlimit[CK_PD_NRLIMIT][2];

@@ -31,6 +31,9 @@ void ck_agent_plugins_release(struct ck_agent_states *s);
  * flight in a socket's queue); one description for every holder with the
  * same CK_PD_FD_SHARED key. -errno if none can be made. */
 int ck_agent_fd_make(const struct ck_pd_fd *f);
+/* The job's CLOCK_MONOTONIC now (its time namespace's), from what the
+ * round's cut found: when a plugin read a timer. */
+uint64_t ck_agent_job_now(void);
 /* --map-path: the owning plugin's map_paths for f (0 when none). */
 int ck_agent_plugins_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap),
 			       void *arg);

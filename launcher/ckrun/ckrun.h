@@ -125,11 +125,14 @@ int ck_idmap_write(pid_t pid, int verbose);
  * process of it, in ckrun's pid namespace); in init before its first child,
  * a time namespace for the children in which they read mono and boot. */
 int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot);
+/* The job's CLOCK_MONOTONIC now, from what the last cut found. */
+uint64_t ck_timens_job_now(void);
 int ck_timens_enter(uint64_t mono, uint64_t boot);
 /* When the restore began: the job's clocks go on from the cut there, and
  * the timers ckrun makes count from there (ns since, 0 without a mark). */
-void ck_timens_mark(void);
+void ck_timens_mark(uint64_t cut_mono);
 uint64_t ck_timens_since_mark(void);
+uint64_t ck_timens_cut_mono(void); /* the job's CLOCK_MONOTONIC at the cut (0: unknown) */
 /* The job's CLOCK_MONOTONIC at the mark (job: a restored process). */
 int ck_timens_job_mark(pid_t job, uint64_t *mono);
 

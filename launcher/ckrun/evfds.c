@@ -50,10 +50,28 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 {
 	int nb = (f->flags & O_NONBLOCK) ? 1 : 0;
 	uint64_t left = f->u64[2], every = f->u64[3], ticks = f->size, since = ck_timens_since_mark();
+	uint64_t cut = ck_timens_cut_mono(), at = (uint64_t)f->mtime_ns;
 	struct itimerspec its;
 
 	(void)rd;
 	(void)o;
+	/* Read after the cut (in flight, by the socket plugin): as it was at
+	 * the cut, the expirations since taken back. (An older image holds the
+	 * inode's mtime there: far from the cut, not a reading time.) */
+	if (since && cut && at > cut && at - cut < (1ull << 40)) {
+		uint64_t back = at - cut, k = 0;
+		/* it fired since only if its next expiry is within a period and
+		 * an expiration is unread (the job was parked) */
+		if (left && every && left <= every && left + back > every)
+			k = (left + back - 1) / every;
+		if (k > ticks)
+			k = ticks;
+		if (left)
+			left += back - k * every;
+		ticks = ticks > k ? ticks - k : 0;
+	} else if (since && cut && at && cut - at < (1ull << 40)) {
+		since += cut - at; /* read before the cut: that time passed too */
+	}
 	/* The time left counts from the restore's start, where the job's
 	 * clocks go on from the cut (timens.c), however late in the restore
 	 * this one is made: what came due since are expirations. */

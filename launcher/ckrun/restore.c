@@ -206,7 +206,11 @@ static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 		 * namespace's, or the host's where none could be made) */
 		if (!mono && ck_timens_job_mark(jp->pid, &mono) < 0)
 			mono = 0;
+		/* less the time from its timers' reading to the cut */
 		x->pds[i]->rst_mono = mono;
+		if (mono && ck_timens_cut_mono() && x->pds[i]->rec_mono && x->pds[i]->rec_mono <= ck_timens_cut_mono() &&
+		    ck_timens_cut_mono() - x->pds[i]->rec_mono < mono)
+			x->pds[i]->rst_mono = mono - (ck_timens_cut_mono() - x->pds[i]->rec_mono);
 		if ((r = ck__restore_one(x->rd, jp, &m->procs[i], x->pds[i], &x->objs, c->pathmap.n > 0)) < 0)
 			return r;
 	}
@@ -277,7 +281,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	x.pds = calloc(m->nprocs, sizeof(*x.pds));
 	if (!x.pds)
 		return -ENOMEM;
-	ck_timens_mark();
+	ck_timens_mark(m->has_clocks ? m->mono_ns : 0);
 	if ((r = ck__rst_descriptors(&x)) < 0 || (r = ck_mappath_restore(&c->pathmap, m, x.pds)) < 0 ||
 	    (r = ck_fp_check(m)) < 0 ||
 	    (r = ck_tree_plan(m, &x.nodes, &x.nnodes)) < 0 ||

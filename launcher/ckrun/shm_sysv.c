@@ -209,9 +209,8 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 			return ck__failed(v, CK__E_FILL, id);
 	}
 	while (used < s->x.size) {
-		uint64_t len;
-		memcpy(&len, p + used, 8);
-		if (len > s->x.size - used - 16) {
+		uint64_t len = 0;
+		if (s->x.size - used < 16 || (memcpy(&len, p + used, 8), len > s->x.size - used - 16)) {
 			errno = EBADMSG;
 			return ck__failed(v, CK__E_MSGSEND, id);
 		}

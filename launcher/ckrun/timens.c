@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "launcher/ckrun/agent_plugin.h"
 #include "launcher/ckrun/ckrun.h"
 
 #ifndef CLONE_NEWTIME
@@ -64,19 +65,36 @@ static uint64_t ck__clock_ns(clockid_t id)
 }
 
 /* ckrun's CLOCK_MONOTONIC and CLOCK_BOOTTIME when the restore began (0: no
- * restore) */
+ * restore), and the host's then (ours less our namespace's offsets) */
 static uint64_t ck__ref[2];
+static int64_t ck__host_ref[2];
+static uint64_t ck__cut_mono; /* the job's CLOCK_MONOTONIC at the cut restored (0: unknown) */
 
-void ck_timens_mark(void)
+void ck_timens_mark(uint64_t cut_mono)
 {
+	int64_t mine[2];
+
+	ck__cut_mono = cut_mono;
 	ck__ref[0] = ck__clock_ns(CLOCK_MONOTONIC);
 	ck__ref[1] = ck__clock_ns(CLOCK_BOOTTIME);
+	if (ck__offsets("self", mine) < 0)
+		mine[0] = mine[1] = 0;
+	ck__host_ref[0] = (int64_t)ck__ref[0] - mine[0];
+	ck__host_ref[1] = (int64_t)ck__ref[1] - mine[1];
 }
 
 uint64_t ck_timens_since_mark(void)
 {
 	return ck__ref[0] ? ck__clock_ns(CLOCK_MONOTONIC) - ck__ref[0] : 0;
 }
+
+uint64_t ck_timens_cut_mono(void)
+{
+	return ck__cut_mono;
+}
+
+/* the job's CLOCK_MONOTONIC less ckrun's, as the last cut found it */
+static int64_t ck__job_delta;
 
 int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 {
@@ -87,9 +105,20 @@ int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 	snprintf(pid, sizeof(pid), "%d", (int)job);
 	if ((r = ck__offsets("self", mine)) < 0 || (r = ck__offsets(pid, theirs)) < 0)
 		return r;
-	*mono = ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)(theirs[0] - mine[0]);
+	ck__job_delta = theirs[0] - mine[0];
+	*mono = ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)ck__job_delta;
 	*boot = ck__clock_ns(CLOCK_BOOTTIME) + (uint64_t)(theirs[1] - mine[1]);
 	return 0;
+}
+
+uint64_t ck_timens_job_now(void)
+{
+	return ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)ck__job_delta;
+}
+
+uint64_t ck_agent_job_now(void)
+{
+	return ck_timens_job_now();
 }
 
 int ck_timens_job_mark(pid_t job, uint64_t *mono)
@@ -108,35 +137,53 @@ int ck_timens_job_mark(pid_t job, uint64_t *mono)
 	return 0;
 }
 
+/* Decimal, into p (no stdio: init runs after a raw clone of the
+ * multithreaded ckrun, where malloc's lock may be held). */
+static char *ck__dec(char *p, long long v)
+{
+	char t[24];
+	int n = 0;
+	unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+
+	if (v < 0)
+		*p++ = '-';
+	do
+		t[n++] = (char)('0' + u % 10);
+	while ((u /= 10));
+	while (n)
+		*p++ = t[--n];
+	return p;
+}
+
 /* In init, before its first child: a time namespace for the children in
- * whose clocks mono and boot were the time when the restore began. */
+ * whose clocks mono and boot were the time when the restore began (marked
+ * by ckrun before it made init: only system calls here). */
 int ck_timens_enter(uint64_t mono, uint64_t boot)
 {
-	int64_t host[2], off[2];
-	char buf[128];
-	int fd, n, r = 0;
+	char buf[128], *p = buf;
+	int fd, r = 0;
 
+	if (!ck__ref[0])
+		return -EINVAL;
 	if (unshare(CLONE_NEWTIME) < 0)
 		return -errno;
-	/* a new namespace starts with its parent's offsets */
-	if ((r = ck__offsets("self", host)) < 0)
-		return r;
-	/* host clock = ours - our offset; theirs = saved - host clock then */
-	off[0] = (int64_t)mono - (int64_t)((ck__ref[0] ? ck__ref[0] : ck__clock_ns(CLOCK_MONOTONIC)) - (uint64_t)host[0]);
-	off[1] = (int64_t)boot - (int64_t)((ck__ref[1] ? ck__ref[1] : ck__clock_ns(CLOCK_BOOTTIME)) - (uint64_t)host[1]);
-	n = 0;
 	for (int i = 0; i < 2; i++) { /* seconds may be negative, nanoseconds not */
-		long long s = off[i] / 1000000000LL, ns = off[i] % 1000000000LL;
+		int64_t off = (int64_t)(i ? boot : mono) - ck__host_ref[i];
+		long long s = off / 1000000000LL, ns = off % 1000000000LL;
 		if (ns < 0) {
 			s--;
 			ns += 1000000000LL;
 		}
-		n += snprintf(buf + n, sizeof(buf) - (size_t)n, "%d %lld %lld\n", i ? CLOCK_BOOTTIME : CLOCK_MONOTONIC, s,
-			      ns);
+		p = ck__dec(p, i ? CLOCK_BOOTTIME : CLOCK_MONOTONIC);
+		*p++ = ' ';
+		p = ck__dec(p, s);
+		*p++ = ' ';
+		p = ck__dec(p, ns);
+		*p++ = '\n';
 	}
 	if ((fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC)) < 0)
 		return -errno;
-	if (write(fd, buf, (size_t)n) != n)
+	if (write(fd, buf, (size_t)(p - buf)) != p - buf)
 		r = -errno;
 	close(fd);
 	return r;

@@ -749,6 +749,19 @@ static int validate(const struct ck_manifest *m)
 			}
 		}
 	}
+	/* A segment is filled from its chunks, a queue's messages are read
+	 * into a buffer of its size: they must fit, and a queue's fill it. */
+	for (i = 0; i < m->nshms; i++) {
+		const struct ck_sysv_shm *x = &m->shms[i];
+		uint64_t bytes = upto[x->first_chunk + x->nchunks] - upto[x->first_chunk];
+		int msg = (x->flags & CK_SYSV_MSG) != 0;
+
+		if (msg ? (bytes != x->size || x->size > INT32_MAX) : bytes > x->size) {
+			rc = bad("SysV %s %d: %llu bytes of chunks for a size of %llu", msg ? "queue" : "segment", x->id,
+				 (unsigned long long)bytes, (unsigned long long)x->size);
+			goto out;
+		}
+	}
 out:
 	free(upto);
 	return rc;

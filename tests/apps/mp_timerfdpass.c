@@ -211,7 +211,7 @@ int main(int argc, char **argv)
 		p[1] = signalfd(-1, &m, SFD_CLOEXEC);
 		if (p[0] < 0 || p[1] < 0 || timerfd_settime(p[0], 0, i % 2 ? &far : &now, NULL) < 0 ||
 		    send_fds(sv[0], p, 2)) {
-			printf("FAIL step %d\n", i);
+			printf("FAIL step %d (%s)\n", i, strerror(errno));
 			return 1;
 		}
 		close(p[0]);

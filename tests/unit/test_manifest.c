@@ -426,7 +426,7 @@ static void test_tree(void)
 	void *buf = NULL;
 	size_t len = 0;
 
-	struct ck_sysv_shm shm = {5, 0x1234, 0600, CK_SYSV_DEST, 0, 0, 65536, 0, 1, 0};
+	struct ck_sysv_shm shm = {5, 0x1234, 0600, CK_SYSV_DEST, 0, 0, 65536, 3, 1, 0}; /* chunk 3: 4096 bytes */
 	m->tasks = malloc(sizeof(t));
 	memcpy(m->tasks, t, sizeof(t));
 	m->ntasks = 3;
@@ -461,9 +461,16 @@ static void test_tree(void)
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
 	CHECK(strstr(ck_err_msg(), "SysV") != NULL);
 	free(buf);
-	/* a message queue: its size limit in pad comes back; a queue is never
-	 * marked for removal */
+	/* chunks larger than the segment (a restore would write past it) */
 	m->shms[0].first_chunk = 0;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "bytes of chunks") != NULL);
+	free(buf);
+	/* a message queue: its size limit in pad comes back; a queue is never
+	 * marked for removal, and its chunks hold exactly its size */
+	m->shms[0].first_chunk = 3;
+	m->shms[0].size = 4096;
 	m->shms[0].flags = CK_SYSV_MSG;
 	m->shms[0].pad = 4000;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
@@ -473,6 +480,11 @@ static void test_tree(void)
 	d = NULL;
 	free(buf);
 	m->shms[0].flags = CK_SYSV_MSG | CK_SYSV_DEST;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	free(buf);
+	m->shms[0].flags = CK_SYSV_MSG;
+	m->shms[0].size = 8192;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
 	free(buf);

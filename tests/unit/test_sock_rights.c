@@ -13,6 +13,11 @@
 static int ck__made;
 
 /* ckrun's maker, here: a pipe's read end per saved file. */
+uint64_t ck_agent_job_now(void)
+{
+	return 0;
+}
+
 int ck_agent_fd_make(const struct ck_pd_fd *f)
 {
 	int p[2];

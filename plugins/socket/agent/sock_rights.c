@@ -177,6 +177,7 @@ static int ck__anon(int fd, struct ck_pd_fd *d)
 		d->u64[1] = ck__info(text, "settime flags:", 8, &missing);
 		if (timerfd_gettime(fd, &its) < 0)
 			return -errno;
+		d->mtime_ns = (int64_t)ck_agent_job_now(); /* when, on the job's clock: after the cut */
 		/* after the gettime, which forwards an expired periodic timer
 		 * over the periods since: fdinfo counted one tick till then */
 		if ((r = ck__fdinfo(fd, text, sizeof(text))) < 0)
