@@ -16,8 +16,8 @@
 #include <sys/ipc.h>
 #include <sys/msg.h>
 #include <time.h>
+#include <unistd.h>
 
-#define KEY 0x5eed
 #define BACKLOG 5
 
 struct msg {
@@ -50,20 +50,22 @@ static int put(int q, long type, const char *text)
 int main(int argc, char **argv)
 {
 	long steps = (long)(60 * app_scale(argc, argv)), i;
-	int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600), kq = msgget(KEY, IPC_CREAT | IPC_EXCL | 0600), rc = 0;
+	key_t key = (key_t)(0x5eed0000 | (getpid() & 0xffff)); /* a bare run shares the host's namespace */
+	int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600), kq = msgget(key, IPC_CREAT | IPC_EXCL | 0600), rc = 0;
 	struct msqid_ds ds;
 	struct msg m;
 	char want[64];
 
+	i = 0;
 	if (q < 0 || kq < 0)
-		return fail("msgget", 0);
-	if (msgctl(kq, IPC_STAT, &ds) < 0)
-		return fail("IPC_STAT", 0);
+		rc = fail("msgget", 0);
+	else if (msgctl(kq, IPC_STAT, &ds) < 0)
+		rc = fail("IPC_STAT", 0);
 	ds.msg_qbytes = 4000;
 	ds.msg_perm.mode = 0640;
-	if (msgctl(kq, IPC_SET, &ds) < 0 || put(kq, 7, "seven") < 0 || put(kq, 3, "three") < 0)
-		return fail("keyed queue setup", 0);
-	for (i = 0; i < steps && !rc; i++) {
+	if (!rc && (msgctl(kq, IPC_SET, &ds) < 0 || put(kq, 7, "seven") < 0 || put(kq, 3, "three") < 0))
+		rc = fail("keyed queue setup", 0);
+	for (; i < steps && !rc; i++) {
 		struct timespec nap = {0, 50000000};
 		ssize_t n;
 
@@ -83,7 +85,7 @@ int main(int argc, char **argv)
 		}
 		if (msgctl(q, IPC_STAT, &ds) < 0 || ds.msg_qnum != (msgqnum_t)(i < BACKLOG ? i + 1 : BACKLOG))
 			rc = fail("the private queue's message count", i);
-		else if (msgget(KEY, 0) != kq)
+		else if (msgget(key, 0) != kq)
 			rc = fail("the key names the same queue", i);
 		else if (msgctl(kq, IPC_STAT, &ds) < 0 || ds.msg_qnum != 2 || ds.msg_qbytes != 4000 ||
 			 (ds.msg_perm.mode & 0777) != 0640)

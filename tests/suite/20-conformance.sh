@@ -203,7 +203,7 @@ conf_one() {
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
 			# the job down for a while (clock_gap: its clocks must not show it)
 			down=$(h_desc "$app" down 0)
-			(( down > 0 )) && sleep "$(( down / 1000 )).$(( down % 1000 / 100 ))" && echo "run $cycle: down $down ms" >>"$sched"
+			(( down > 0 )) && sleep "$(( down / 1000 )).$(printf %03d $(( down % 1000 )))" && echo "run $cycle: down $down ms" >>"$sched"
 			if ! h_group_gone "$H_PID"; then
 				h_fail "$name" "processes survived kill -9 of the process group" "$sched"
 				return
