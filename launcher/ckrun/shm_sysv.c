@@ -165,11 +165,10 @@ static int ck__list(struct ck__visit *v)
 }
 
 /* The next System V object of its kind made in this namespace gets id. */
-static int ck__next_id(const char *file, int32_t id)
+static int ck__write_num(const char *file, uint32_t u)
 {
 	char num[16];
 	int fd, k = 0, r = 0;
-	uint32_t u = (uint32_t)id;
 
 	do /* decimal, backwards */
 		num[sizeof(num) - 1 - ++k] = (char)('0' + u % 10);
@@ -182,8 +181,28 @@ static int ck__next_id(const char *file, int32_t id)
 	return r;
 }
 
-/* A message queue with its id, size limit and messages, then its owner
- * and mode (which might forbid our sending). */
+static int ck__next_id(const char *file, int32_t id)
+{
+	return ck__write_num(file, (uint32_t)id);
+}
+
+/* A size limit above the namespace's msgmnb takes CAP_SYS_RESOURCE in the
+ * initial namespace, a message above its msgmax is refused: where the
+ * job had raised them in its namespace (their values are not saved), the
+ * new one's are raised as far as its queues need. */
+static int ck__msg_fit(int id, struct msqid_ds *ds, uint64_t qbytes)
+{
+	ds->msg_qbytes = (msglen_t)qbytes;
+	if (msgctl(id, IPC_SET, ds) == 0)
+		return 0;
+	if (errno != EPERM || ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
+		return -1;
+	return msgctl(id, IPC_SET, ds);
+}
+
+/* A message queue with its id and messages, then its size limit, owner
+ * and mode (a limit the job lowered below what it holds, or a mode, would
+ * forbid our sending). */
 static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 {
 	struct msqid_ds ds;
@@ -203,9 +222,21 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 	memset(&ds, 0, sizeof(ds));
 	if (msgctl(id, IPC_STAT, &ds) < 0)
 		return ck__failed(v, CK__E_FILL, id);
-	if (ds.msg_qbytes != s->x.pad) {
-		ds.msg_qbytes = s->x.pad;
-		if (msgctl(id, IPC_SET, &ds) < 0)
+	{ /* room to send them all: the bytes and the count (msg_fits) */
+		uint64_t room = s->x.pad, biggest = 0, n = 0;
+		for (size_t at = 0; at + 16 <= s->x.size; n++) {
+			uint64_t len;
+			memcpy(&len, p + at, 8);
+			biggest = len > biggest ? len : biggest;
+			at += 16 + (len < s->x.size ? len : s->x.size);
+		}
+		if (s->x.size > room)
+			room = s->x.size;
+		if (n + 1 > room)
+			room = n + 1;
+		if (biggest > 8192) /* a new namespace's msgmax */
+			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest);
+		if (room > ds.msg_qbytes && ck__msg_fit(id, &ds, room) < 0)
 			return ck__failed(v, CK__E_FILL, id);
 	}
 	while (used < s->x.size) {
@@ -223,7 +254,7 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 	ds.msg_perm.uid = s->x.uid;
 	ds.msg_perm.gid = s->x.gid;
 	ds.msg_perm.mode = (unsigned short)s->x.mode;
-	if (msgctl(id, IPC_SET, &ds) < 0)
+	if (ck__msg_fit(id, &ds, s->x.pad) < 0)
 		return ck__failed(v, CK__E_FILL, id);
 	return 0;
 }

@@ -4,7 +4,9 @@
  * State exercised: a private queue that always holds the last five
  * messages sent (each step sends one, of type 1-3, and takes the oldest,
  * whatever its type), and a keyed queue with a lowered size limit, mode
- * 0640 and two messages of different types, taken by type at the end.
+ * 0640 and two messages of different types, taken by type at the end, and
+ * a queue whose limit was lowered to 200 bytes below the 400 it holds (a
+ * restore that set the limit before sending them could not send them).
  * Each step checks the taken message, the counts, limits, modes and that
  * the key still names the same id.
  * Usage: sysv_msgq [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
@@ -22,7 +24,7 @@
 
 struct msg {
 	long type;
-	char text[64];
+	char text[128];
 };
 
 static double app_scale(int argc, char **argv)
@@ -52,6 +54,8 @@ int main(int argc, char **argv)
 	long steps = (long)(60 * app_scale(argc, argv)), i;
 	key_t key = (key_t)(0x5eed0000 | (getpid() & 0xffff)); /* a bare run shares the host's namespace */
 	int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600), kq = msgget(key, IPC_CREAT | IPC_EXCL | 0600), rc = 0;
+	int full = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
+	char hundred[101];
 	struct msqid_ds ds;
 	struct msg m;
 	char want[64];
@@ -65,6 +69,13 @@ int main(int argc, char **argv)
 	ds.msg_perm.mode = 0640;
 	if (!rc && (msgctl(kq, IPC_SET, &ds) < 0 || put(kq, 7, "seven") < 0 || put(kq, 3, "three") < 0))
 		rc = fail("keyed queue setup", 0);
+	memset(hundred, 'h', 99);
+	hundred[99] = 0; /* 100 bytes with its NUL */
+	for (int k = 0; !rc && k < 4; k++)
+		if (full < 0 || put(full, k + 1, hundred) < 0)
+			rc = fail("full queue setup", 0);
+	if (!rc && (msgctl(full, IPC_STAT, &ds) < 0 || (ds.msg_qbytes = 200, msgctl(full, IPC_SET, &ds) < 0)))
+		rc = fail("lowering the full queue's limit", 0);
 	for (; i < steps && !rc; i++) {
 		struct timespec nap = {0, 50000000};
 		ssize_t n;
@@ -90,14 +101,20 @@ int main(int argc, char **argv)
 		else if (msgctl(kq, IPC_STAT, &ds) < 0 || ds.msg_qnum != 2 || ds.msg_qbytes != 4000 ||
 			 (ds.msg_perm.mode & 0777) != 0640)
 			rc = fail("the keyed queue's count, size limit or mode", i);
+		else if (msgctl(full, IPC_STAT, &ds) < 0 || ds.msg_qnum != 4 || ds.msg_qbytes != 200)
+			rc = fail("the full queue's count or lowered limit", i);
 		nanosleep(&nap, NULL);
 	}
 	/* the keyed queue's two, by type */
 	if (!rc && (msgrcv(kq, &m, sizeof(m.text), 3, IPC_NOWAIT) < 0 || strcmp(m.text, "three") ||
 		    msgrcv(kq, &m, sizeof(m.text), 7, IPC_NOWAIT) < 0 || strcmp(m.text, "seven")))
 		rc = fail("the keyed queue's messages by type", i);
+	for (int k = 0; !rc && k < 4; k++)
+		if (msgrcv(full, &m, sizeof(m.text), 0, IPC_NOWAIT) != 100 || m.type != k + 1 || strcmp(m.text, hundred))
+			rc = fail("the full queue's messages", i);
 	msgctl(q, IPC_RMID, NULL);
 	msgctl(kq, IPC_RMID, NULL);
+	msgctl(full, IPC_RMID, NULL);
 	if (!rc)
 		printf("sysv_msgq: %ld steps, every message back in order with its type\n", i);
 	return rc;
