@@ -84,6 +84,7 @@ struct ck_objs {
 	struct ck_procdesc **pds; /* every process's descriptor, to find saved pipe bytes */
 	size_t npds;
 	struct ck_agent_states *plugins; /* the plugins' agent halves (sockets) */
+	int pipes_settled; /* ck_pipes_drop_unheld ran: descriptors in flight are made */
 };
 #define CK_OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
 #define CK_OBJ_DESC 0x101 /* an open file description several processes held: dev = its key */
@@ -141,6 +142,8 @@ int ck_content_file_remake(struct ck_reader *rd, struct ck_objs *o, const struct
 int ck_content_file_make(struct ck_reader *rd, const struct ck_pd_fd *f);
 /* pipes.c */
 int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f);
+/* Restore: the ends of pipes no process holds, closed before any runs. */
+void ck_pipes_drop_unheld(struct ck_objs *o);
 int ck_pipe_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_fifo_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 /* evfds.c */

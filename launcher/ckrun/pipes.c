@@ -14,16 +14,35 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/common/pipe_peek.h"
 
+/* A readable descriptor of the job's pipe: the job's own read end where
+ * f is one (pidfd_getfd: closing a duplicate releases nothing), else a
+ * second open through /proc. A second open of a pipe with no writer left,
+ * closed, is a last reader going and raised the job's O_ASYNC signal. */
+static int ck__pipe_reader(pid_t pid, const struct ck_pd_fd *f, const char *path)
+{
+	int fd = -1;
+
+	if ((f->flags & O_ACCMODE) == O_RDONLY) {
+		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		if (pidfd >= 0) {
+			fd = (int)syscall(SYS_pidfd_getfd, pidfd, f->fd, 0);
+			close(pidfd);
+		}
+	}
+	return fd >= 0 ? fd : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
 /* Round, every process parked: the unread bytes of a pipe or FIFO, once
- * per pipe: copied through a second open of the same pipe (/proc), left
- * where they are, and saved with the first descriptor that holds an end
- * of it. Restore fills the new pipe before anyone runs. */
+ * per pipe: copied (tee) from a readable descriptor of it, left where they
+ * are, and saved with the first descriptor that holds an end of it.
+ * Restore fills the new pipe before anyone runs. */
 int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_pd_fd *f)
 {
 	const struct ck_procdesc *pd = jp->pd;
@@ -45,7 +64,7 @@ int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jpr
 		rc->npipes++;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", jp->pid, f->fd);
-	rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	rfd = ck__pipe_reader(jp->pid, f, path);
 	if (rfd < 0) {
 		ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
 			   strerror(errno));
@@ -71,6 +90,8 @@ out:
 }
 
 /* ---- restore ---- */
+
+static void ck__drop_unheld(struct ck_objs *o, struct ck_obj *ob);
 
 /* Sequential writes (pipes, FIFOs). */
 static int ck__pipe_sink(void *arg, uint64_t off, const void *buf, size_t len)
@@ -171,6 +192,8 @@ int ck_pipe_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_f
 	*fd = fcntl((f->flags & O_ACCMODE) == O_RDONLY ? ob->fd[0] : ob->fd[1], F_DUPFD_CLOEXEC, 3);
 	if (*fd >= 0 && (f->flags & O_NONBLOCK))
 		fcntl(*fd, F_SETFL, O_NONBLOCK);
+	if (o->pipes_settled) /* made by a process's descriptor: the same now */
+		ck__drop_unheld(o, ob);
 	return 0;
 }
 
@@ -201,4 +224,35 @@ int ck_fifo_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_f
 	if (*fd >= 0 && !(f->flags & O_NONBLOCK))
 		fcntl(*fd, F_SETFL, f->flags & ~O_NONBLOCK);
 	return 0;
+}
+
+/* Once the pipes are made and filled, and the descriptors in flight hold
+ * theirs: the ends of a pipe no process of the job holds are closed now,
+ * before any process sets O_ASYNC on the others. Closed at the end of the
+ * restore, such an end was a last reader or writer going, which raised
+ * the job's O_ASYNC signal on the other end (a pipe whose writers had all
+ * closed, its bytes unread). */
+static void ck__drop_unheld(struct ck_objs *o, struct ck_obj *ob)
+{
+	int held[2] = {0, 0};
+
+	for (size_t p = 0; p < o->npds; p++)
+		for (uint32_t k = 0; k < o->pds[p]->nfds; k++) {
+			const struct ck_pd_fd *f = &o->pds[p]->fds[k];
+			if (f->kind == CK_FD_PIPE && f->dev == ob->dev && f->ino == ob->ino)
+				held[(f->flags & O_ACCMODE) != O_RDONLY] = 1;
+		}
+	for (int e = 0; e < 2; e++)
+		if (!held[e] && ob->fd[e] >= 0) {
+			close(ob->fd[e]);
+			ob->fd[e] = -1;
+		}
+}
+
+void ck_pipes_drop_unheld(struct ck_objs *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (o->v[i].kind == CK_FD_PIPE)
+			ck__drop_unheld(o, &o->v[i]);
+	o->pipes_settled = 1; /* no descriptor in flight asks for one any more */
 }

@@ -165,6 +165,7 @@ static int ck__rst_objects(struct ckrun *c, struct ck__rst *x)
 	if ((r = ck_shm_prepare_files(x->m)) < 0 || (r = ck_shm_make_objects(x->rd, x->m, &x->objs)) < 0 ||
 	    (r = ck_fds_prepare_all(x->rd, &x->objs)) < 0)
 		return r;
+	ck_pipes_drop_unheld(&x->objs);
 	return 0;
 }
 

@@ -10,10 +10,12 @@
  * every flag with fcntl, the child writes one byte through the shared
  * description and the parent checks the offset moved; the child writes to
  * the async pipe and socket and the parent takes the queued signals with
- * sigtimedwait. A third async pipe holds one byte nobody reads, and an
- * async datagram socket one datagram: a round must neither take them nor
- * raise their signal (it once read the pipe's bytes out and wrote them
- * back, which raised it; datagrams are still taken and sent again).
+ * sigtimedwait. A third async pipe holds one byte nobody reads, a fourth
+ * one byte and no writer any more (its write end closed), and an async
+ * datagram socket one datagram: a round must neither take them nor raise
+ * their signal (it once read the pipe's bytes out and wrote them back,
+ * which raised it, and a second open of the writerless pipe, closed,
+ * raised it too; datagrams are still taken and sent again).
  * Usage: fd_flags [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -68,7 +70,7 @@ static int wr1(int fd, char c)
 int main(int argc, char **argv)
 {
 	long steps = (long)(60 * app_scale(argc, argv)), i;
-	int app, dio, shared, dupfd, ap[2], sp[2], hp[2], hd[2], go[2], back[2], sig = SIGRTMIN + 2, ssig = SIGRTMIN + 3,
+	int app, dio, shared, dupfd, ap[2], sp[2], hp[2], hd[2], ep[2], go[2], back[2], sig = SIGRTMIN + 2, ssig = SIGRTMIN + 3,
 	    hsig = SIGRTMIN + 4, st, rc = 0;
 	char path[300];
 	struct f_owner_ex own = {F_OWNER_PID, 0};
@@ -87,7 +89,7 @@ int main(int argc, char **argv)
 	if (app < 0 || dio < 0 || shared < 0)
 		return fail("open", 0);
 	dupfd = dup(app); /* no FD_CLOEXEC, its original has it */
-	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0 || pipe(hp) < 0 ||
+	if (pipe(ap) < 0 || pipe(go) < 0 || pipe(back) < 0 || pipe(hp) < 0 || pipe(ep) < 0 ||
 	    socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0 || socketpair(AF_UNIX, SOCK_DGRAM, 0, hd) < 0)
 		return fail("pipe", 0);
 	sigemptyset(&set);
@@ -112,6 +114,10 @@ int main(int argc, char **argv)
 		    sigtimedwait(&hset, NULL, &tmo) != hsig)
 			return fail("held pipe and datagram setup", 0);
 	}
+	/* the writerless pipe: its byte in, its writer gone, then async */
+	if (wr1(ep[1], 'e') < 0 || close(ep[1]) < 0 || fcntl(ep[0], F_SETOWN, getpid()) < 0 ||
+	    fcntl(ep[0], F_SETSIG, hsig) < 0 || fcntl(ep[0], F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
+		return fail("writerless pipe setup", 0);
 	child = fork();
 	if (child < 0)
 		return fail("fork", 0);
@@ -153,6 +159,8 @@ int main(int argc, char **argv)
 				rc = fail("a signal of the held pipe or socket, with nothing new in them", i);
 			else if (ioctl(hp[0], FIONREAD, &avail) < 0 || avail != 1)
 				rc = fail("the held pipe's one byte", i);
+			else if (ioctl(ep[0], FIONREAD, &avail) < 0 || avail != 1)
+				rc = fail("the writerless pipe's one byte", i);
 			else if (recv(hd[0], &c, 1, MSG_PEEK | MSG_DONTWAIT) != 1 || c != 'h')
 				rc = fail("the held socket's one datagram", i);
 		}

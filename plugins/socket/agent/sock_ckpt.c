@@ -776,7 +776,13 @@ static int ck__add_rights(struct ck__sk *s, struct ck_writer *w)
 
 /* Bytes taken and put back arrive at s again, and with O_ASYNC would raise
  * the job's signal once more: s has no owner meanwhile (no owner, no
- * signal). own->pid stays 0 where nothing was taken away. */
+ * signal). own->pid stays 0 where nothing was taken away; an owner that
+ * has exited (a kernel before 5.16 still names it) cannot be given back,
+ * and needs not: ESRCH is no failure. Taking the bytes also frees room at
+ * their sender, which raises its POLL_OUT signal where the job had found
+ * the peer full: that sender keeps its owner, as a signal too many is
+ * better than the job's next one lost (the kernel clears the "was full"
+ * mark as it signals, and nothing can set it again but the job). */
 static void ck__owner_hold(const struct ck__sk *s, struct f_owner_ex *own)
 {
 	struct f_owner_ex none = {F_OWNER_PID, 0};
@@ -791,7 +797,7 @@ static void ck__owner_hold(const struct ck__sk *s, struct f_owner_ex *own)
 
 static int ck__owner_give_back(const struct ck__sk *s, const struct f_owner_ex *own)
 {
-	if (!own->pid || fcntl(s->fd, F_SETOWN_EX, own) == 0)
+	if (!own->pid || fcntl(s->fd, F_SETOWN_EX, own) == 0 || errno == ESRCH)
 		return 0;
 	ck_err_set("process %d: cannot give its socket (descriptor %d) its owner (F_SETOWN_EX) back: %s", s->jpid,
 		   s->f->fd, strerror(errno));

@@ -84,7 +84,11 @@ static int ck__pipe_bytes(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 			return 0;
 		}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	if ((rfd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+	/* a read end: itself (a second open, closed, may be a last reader
+	 * going, which raises the O_ASYNC signal of the pipe's other side) */
+	rfd = (d->flags & O_ACCMODE) == O_RDONLY ? fcntl(fd, F_DUPFD_CLOEXEC, 0)
+						  : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (rfd < 0)
 		return -errno;
 	if (ioctl(rfd, FIONREAD, &avail) < 0 || avail <= 0)
 		goto out;
