@@ -85,6 +85,12 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 			ticks++;
 			left = 0;
 		}
+		/* due within a millisecond: counted now, not armed to fire
+		 * before TFD_IOC_SET_TICKS below overwrites the count */
+		if (left && every && left < 1000000) {
+			ticks++;
+			left += every;
+		}
 	}
 	*fd = timerfd_create((int)f->u64[0], TFD_CLOEXEC | (nb ? TFD_NONBLOCK : 0));
 	its.it_value.tv_sec = (time_t)(left / 1000000000ull);

@@ -74,15 +74,17 @@ pid_t ck_files_ns_pid; /* the job namespace's init (ns.c): its mounts are the jo
  * RESOLVE_IN_ROOT). A descriptor on ckrun's mounts names the same file
  * through other mount objects: the job's renameat from a directory
  * descriptor, or linkat of a file's, into its own tree failed with EXDEV.
- * Before the job's namespace exists, or where openat2 is missing or
- * forbidden (a container's seccomp profile), ckrun's own open. */
+ * Where openat2 is missing or forbidden (a container's seccomp profile),
+ * a path under /proc/INIT/root: the job's mounts still, only its absolute
+ * symlinks resolved from ckrun's root (the same directory). Before the
+ * job's namespace exists, ckrun's own open. */
 static int ck__job_open(const char *path, int flags, mode_t mode)
 {
 	const int valid = O_ACCMODE | O_CREAT | O_EXCL | O_NOCTTY | O_TRUNC | O_APPEND | O_NONBLOCK | O_DSYNC |
 			  O_SYNC | O_ASYNC | O_DIRECT | O_LARGEFILE | O_DIRECTORY | O_NOFOLLOW | O_NOATIME |
 			  O_CLOEXEC | O_PATH | O_TMPFILE;
 	struct open_how how;
-	char root[48];
+	char root[48], *in_root;
 	int rfd, fd, e;
 
 	if (ck_files_ns_pid <= 0 || path[0] != '/')
@@ -92,14 +94,19 @@ static int ck__job_open(const char *path, int flags, mode_t mode)
 		return open(path, flags, mode);
 	memset(&how, 0, sizeof(how));
 	how.flags = (uint64_t)(unsigned)(flags & valid);
-	how.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0;
+	how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
 	how.resolve = RESOLVE_IN_ROOT;
 	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
 	e = errno;
 	close(rfd);
-	if (fd < 0 && (e == ENOSYS || e == EPERM || e == EINVAL))
+	if (fd >= 0 || !(e == ENOSYS || e == EPERM || e == EINVAL)) {
+		errno = e;
+		return fd;
+	}
+	if (asprintf(&in_root, "%s%s", root, path) < 0)
 		return open(path, flags, mode);
-	errno = e;
+	fd = open(in_root, flags, mode);
+	free(in_root);
 	return fd;
 }
 

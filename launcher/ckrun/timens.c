@@ -27,9 +27,11 @@
 #define CLONE_NEWTIME 0x00000080
 #endif
 
-/* The offsets of a time namespace (relative to the host's clocks): of the
- * one pid lives in, or with "self" after unshare, of the one our children
- * will. A kernel without time namespaces has no file: no offsets. */
+/* The offsets of a time namespace (relative to the host's clocks): the
+ * one pid's children will live in, which is its own unless it unshared
+ * CLONE_NEWTIME itself (the job's processes do not; ckrun's init does,
+ * and reads its children's with "self" after). A kernel without time
+ * namespaces has no file: no offsets. */
 static int ck__offsets(const char *pid, int64_t off[2])
 {
 	char path[64], line[128];

@@ -38,8 +38,9 @@ int ck_pipe_peek(const char *path, int rfd, uint32_t cap, char *buf, size_t avai
 	size_t got = 0;
 	ssize_t n;
 
-	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
-		return -errno;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) /* the user over pipe-user-pages-hard, or no file left */
+		return errno == ENFILE || errno == EMFILE || errno == EPERM ? ck__drain_back(path, rfd, buf, avail)
+									     : -errno;
 	/* as many slots as the job's pipe: tee copies whole buffers */
 	if (cap && (uint32_t)fcntl(p[1], F_GETPIPE_SZ) < cap && fcntl(p[1], F_SETPIPE_SZ, cap) < 0) {
 		r = errno == EPERM ? 1 : -errno;
