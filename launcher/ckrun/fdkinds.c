@@ -155,6 +155,8 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w)
 			c->procs[i].pd->fds[k].pipe_off = 0;
 		}
 	ck__mark_shared(c);
+	rc->jprocs = c->procs;
+	rc->njprocs = c->nprocs;
 	if ((r0 = ck_inotify_check(c)) < 0 || (r0 = ck_epoll_check(c)) < 0)
 		return r0;
 	ck__shared_offsets_now(c);

@@ -97,9 +97,11 @@ static int ck__job_open(const char *path, int flags, mode_t mode)
 	how.mode = ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) ? mode : 0;
 	how.resolve = RESOLVE_IN_ROOT;
 	fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
+	if (fd < 0 && errno == EAGAIN) /* a rename raced the walk */
+		fd = (int)syscall(SYS_openat2, rfd, path, &how, sizeof(how));
 	e = errno;
 	close(rfd);
-	if (fd >= 0 || !(e == ENOSYS || e == EPERM || e == EINVAL)) {
+	if (fd >= 0 || !(e == ENOSYS || e == EPERM || e == EINVAL || e == EXDEV || e == EAGAIN)) {
 		errno = e;
 		return fd;
 	}

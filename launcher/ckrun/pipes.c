@@ -21,22 +21,30 @@
 #include "launcher/common/ck_err.h"
 #include "launcher/common/pipe_peek.h"
 
-/* A readable descriptor of the job's pipe: the job's own read end where
- * f is one (pidfd_getfd: closing a duplicate releases nothing), else a
- * second open through /proc. A second open of a pipe with no writer left,
- * closed, is a last reader going and raised the job's O_ASYNC signal. */
-static int ck__pipe_reader(pid_t pid, const struct ck_pd_fd *f, const char *path)
+/* A readable descriptor of the job's pipe: a read end the job holds, in
+ * any of its processes (pidfd_getfd: closing a duplicate releases
+ * nothing), else a second open through /proc. A second open, closed, of a
+ * pipe with no writer left (or no reader) is a last end going, and raised
+ * the O_ASYNC signal of the job's other end. */
+static int ck__pipe_reader(const struct ck_round *rc, const struct ck_pd_fd *f, const char *path)
 {
-	int fd = -1;
-
-	if ((f->flags & O_ACCMODE) == O_RDONLY) {
-		int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-		if (pidfd >= 0) {
-			fd = (int)syscall(SYS_pidfd_getfd, pidfd, f->fd, 0);
+	for (size_t i = 0; i < rc->njprocs; i++) {
+		const struct ck_procdesc *pd = rc->jprocs[i].pd;
+		for (uint32_t k = 0; pd && k < pd->nfds; k++) {
+			const struct ck_pd_fd *g = &pd->fds[k];
+			int pidfd, fd;
+			if (g->kind != f->kind || g->dev != f->dev || g->ino != f->ino ||
+			    (g->flags & O_ACCMODE) != O_RDONLY)
+				continue;
+			if ((pidfd = (int)syscall(SYS_pidfd_open, rc->jprocs[i].pid, 0)) < 0)
+				continue;
+			fd = (int)syscall(SYS_pidfd_getfd, pidfd, g->fd, 0);
 			close(pidfd);
+			if (fd >= 0)
+				return fd;
 		}
 	}
-	return fd >= 0 ? fd : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	return open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 }
 
 /* Round, every process parked: the unread bytes of a pipe or FIFO, once
@@ -64,7 +72,7 @@ int ck_pipe_record(struct ck_round *rc, struct ck_writer *w, const struct ck_jpr
 		rc->npipes++;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/fd/%d", jp->pid, f->fd);
-	rfd = ck__pipe_reader(jp->pid, f, path);
+	rfd = ck__pipe_reader(rc, f, path);
 	if (rfd < 0) {
 		ck_err_set("process %d: cannot open its pipe (descriptor %d) to read it: %s", pd->pid, f->fd,
 			   strerror(errno));

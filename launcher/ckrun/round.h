@@ -62,6 +62,9 @@ struct ck_round {
 	size_t nshared;
 	uint64_t (*pipes)[2]; /* (dev, ino) of pipes already drained */
 	size_t npipes;
+	/* every process of the job, for a pipe's read end held anywhere */
+	const struct ck_jproc *jprocs;
+	size_t njprocs;
 	struct ck_stash *stash; /* parked bytes copied aside (stash.c) */
 	/* mapped files' content digests, taken by a thread of their own while
 	 * the memory is written (filepages.c) */

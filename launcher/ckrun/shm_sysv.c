@@ -141,6 +141,10 @@ static int ck__list(struct ck__visit *v)
 		s->x.flags = CK_SYSV_MSG;
 		s->x.uid = ds.msg_perm.uid;
 		s->x.gid = ds.msg_perm.gid;
+		if (ds.msg_qbytes > UINT32_MAX) { /* root's: the record holds 32 bits */
+			errno = EOVERFLOW;
+			return ck__failed(v, CK__E_MSGREAD, id);
+		}
 		s->x.pad = (uint32_t)ds.msg_qbytes;
 		s->maplen = ds.__msg_cbytes + (ds.msg_qnum + 1) * 16;
 		s->addr = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -190,14 +194,37 @@ static int ck__next_id(const char *file, int32_t id)
  * initial namespace, a message above its msgmax is refused: where the
  * job had raised them in its namespace (their values are not saved), the
  * new one's are raised as far as its queues need. */
+static int64_t ck__read_num(const char *file)
+{
+	char b[24];
+	int fd = open(file, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, b, sizeof(b) - 1) : -1;
+	int64_t v = 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return -1;
+	for (ssize_t i = 0; i < n && b[i] >= '0' && b[i] <= '9'; i++)
+		v = v * 10 + (b[i] - '0');
+	return v;
+}
+
+/* The namespace's msgmnb is put back as it was: only IPC_SET checks it. */
 static int ck__msg_fit(int id, struct msqid_ds *ds, uint64_t qbytes)
 {
+	int64_t old;
+	int r;
+
 	ds->msg_qbytes = (msglen_t)qbytes;
 	if (msgctl(id, IPC_SET, ds) == 0)
 		return 0;
-	if (errno != EPERM || ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
+	if (errno != EPERM || (old = ck__read_num("/proc/sys/kernel/msgmnb")) < 0 ||
+	    ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
 		return -1;
-	return msgctl(id, IPC_SET, ds);
+	r = msgctl(id, IPC_SET, ds);
+	ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)old);
+	return r;
 }
 
 /* A message queue with its id and messages, then its size limit, owner
@@ -208,6 +235,7 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 	struct msqid_ds ds;
 	const char *p = s->addr;
 	size_t used = 0;
+	int64_t msgmax = -1;
 	int id;
 
 	if (ck__next_id("/proc/sys/kernel/msg_next_id", s->x.id) < 0)
@@ -222,20 +250,21 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 	memset(&ds, 0, sizeof(ds));
 	if (msgctl(id, IPC_STAT, &ds) < 0)
 		return ck__failed(v, CK__E_FILL, id);
-	{ /* room to send them all: the bytes and the count (msg_fits) */
-		uint64_t room = s->x.pad, biggest = 0, n = 0;
+	{ /* room to send them all: their bytes and their count (msg_fits) */
+		uint64_t room = s->x.pad, biggest = 0, bytes = 0, n = 0;
 		for (size_t at = 0; at + 16 <= s->x.size; n++) {
 			uint64_t len;
 			memcpy(&len, p + at, 8);
 			biggest = len > biggest ? len : biggest;
+			bytes += len;
 			at += 16 + (len < s->x.size ? len : s->x.size);
 		}
-		if (s->x.size > room)
-			room = s->x.size;
-		if (n + 1 > room)
-			room = n + 1;
-		if (biggest > 8192) /* a new namespace's msgmax */
-			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest);
+		room = bytes > room ? bytes : room;
+		room = n > room ? n : room;
+		if ((int64_t)biggest > (msgmax = ck__read_num("/proc/sys/kernel/msgmax")) && msgmax >= 0)
+			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest); /* put back below */
+		else
+			msgmax = -1;
 		if (room > ds.msg_qbytes && ck__msg_fit(id, &ds, room) < 0)
 			return ck__failed(v, CK__E_FILL, id);
 	}
@@ -243,12 +272,19 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 		uint64_t len = 0;
 		if (s->x.size - used < 16 || (memcpy(&len, p + used, 8), len > s->x.size - used - 16)) {
 			errno = EBADMSG;
-			return ck__failed(v, CK__E_MSGSEND, id);
+			ck__failed(v, CK__E_MSGSEND, id);
+			break;
 		}
-		if (msgsnd(id, p + used + 8, len, IPC_NOWAIT) < 0)
-			return ck__failed(v, CK__E_MSGSEND, id);
+		if (msgsnd(id, p + used + 8, len, IPC_NOWAIT) < 0) {
+			ck__failed(v, CK__E_MSGSEND, id);
+			break;
+		}
 		used += 16 + len;
 	}
+	if (msgmax >= 0) /* only msgsnd checks it */
+		ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)msgmax);
+	if (v->fail != CK__OK)
+		return 1;
 	if (msgctl(id, IPC_STAT, &ds) < 0)
 		return ck__failed(v, CK__E_FILL, id);
 	ds.msg_perm.uid = s->x.uid;

@@ -1,6 +1,7 @@
 /* Reading the bytes a job left in a pipe without taking them. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include "launcher/common/pipe_peek.h"
@@ -17,8 +18,13 @@ static int ck__drain_back(const char *path, int rfd, char *buf, size_t avail)
 
 	if (wfd < 0)
 		return -errno;
-	while (got < avail && (n = read(rfd, buf + got, avail - got)) > 0)
+	/* rfd may be the job's own, blocking: never wait on it */
+	while (got < avail) {
+		struct pollfd pf = {rfd, POLLIN, 0};
+		if (poll(&pf, 1, 1000) != 1 || (n = read(rfd, buf + got, avail - got)) <= 0)
+			break;
 		got += (size_t)n;
+	}
 	while (put < got && (n = write(wfd, buf + put, got - put)) > 0)
 		put += (size_t)n;
 	if (got != avail || put != got)

@@ -12,7 +12,7 @@
  * parent after the fork. Each step makes events and checks which watch reports
  * them, with what mask and name. Prints only deterministic lines; exits 1
  * after a FAIL line.
- * Usage: inotify_watch [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
+ * Usage: inotify_watch [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 4 s) */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -101,7 +101,7 @@ static void append(const char *name)
 
 int main(int argc, char **argv)
 {
-	int steps = (int)(6 * app_scale(argc, argv) + 0.5), a, b, wdir, wgap, wfile, wlink, wone, wshared, wlate, w;
+	int steps = (int)(10 * app_scale(argc, argv) + 0.5), a, b, wdir, wgap, wfile, wlink, wone, wshared, wlate, w;
 	struct timespec t = {0, 400 * 1000000L};
 	char p[300], name[48];
 	DIR *d;

@@ -6,7 +6,10 @@
  * whatever its type), and a keyed queue with a lowered size limit, mode
  * 0640 and two messages of different types, taken by type at the end, and
  * a queue whose limit was lowered to 200 bytes below the 400 it holds (a
- * restore that set the limit before sending them could not send them).
+ * restore that set the limit before sending them could not send them),
+ * and one filled to its default limit, 16384 bytes in 64 messages (one
+ * that counted the image's 16 bytes a message asked for more, which only
+ * root may give).
  * Each step checks the taken message, the counts, limits, modes and that
  * the key still names the same id.
  * Usage: sysv_msgq [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
@@ -54,8 +57,12 @@ int main(int argc, char **argv)
 	long steps = (long)(60 * app_scale(argc, argv)), i;
 	key_t key = (key_t)(0x5eed0000 | (getpid() & 0xffff)); /* a bare run shares the host's namespace */
 	int q = msgget(IPC_PRIVATE, IPC_CREAT | 0600), kq = msgget(key, IPC_CREAT | IPC_EXCL | 0600), rc = 0;
-	int full = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
+	int full = msgget(IPC_PRIVATE, IPC_CREAT | 0600), brim = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
 	char hundred[101];
+	struct {
+		long type;
+		char text[256];
+	} big = {1, {0}};
 	struct msqid_ds ds;
 	struct msg m;
 	char want[64];
@@ -76,6 +83,13 @@ int main(int argc, char **argv)
 			rc = fail("full queue setup", 0);
 	if (!rc && (msgctl(full, IPC_STAT, &ds) < 0 || (ds.msg_qbytes = 200, msgctl(full, IPC_SET, &ds) < 0)))
 		rc = fail("lowering the full queue's limit", 0);
+	if (!rc && (brim < 0 || msgctl(brim, IPC_STAT, &ds) < 0 || ds.msg_qbytes != 16384))
+		rc = fail("the default limit of 16384", 0);
+	for (int k = 0; !rc && k < 64; k++) {
+		memset(big.text, 'a' + k % 26, sizeof(big.text));
+		if (msgsnd(brim, &big, sizeof(big.text), IPC_NOWAIT) < 0)
+			rc = fail("filling a queue to its limit", 0);
+	}
 	for (; i < steps && !rc; i++) {
 		struct timespec nap = {0, 50000000};
 		ssize_t n;
@@ -103,6 +117,8 @@ int main(int argc, char **argv)
 			rc = fail("the keyed queue's count, size limit or mode", i);
 		else if (msgctl(full, IPC_STAT, &ds) < 0 || ds.msg_qnum != 4 || ds.msg_qbytes != 200)
 			rc = fail("the full queue's count or lowered limit", i);
+		else if (msgctl(brim, IPC_STAT, &ds) < 0 || ds.msg_qnum != 64 || ds.msg_qbytes != 16384)
+			rc = fail("the queue filled to its limit", i);
 		nanosleep(&nap, NULL);
 	}
 	/* the keyed queue's two, by type */
@@ -112,9 +128,14 @@ int main(int argc, char **argv)
 	for (int k = 0; !rc && k < 4; k++)
 		if (msgrcv(full, &m, sizeof(m.text), 0, IPC_NOWAIT) != 100 || m.type != k + 1 || strcmp(m.text, hundred))
 			rc = fail("the full queue's messages", i);
+	for (int k = 0; !rc && k < 64; k++)
+		if (msgrcv(brim, &big, sizeof(big.text), 0, IPC_NOWAIT) != (ssize_t)sizeof(big.text) ||
+		    big.text[0] != 'a' + k % 26 || big.text[255] != 'a' + k % 26)
+			rc = fail("the messages of the queue filled to its limit", i);
 	msgctl(q, IPC_RMID, NULL);
 	msgctl(kq, IPC_RMID, NULL);
 	msgctl(full, IPC_RMID, NULL);
+	msgctl(brim, IPC_RMID, NULL);
 	if (!rc)
 		printf("sysv_msgq: %ld steps, every message back in order with its type\n", i);
 	return rc;

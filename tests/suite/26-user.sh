@@ -12,7 +12,9 @@
 #                   probes, TIDs per thread), tls (threads check their TIDs
 #                   and TLS), recmutex (TIDs recorded in mutexes held across
 #                   a checkpoint), forktree (a process tree), mp_sysvshm (System V
-#                   shared memory between processes), seccomp_filters (the
+#                   shared memory between processes), sysv_msgq (System V
+#                   message queues, one filled to the default limit: a
+#                   user's restore may not raise it), seccomp_filters (the
 #                   job's filters installed again): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
 #                   output and status of a bare run, every resume proven a
@@ -135,6 +137,7 @@ as_user() {
 		cycle user/recmutex recmutex 0.6
 		cycle user/forktree forktree 0.6
 		cycle user/mp_sysvshm mp_sysvshm 1
+		cycle user/sysv_msgq sysv_msgq 1
 		# descriptors in flight and unconnected datagram queues: ckrun
 		# reads them (pidfd_getfd, kcmp) in the job's user namespace
 		cycle user/mp_scm_stream mp_scm_stream 1
@@ -184,7 +187,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm mp_scm_stream dgram_queue seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_scm_stream dgram_queue seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
