@@ -61,6 +61,15 @@ static int ck__boost_task(pid_t pid, pid_t tid, void *arg)
 	return 0;
 }
 
+/* Its own value back, unless the job set another since the boost (a
+ * thread setting its nice value as the round began): that one stays. */
+static void ck__unboost(const struct ck_boost *b)
+{
+	errno = 0;
+	if (getpriority(PRIO_PROCESS, (id_t)b->tid) == CK_BOOST_NICE && !errno)
+		setpriority(PRIO_PROCESS, (id_t)b->tid, b->nice);
+}
+
 static const struct ck_boost *ck__boost_find(pid_t tid)
 {
 	for (size_t i = 0; i < ck__nboosted; i++)
@@ -106,7 +115,7 @@ int ck_procs_boost_orig(pid_t pid)
 		return orig;
 	for (size_t i = 0; i < ck__nboosted; i++)
 		if (ck__boosted[i].pid == pid)
-			setpriority(PRIO_PROCESS, (id_t)ck__boosted[i].tid, ck__boosted[i].nice);
+			ck__unboost(&ck__boosted[i]);
 	return 0;
 }
 
@@ -114,6 +123,8 @@ void ck_procs_boost(struct ckrun *c, int on)
 {
 	if (geteuid() != 0)
 		return;
+	if (on && (ck__nboosted || ck__self_boosted))
+		ck_procs_boost(c, 0); /* a round begun again: its values first, or -10 became "theirs" */
 	if (on) {
 		ck__nboosted = 0;
 		ck__nunsure = 0;
@@ -128,7 +139,7 @@ void ck_procs_boost(struct ckrun *c, int on)
 		return;
 	for (size_t i = 0; i < ck__nboosted; i++)
 		if (ck__tid_of(ck__boosted[i].pid, ck__boosted[i].tid))
-			setpriority(PRIO_PROCESS, (id_t)ck__boosted[i].tid, ck__boosted[i].nice);
+			ck__unboost(&ck__boosted[i]);
 	/* Only processes with more threads than were boosted need a look. */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		uint32_t had = 0;
