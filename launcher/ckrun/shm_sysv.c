@@ -48,6 +48,7 @@ enum {
 	CK__E_SEM,
 	CK__E_READ,
 	CK__E_MSGREAD,
+	CK__E_MSGBIG,
 	CK__E_NEXTID,
 	CK__E_MAKE,
 	CK__E_FILL,
@@ -143,7 +144,7 @@ static int ck__list(struct ck__visit *v)
 		s->x.gid = ds.msg_perm.gid;
 		if (ds.msg_qbytes > UINT32_MAX) { /* root's: the record holds 32 bits */
 			errno = EOVERFLOW;
-			return ck__failed(v, CK__E_MSGREAD, id);
+			return ck__failed(v, CK__E_MSGBIG, id);
 		}
 		s->x.pad = (uint32_t)ds.msg_qbytes;
 		s->maplen = ds.__msg_cbytes + (ds.msg_qnum + 1) * 16;
@@ -191,9 +192,10 @@ static int ck__next_id(const char *file, int32_t id)
 }
 
 /* A size limit above the namespace's msgmnb takes CAP_SYS_RESOURCE in the
- * initial namespace, a message above its msgmax is refused: where the
- * job had raised them in its namespace (their values are not saved), the
- * new one's are raised as far as its queues need. */
+ * initial namespace (every IPC_SET checks it, a mode-only one too), a
+ * message above its msgmax is refused: where the job had raised them in
+ * its namespace (their values are not saved), the new one's are raised as
+ * far as its queues need, and stay so for the job. */
 static int64_t ck__read_num(const char *file)
 {
 	char b[24];
@@ -210,21 +212,14 @@ static int64_t ck__read_num(const char *file)
 	return v;
 }
 
-/* The namespace's msgmnb is put back as it was: only IPC_SET checks it. */
 static int ck__msg_fit(int id, struct msqid_ds *ds, uint64_t qbytes)
 {
-	int64_t old;
-	int r;
-
 	ds->msg_qbytes = (msglen_t)qbytes;
 	if (msgctl(id, IPC_SET, ds) == 0)
 		return 0;
-	if (errno != EPERM || (old = ck__read_num("/proc/sys/kernel/msgmnb")) < 0 ||
-	    ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
+	if (errno != EPERM || ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
 		return -1;
-	r = msgctl(id, IPC_SET, ds);
-	ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)old);
-	return r;
+	return msgctl(id, IPC_SET, ds);
 }
 
 /* A message queue with its id and messages, then its size limit, owner
@@ -261,10 +256,9 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 		}
 		room = bytes > room ? bytes : room;
 		room = n > room ? n : room;
-		if ((int64_t)biggest > (msgmax = ck__read_num("/proc/sys/kernel/msgmax")) && msgmax >= 0)
-			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest); /* put back below */
-		else
-			msgmax = -1;
+		msgmax = ck__read_num("/proc/sys/kernel/msgmax");
+		if ((int64_t)biggest > msgmax && biggest > 8192)
+			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest);
 		if (room > ds.msg_qbytes && ck__msg_fit(id, &ds, room) < 0)
 			return ck__failed(v, CK__E_FILL, id);
 	}
@@ -281,8 +275,6 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 		}
 		used += 16 + len;
 	}
-	if (msgmax >= 0) /* only msgsnd checks it */
-		ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)msgmax);
 	if (v->fail != CK__OK)
 		return 1;
 	if (msgctl(id, IPC_STAT, &ds) < 0)
@@ -358,6 +350,9 @@ static void ck__say(const struct ck__visit *v)
 	case CK__E_SEM: ck_err_set("the job has System V semaphores: not supported yet"); break;
 	case CK__E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
 	case CK__E_MSGREAD: ck_err_set("cannot copy the messages of System V message queue %d: %s", v->id, e); break;
+	case CK__E_MSGBIG:
+		ck_err_set("System V message queue %d has a size limit (msg_qbytes) above 4 GiB: not supported", v->id);
+		break;
 	case CK__E_NEXTID: ck_err_set("cannot ask for System V object id %d (shm_next_id, msg_next_id): %s", v->id, e); break;
 	case CK__E_MAKE:
 		ck_err_set("cannot re-create System V object %d (got %d): %s", v->id, v->got,
@@ -419,7 +414,7 @@ static int ck__run(struct ckrun *c, struct ck__visit *v)
 	if (v->fail != CK__OK) {
 		ck__say(v);
 		r = v->err ? -v->err : -ENOTSUP;
-		if (v->fail == CK__E_SEM)
+		if (v->fail == CK__E_SEM || v->fail == CK__E_MSGBIG)
 			r = -ENOTSUP;
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		ck_err_set("the helper for the job's IPC namespace failed (status %d)", st);
