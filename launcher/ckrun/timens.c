@@ -98,7 +98,8 @@ uint64_t ck_timens_cut_mono(void)
 /* the job's CLOCK_MONOTONIC less ckrun's, as the last cut found it */
 static int64_t ck__job_delta;
 
-int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
+/* The job's clocks less ckrun's: their time namespace offsets' difference. */
+static int ck__delta(pid_t job, int64_t d[2])
 {
 	int64_t mine[2], theirs[2];
 	char pid[16];
@@ -107,9 +108,21 @@ int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
 	snprintf(pid, sizeof(pid), "%d", (int)job);
 	if ((r = ck__offsets("self", mine)) < 0 || (r = ck__offsets(pid, theirs)) < 0)
 		return r;
-	ck__job_delta = theirs[0] - mine[0];
-	*mono = ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)ck__job_delta;
-	*boot = ck__clock_ns(CLOCK_BOOTTIME) + (uint64_t)(theirs[1] - mine[1]);
+	d[0] = theirs[0] - mine[0];
+	d[1] = theirs[1] - mine[1];
+	return 0;
+}
+
+int ck_timens_job_clocks(pid_t job, uint64_t *mono, uint64_t *boot)
+{
+	int64_t d[2];
+	int r;
+
+	if ((r = ck__delta(job, d)) < 0)
+		return r;
+	ck__job_delta = d[0];
+	*mono = ck__clock_ns(CLOCK_MONOTONIC) + (uint64_t)d[0];
+	*boot = ck__clock_ns(CLOCK_BOOTTIME) + (uint64_t)d[1];
 	return 0;
 }
 
@@ -125,17 +138,15 @@ uint64_t ck_agent_job_now(void)
 
 int ck_timens_job_mark(pid_t job, uint64_t *mono)
 {
-	int64_t mine[2], theirs[2];
-	char pid[16];
+	int64_t d[2];
 	int r;
 
 	*mono = 0;
 	if (!ck__ref[0])
 		return 0;
-	snprintf(pid, sizeof(pid), "%d", (int)job);
-	if ((r = ck__offsets("self", mine)) < 0 || (r = ck__offsets(pid, theirs)) < 0)
+	if ((r = ck__delta(job, d)) < 0)
 		return r;
-	*mono = ck__ref[0] + (uint64_t)(theirs[0] - mine[0]);
+	*mono = ck__ref[0] + (uint64_t)d[0];
 	return 0;
 }
 
