@@ -81,6 +81,66 @@ uint64_t ck__field(const char *text, const char *key, int base)
 	return v;
 }
 
+/* A timerfd's time left and interval, read by timerfd_gettime (fdinfo's
+ * it_value is absolute for some clocks), when they were read, and the
+ * expirations not read yet from fdinfo read after it: a periodic timer
+ * that expired counts one tick until a read or timerfd_gettime forwards
+ * it over the periods that passed since (a restore had lost 11 of 12). */
+static int ck__timerfd_read(struct ck_pd_fd *f)
+{
+	struct itimerspec its;
+	char info[512];
+
+	memset(&its, 0, sizeof(its));
+	ck_sys2(SYS_timerfd_gettime, f->fd, &its);
+	f->mtime_ns = (int64_t)(ck__now_us() * 1000u); /* when: the cut comes later */
+	f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
+	f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+	if (ck__fdinfo(f->fd, info, sizeof(info)) < 0)
+		return -EIO;
+	f->size = ck__field(info, "ticks:", 10);
+	return 0;
+}
+
+/* timerfd_gettime says 0 left both for a disarmed timer and for one past
+ * its expiry whose interrupt has not run yet (the kernel clamps the
+ * remainder at 0): taken for disarmed, such a periodic timer came back
+ * stopped for good and the job waited on it forever. Read again once the
+ * interrupt has had time to run: an armed timer has counted an expiration
+ * since, a disarmed one has not. One wait for all of a process's timers,
+ * only where one could be either. */
+static int ck__timerfd_ambiguous(const struct ck_pd_fd *f)
+{
+	/* a one-shot's unread tick: it fired and was not set again */
+	return f->kind == CK_FD_TIMERFD && !f->u64[2] && (f->u64[3] || !f->size);
+}
+
+static int ck__timerfds_settle(void)
+{
+	struct timespec wait = {0, 2000000};
+	uint32_t i, any = 0;
+	int r = 0;
+
+	for (i = 0; i < ck__pd.nfds; i++)
+		any |= (uint32_t)ck__timerfd_ambiguous(&ck__pd.fds[i]);
+	if (!any)
+		return 0;
+	ck_sys2(SYS_nanosleep, &wait, NULL);
+	for (i = 0; i < ck__pd.nfds && r == 0; i++) {
+		struct ck_pd_fd *f = &ck__pd.fds[i];
+		uint64_t before = f->size;
+
+		if (!ck__timerfd_ambiguous(f))
+			continue;
+		r = ck__timerfd_read(f);
+		/* periodic and short: due again as it was read; 1 ns left
+		 * tells the restore it is armed and the expiration comes now */
+		if (r == 0 && !f->u64[2] && f->u64[3] && f->size > before)
+			f->u64[2] = 1;
+	}
+	return r;
+}
+
 static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 {
 	static char info[262144];
@@ -101,22 +161,7 @@ static int ck__classify_anon(struct ck_pd_fd *f, const char *target)
 		f->kind = CK_FD_TIMERFD;
 		f->u64[0] = ck__field(info, "clockid:", 10);
 		f->u64[1] = ck__field(info, "settime flags:", 8);
-		/* The remaining time is read by timerfd_gettime: fdinfo's it_value
-		 * is absolute for some clocks. */
-		struct itimerspec its;
-		memset(&its, 0, sizeof(its));
-		ck_sys2(SYS_timerfd_gettime, f->fd, &its);
-		f->mtime_ns = (int64_t)(ck__now_us() * 1000u); /* when: the cut comes later */
-		f->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
-		f->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
-		/* Expirations not read yet (a one-shot's are all it will have),
-		 * from fdinfo read again: a periodic timer that expired counts
-		 * one tick until a read or timerfd_gettime forwards it over the
-		 * periods that passed since (the gettime above did); the first
-		 * fdinfo said 1 where 12 had come, and a restore lost 11. */
-		if ((n = ck__fdinfo(f->fd, info, sizeof(info))) < 0)
-			return n == -E2BIG ? -E2BIG : -EIO;
-		f->size = ck__field(info, "ticks:", 10);
+		return ck__timerfd_read(f);
 	} else if (!strcmp(target, "anon_inode:[signalfd]")) {
 		f->kind = CK_FD_SIGNALFD;
 		f->u64[0] = ck__field(info, "sigmask:", 16);
@@ -335,5 +380,5 @@ int ck__collect_fds(void)
 	ck_close((int)dfd);
 	if (r < 0)
 		return r;
-	return 0;
+	return ck__timerfds_settle();
 }

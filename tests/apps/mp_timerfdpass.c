@@ -15,11 +15,14 @@
  * The parent also sends itself a periodic 10 ms timerfd over a pair of its
  * own and keeps one like it that it reads each step: at the end the one in
  * flight must count as many expirations (a restore once lost those since
- * the timer's last forward).
+ * the timer's last forward). With it flies a periodic 20 us timerfd,
+ * which a round often finds past an expiry whose interrupt has not run
+ * (0 left, as a disarmed timer shows): it must still tick at the end.
  * Usage: mp_timerfdpass [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -168,8 +171,9 @@ static int child(int sock, int steps)
 
 int main(int argc, char **argv)
 {
-	int steps = (int)(100 * app_scale(argc, argv)), sv[2], own[2], st, shared, keep, flying;
+	int steps = (int)(100 * app_scale(argc, argv)), sv[2], own[2], st, shared, keep, flying, fast;
 	struct itimerspec now = {{0, 0}, {0, 1000000}}, tick = {{0, 10000000}, {0, 10000000}};
+	struct itimerspec quick = {{0, 20000}, {0, 20000}};
 	uint64_t ticks, kept = 0;
 	int got[2];
 	char b;
@@ -189,9 +193,11 @@ int main(int argc, char **argv)
 	close(sv[1]);
 	keep = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	flying = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	if (keep < 0 || flying < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, own) < 0 ||
+	fast = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (keep < 0 || flying < 0 || fast < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, own) < 0 ||
 	    timerfd_settime(keep, 0, &tick, NULL) < 0 || timerfd_settime(flying, 0, &tick, NULL) < 0 ||
-	    send_fds(own[0], &flying, 1) || close(flying) < 0) {
+	    timerfd_settime(fast, 0, &quick, NULL) < 0 || send_fds(own[0], &flying, 1) || close(flying) < 0 ||
+	    send_fds(own[0], &fast, 1) || close(fast) < 0) {
 		printf("FAIL periodic setup\n");
 		return 1;
 	}
@@ -239,6 +245,21 @@ int main(int argc, char **argv)
 		       (unsigned long long)ticks, (unsigned long long)kept);
 	else
 		printf("periodic timerfd in flight: as many expirations as the one kept\n");
+	{
+		struct pollfd pf = {-1, POLLIN, 0};
+		struct itimerspec fc = {{0, 0}, {0, 0}};
+		int ticking = recv_fds(own[1], &b, got) == 1;
+
+		pf.fd = got[0];
+		ticks = 0;
+		ticking = ticking && timerfd_gettime(got[0], &fc) == 0 && fc.it_interval.tv_nsec == 20000 &&
+			  poll(&pf, 1, 2000) == 1 && read(got[0], &ticks, sizeof(ticks)) == sizeof(ticks) && ticks;
+		if (ticking)
+			printf("20 us timerfd in flight: still ticking\n");
+		else
+			printf("20 us timerfd in flight: STOPPED (descriptor %d, %ld ns left, every %ld ns, %llu read)\n",
+			       got[0], fc.it_value.tv_nsec, fc.it_interval.tv_nsec, (unsigned long long)ticks);
+	}
 	/* the child read the shared timer's expiration: none left here */
 	errno = 0;
 	printf("shared timerfd after the child read it: %s\n",

@@ -8,10 +8,15 @@
  * on timing, so only "reached the target" is printed. A one-shot timerfd
  * that expires at the start and is read only at the end, by a forked child
  * that shares it: its one unread expiration must still be there after a
- * restore, once (the parent's read after the child's finds none).
+ * restore, once (the parent's read after the child's finds none). A 20 us
+ * periodic timerfd left running, never read until the end: a round often
+ * finds it past an expiry whose interrupt has not run yet, which
+ * timerfd_gettime shows as 0 left, like a disarmed timer; it must still
+ * tick at the end.
  * Usage: timerfd [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +56,8 @@ int main(int argc, char **argv)
 	uint64_t target = (uint64_t)(150 * scale), got_a = 0, got_b = 0;
 	struct itimerspec per = { { 0, 10000000 }, { 0, 10000000 } }, far, cur;
 	struct timespec now;
-	int ta, tb, tfar, toff, tdone, ep, rc = 0, fired_far = 0, go[2], back[2], st;
+	struct itimerspec fast = { { 0, 20000 }, { 0, 20000 } };
+	int ta, tb, tfar, toff, tdone, tfast, ep, rc = 0, fired_far = 0, go[2], back[2], st;
 	pid_t kid;
 
 	if (target < 1)
@@ -62,7 +68,8 @@ int main(int argc, char **argv)
 	tfar = timerfd_create(CLOCK_REALTIME, TFD_NONBLOCK);
 	toff = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
 	tdone = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK);
-	if (ta < 0 || tb < 0 || tfar < 0 || toff < 0 || tdone < 0 || pipe(go) < 0 || pipe(back) < 0)
+	tfast = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (ta < 0 || tb < 0 || tfar < 0 || toff < 0 || tdone < 0 || tfast < 0 || pipe(go) < 0 || pipe(back) < 0)
 		return 1;
 	timerfd_settime(tdone, 0, &(struct itimerspec){ { 0, 0 }, { 0, 1000000 } }, NULL);
 	kid = fork();
@@ -81,6 +88,7 @@ int main(int argc, char **argv)
 	far = (struct itimerspec){ { 0, 0 }, { now.tv_sec + 86400, 0 } };
 	timerfd_settime(tfar, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &far, NULL);
 	timerfd_settime(ta, 0, &per, NULL);
+	timerfd_settime(tfast, 0, &fast, NULL);
 
 	/* Phase 1: blocking reads. */
 	while (got_a < target) {
@@ -138,6 +146,19 @@ int main(int argc, char **argv)
 		printf("expired one-shot timer: %s\n", c == 'y' && again ? "read once, by the child that shares it"
 				: c == 'y' ? "read twice (not shared)" : "LOST");
 		if (c != 'y' || !again)
+			rc = 1;
+	}
+	{
+		struct pollfd pf = { tfast, POLLIN, 0 };
+		uint64_t n = 0;
+		struct itimerspec fc;
+
+		int ticking;
+
+		timerfd_gettime(tfast, &fc);
+		ticking = poll(&pf, 1, 2000) == 1 && read(tfast, &n, 8) == 8 && n && fc.it_interval.tv_nsec == 20000;
+		printf("20 us timer: %s\n", ticking ? "still ticking" : "STOPPED");
+		if (!ticking)
 			rc = 1;
 	}
 	if (fired_far || cur.it_interval.tv_nsec != 10000000 || settime_flags(tfar) != 3)

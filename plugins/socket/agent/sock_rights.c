@@ -158,6 +158,26 @@ static uint64_t ck__info(const char *text, const char *key, int base, int *missi
 	return strtoull(p + strlen(key), NULL, base);
 }
 
+/* A timerfd's time left and interval, when they were read (on the job's
+ * clock: after the cut), and then its expirations not read yet: the
+ * gettime forwards an expired periodic timer over the periods since, and
+ * fdinfo counted one tick till then. */
+static int ck__timerfd_read(int fd, struct ck_pd_fd *d, char *text, size_t len, int *missing)
+{
+	struct itimerspec its;
+	int r;
+
+	if (timerfd_gettime(fd, &its) < 0)
+		return -errno;
+	d->mtime_ns = (int64_t)ck_agent_job_now();
+	if ((r = ck__fdinfo(fd, text, len)) < 0)
+		return r;
+	d->size = ck__info(text, "ticks:", 10, missing);
+	d->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
+	d->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+	return 0;
+}
+
 /* The anonymous-inode files a message can carry, described as libckpt
  * describes the job's own (libckpt/fds.c) so that one remake serves both:
  * an eventfd's count and semaphore mode; a timerfd's clock, settime flags,
@@ -175,20 +195,25 @@ static int ck__anon(int fd, struct ck_pd_fd *d)
 		d->u64[0] = ck__info(text, "eventfd-count:", 16, &missing);
 		d->u64[1] = ck__info(text, "eventfd-semaphore:", 10, &missing) != 0;
 	} else if (!strcmp(d->path, "anon_inode:[timerfd]")) {
-		struct itimerspec its;
 		d->kind = CK_FD_TIMERFD;
 		d->u64[0] = ck__info(text, "clockid:", 10, &missing);
 		d->u64[1] = ck__info(text, "settime flags:", 8, &missing);
-		if (timerfd_gettime(fd, &its) < 0)
-			return -errno;
-		d->mtime_ns = (int64_t)ck_agent_job_now(); /* when, on the job's clock: after the cut */
-		/* after the gettime, which forwards an expired periodic timer
-		 * over the periods since: fdinfo counted one tick till then */
-		if ((r = ck__fdinfo(fd, text, sizeof(text))) < 0)
+		if ((r = ck__timerfd_read(fd, d, text, sizeof(text), &missing)) < 0)
 			return r;
-		d->size = ck__info(text, "ticks:", 10, &missing);
-		d->u64[2] = (uint64_t)its.it_value.tv_sec * 1000000000ull + (uint64_t)its.it_value.tv_nsec;
-		d->u64[3] = (uint64_t)its.it_interval.tv_sec * 1000000000ull + (uint64_t)its.it_interval.tv_nsec;
+		/* 0 left: disarmed, or past its expiry with the interrupt not
+		 * run yet (the kernel clamps the remainder at 0; as for the
+		 * job's own, libckpt/fds.c): read again once it has had time
+		 * to run; an armed one counted an expiration since (periodic
+		 * and due again: 1 ns left, due now) */
+		if (!d->u64[2] && (d->u64[3] || !d->size)) {
+			uint64_t before = d->size;
+
+			usleep(2000);
+			if ((r = ck__timerfd_read(fd, d, text, sizeof(text), &missing)) < 0)
+				return r;
+			if (!d->u64[2] && d->u64[3] && d->size > before)
+				d->u64[2] = 1;
+		}
 	} else {
 		d->kind = CK_FD_SIGNALFD;
 		d->u64[0] = ck__info(text, "sigmask:", 16, &missing);
