@@ -5,6 +5,7 @@
  * itself. The manager's own context is saved here too, so in a restored
  * process execution continues below ck_ctx_save() with restarted = 1. */
 #include <errno.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -378,7 +379,8 @@ void *ck__manager(void *arg)
 	static struct ck_msg m;
 
 	(void)arg;
-	ck__core.manager_tid = (int)ck_gettid();
+	__atomic_store_n(&ck__core.manager_tid, (int)ck_gettid(), __ATOMIC_SEQ_CST);
+	ck_futex(&ck__core.manager_tid, FUTEX_WAKE_PRIVATE, 1, NULL);
 	for (;;) {
 		/* Looked at, not taken: a request's descriptor enters our
 		 * table only once the job's threads are parked. */

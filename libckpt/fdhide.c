@@ -4,7 +4,8 @@
  *
  * - listings of an fd directory of this process (/proc/self/fd, /dev/fd,
  *   /proc/PID/fd, their task/TID and fdinfo forms) through readdir,
- *   readdir64 and getdents64 skip the channel's entry;
+ *   readdir64 and getdents64 skip the channel's entry, and listings of
+ *   its threads (/proc/self/task) those of libckpt's own threads;
  * - close, close_range and closefrom leave the channel open (close of its
  *   number alone: EBADF, as bare); fcntl and dup on it: EBADF;
  * - dup2/dup3 onto its number, and a dup, F_DUPFD or open whose answer
@@ -405,20 +406,49 @@ static int ck__is_own_fd_dir(int dfd)
 	return n > 0 && ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0;
 }
 
+/* Whether dfd is this process's thread list: /proc/N/task, N this process
+ * or one of its threads (/proc/self/task and /proc/thread-self/.. resolve
+ * to these). */
+static int ck__is_own_task_dir(int dfd)
+{
+	char link[40], path[64], task[48];
+	long n, pid;
+	char *end;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dfd);
+	n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, path, sizeof(path) - 1);
+	if (n <= 6)
+		return 0;
+	path[n] = 0;
+	if (strncmp(path, "/proc/", 6))
+		return 0;
+	pid = strtol(path + 6, &end, 10);
+	if (end == path + 6 || pid <= 0 || strcmp(end, "/task"))
+		return 0;
+	if (pid == ck_getpid())
+		return 1;
+	n = snprintf(task, sizeof(task), "/proc/self/task/%ld", pid);
+	return n > 0 && ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0;
+}
+
 /* Whether name is the entry of one of libckpt's descriptors (ck__ours) in
- * a listing of dfd. */
+ * a listing of dfd, or of one of its threads (the manager, the reader) in
+ * a listing of the process's threads: a job that counts its threads
+ * finds as many as bare, before and after a round or a restore. */
 static int ck__hidden(int dfd, const char *name)
 {
 	long v = 0;
 
-	if (ck__ctl() < 0 || name[0] < '0' || name[0] > '9')
+	if (dfd < 0 || name[0] < '0' || name[0] > '9')
 		return 0;
 	for (const char *p = name; *p; p++) {
 		if (*p < '0' || *p > '9' || v > (1L << 31))
 			return 0;
 		v = v * 10 + (*p - '0');
 	}
-	return ck__ours((int)v) && ck__is_own_fd_dir(dfd);
+	if ((v == ck__core.manager_tid || v == ck__reader_tid()) && ck__is_own_task_dir(dfd))
+		return 1;
+	return ck__ctl() >= 0 && ck__ours((int)v) && ck__is_own_fd_dir(dfd);
 }
 
 struct dirent *readdir(DIR *d)

@@ -142,8 +142,14 @@ static void ck__start_manager(void)
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 << 10);
-	if (pthread_create(&th, &attr, ck__manager, NULL) == 0 && ck__nptl_nthreads)
-		__atomic_sub_fetch(ck__nptl_nthreads, 1, __ATOMIC_SEQ_CST);
+	if (pthread_create(&th, &attr, ck__manager, NULL) == 0) {
+		if (ck__nptl_nthreads)
+			__atomic_sub_fetch(ck__nptl_nthreads, 1, __ATOMIC_SEQ_CST);
+		/* its tid known before the job runs: listings of the job's
+		 * threads leave it out from the first (fdhide.c) */
+		while (!__atomic_load_n(&ck__core.manager_tid, __ATOMIC_SEQ_CST))
+			ck_futex(&ck__core.manager_tid, FUTEX_WAIT_PRIVATE, 0, NULL);
+	}
 	pthread_attr_destroy(&attr);
 	ck__seccomp_manager_started();
 	ck__real_sigprocmask(SIG_SETMASK, &old, NULL);
