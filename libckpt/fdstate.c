@@ -7,8 +7,10 @@
  * restored process itself: a POSIX lock belongs to the process that takes
  * it, so nobody else can take it for us. /proc files of the job are opened
  * here too, inside the job's pid namespace, where their pids mean what
- * they meant. A lease cannot be taken back as it was (its breaker may be
- * waiting): the round is refused. Only system calls at restart. */
+ * they meant. A lease (F_SETLEASE) is taken again by the restored process
+ * too, before the owner: taking one makes the taker the file's owner. One
+ * being broken cannot be taken back as it was (its breaker waits, the
+ * holder was told): the round is refused. Only system calls at restart. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@ enum { CK__LK_POSIX = 1, CK__LK_OFD, CK__LK_FLOCK };
 
 struct ck__fdx {
 	int32_t owner_type, owner_pid, sig;
+	int32_t lease; /* F_RDLCK + 1 or F_WRLCK + 1 held through it, 0 none */
 };
 struct ck__lock {
 	int32_t fd;
@@ -80,8 +83,28 @@ static int64_t ck__num(const char **pp)
 	return v;
 }
 
+/* A lease's line: "LEASE  ACTIVE    READ|WRITE ..." ("BREAKING" while a
+ * conflicting open waits for the holder to give it up). */
+static int ck__parse_lease(const struct ck_pd_fd *f, struct ck__fdx *x, const char *p)
+{
+	if (!ck_strncmp(p, "DELEG", 5)) {
+		ck__failf("descriptor %d (%s) holds a delegation: not restored", f->fd, f->path);
+		return -ENOTSUP;
+	}
+	p = ck__word(p);
+	if (ck_strncmp(p, "ACTIVE", 6)) {
+		ck__failf("descriptor %d (%s) holds a lease (F_SETLEASE) being broken: a process waits for "
+			  "the job to give it up, which a restore cannot make again; try again once it is given up",
+			  f->fd, f->path);
+		return -ENOTSUP;
+	}
+	p = ck__word(p);
+	x->lease = !ck_strncmp(p, "WRITE", 5) ? F_WRLCK + 1 : F_RDLCK + 1;
+	return 0;
+}
+
 /* One "lock:" line of fdinfo: "lock:\tN: KIND ADVISORY TYPE PID MAJ:MIN:INO START END|EOF" */
-static int ck__parse_lock(const struct ck_pd_fd *f, const char *l)
+static int ck__parse_lock(const struct ck_pd_fd *f, struct ck__fdx *x, const char *l)
 {
 	struct ck__lock *k;
 	const char *p = strchr(l, ':');
@@ -90,10 +113,8 @@ static int ck__parse_lock(const struct ck_pd_fd *f, const char *l)
 	p = ck__word(ck__skip(p + 1)); /* the lock's number */
 	if (p[0] == '-' && p[1] == '>')
 		return 0; /* a request waiting for it: a parked thread asks again */
-	if (!ck_strncmp(p, "LEASE", 5) || !ck_strncmp(p, "DELEG", 5)) {
-		ck__failf("descriptor %d (%s) holds a lease (F_SETLEASE): leases are not restored", f->fd, f->path);
-		return -ENOTSUP;
-	}
+	if (!ck_strncmp(p, "LEASE", 5) || !ck_strncmp(p, "DELEG", 5))
+		return ck__parse_lease(f, x, p);
 	if (ck__nlocks >= CK__MAX_LOCKS) {
 		ck__failf("descriptor %d (%s): more than %d locks: a checkpoint holds at most %d per process", f->fd,
 			  f->path, CK__MAX_LOCKS, CK__MAX_LOCKS);
@@ -165,7 +186,7 @@ int ck__fdstate_collect(uint32_t idx)
 
 		if (e)
 			*e = 0;
-		r = ck__parse_lock(f, l);
+		r = ck__parse_lock(f, x, l);
 		if (e)
 			*e = '\n';
 		if (r < 0)
@@ -330,7 +351,14 @@ long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const c
 			if (r < 0)
 				return ck__fd_fail("cannot set its status flags again", f, r, why, path);
 		}
-		if (x->owner_pid) {
+		/* before the owner: taking a lease makes the taker the owner */
+		if (x->lease && (r = ck_sys3(SYS_fcntl, f->fd, F_SETLEASE, x->lease - 1)) < 0)
+			return ck__fd_fail(x->lease - 1 == F_WRLCK ? "cannot take its write lease again (F_SETLEASE: "
+								     "the file is open elsewhere) of"
+								   : "cannot take its read lease again (F_SETLEASE: "
+								     "the file is open for writing elsewhere) of",
+					   f, r, why, path);
+		if (x->owner_pid || x->lease) {
 			struct f_owner_ex own = {x->owner_type, x->owner_pid};
 			if ((r = ck_sys3(SYS_fcntl, f->fd, F_SETOWN_EX, &own)) < 0)
 				return ck__fd_fail("cannot give it its owner again (F_SETOWN_EX)", f, r, why, path);

@@ -59,7 +59,7 @@ refused epoll-moved 'process [0-9]+: descriptor [0-9]+ \(epoll\) holds a registr
 refused memfd-sealed 'process [0-9]+: memory [0-9a-f]+-[0-9a-f]+ is a writable shared mapping of /memfd:fdwatch \(deleted\), which descriptor [0-9]+ holds sealed with F_SEAL_FUTURE_WRITE: a restore could not map it again: not supported' "$B/tests/unsupported/fdwatch" memfd-sealed
 refused mqueue 'process [0-9]+: descriptor [0-9]+ is a POSIX message queue \(/fdwatch-[0-9]+\): its messages cannot be read without taking them, nor its queue made again in a new IPC namespace: not supported' "$B/tests/unsupported/fdwatch" mqueue
 refused passcred 'process [0-9]+: messages are queued on a UNIX socket \(descriptor [0-9]+\) that receives its senders'"'"' credentials \(SO_PASSCRED\): a restore could not give them back: not supported \(try again\)' "$B/tests/unsupported/fdwatch" passcred
-refused lease 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\): leases are not restored' "$B/tests/unsupported/fdwatch" lease
+refused lease-breaking 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\) being broken: a process waits for the job to give it up, which a restore cannot make again' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"
 # Pseudo-terminal pairs of the job's own: what waits unread cannot be taken

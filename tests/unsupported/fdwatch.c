@@ -14,11 +14,16 @@
  *   mqueue          a POSIX message queue holding a message;
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   (its sender's credentials come with it);
- *   lease           a read lease (F_SETLEASE) on a file of its own.
+ *   lease           a read lease (F_SETLEASE) on a file of its own being
+ *                   broken: a child's open for writing waits for the job
+ *                   to give it up.
  * The round must be refused naming it, and the job must go on: the event
- * is still queued, the watch still reports, the lease is still held. */
+ * is still queued, the watch still reports, the lease is still being
+ * broken (the child's open still waits), and once given up the child's
+ * open goes through. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,8 +153,17 @@ int main(int argc, char **argv)
 		return rc;
 	}
 	if (lease) {
+		signal(SIGIO, SIG_IGN); /* the break's notice */
 		fd = open(path, O_RDONLY);
 		if (fd < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) < 0)
+			return 1;
+		if ((kid = fork()) == 0) {
+			int w = open(path, O_WRONLY); /* waits for the lease */
+			_exit(w < 0 ? 4 : 0);
+		}
+		for (int i = 0; i < 50 && fcntl(fd, F_GETLEASE) == F_RDLCK; i++)
+			usleep(2000);
+		if (fcntl(fd, F_GETLEASE) != F_UNLCK) /* being broken: what it will be */
 			return 1;
 	} else {
 		fd = inotify_init1(IN_NONBLOCK);
@@ -173,8 +187,14 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 25; i++)
 		usleep(100000);
 	if (lease) {
-		if (fcntl(fd, F_GETLEASE) != F_RDLCK)
+		int st;
+
+		/* still being broken, the child still waiting; given up, it opens */
+		if (fcntl(fd, F_GETLEASE) != F_UNLCK || waitpid(kid, &st, WNOHANG) != 0 ||
+		    fcntl(fd, F_SETLEASE, F_UNLCK) < 0 || waitpid(kid, &st, 0) != kid || !WIFEXITED(st) ||
+		    WEXITSTATUS(st))
 			rc = 1;
+		kid = -1;
 	} else {
 		if (!strcmp(mode, "inotify") && !created(fd, "early"))
 			rc = 1;
