@@ -7,18 +7,22 @@
  * Message queues likewise: their messages copied at the checkpoint
  * (msgrcv MSG_COPY, which leaves them queued), each queue made again with
  * its id (msg_next_id), key, size limit, owner and mode, and its messages
- * sent again in order. Semaphores are refused.
+ * sent again in order. Semaphores are refused, and so are POSIX message
+ * queues the namespace holds (no system call lists them: the helper
+ * mounts the namespace's mqueue file system in a mount namespace of its
+ * own to look; a restore would have been without them).
  *
  * Entering the job's IPC namespace takes CAP_SYS_ADMIN over it and in
  * one's own user namespace: root has both; a user has them only inside
  * the job's user namespace, which a multithreaded process cannot join.
- * So a helper does it: a child sharing ckrun's memory (CLONE_VM, ckrun's
- * thread waits, CLONE_VFORK) joins the job's user namespace where the job
+ * So a helper does it: a child sharing ckrun's memory and descriptors
+ * (CLONE_VM, CLONE_FILES; ckrun's thread waits, CLONE_VFORK) joins the job's user namespace where the job
  * has one, then its IPC namespace, makes or attaches the segments and
  * exits. Attachments belong to the memory, not the task: ckrun's thread
  * then reads or fills them and detaches them itself. The helper makes
  * only system calls (no allocation, no stdio, no strerror): the rest of
  * ckrun runs meanwhile. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -29,10 +33,12 @@
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +79,8 @@ struct ck__visit {
 	size_t total;
 	int fail, err; /* CK__E_*, errno */
 	int32_t id, got;
+	int mq_dir; /* LIST: the namespace's mqueue file system; -1: mount it, -2: not */
+	int mq_unseen; /* LIST: errno of why POSIX queues could not be looked for */
 };
 
 union ck__semun {
@@ -90,6 +98,27 @@ static int ck__failed(struct ck__visit *v, int what, int32_t id)
 	return 1;
 }
 
+/* POSIX message queues: no system call lists them; a mount of the
+ * namespace's own mqueue file system does, made once per IPC namespace in
+ * a mount namespace of the helper's (private: the mount reaches nobody
+ * else's). Its directory is opened into ckrun's table (the helper shares
+ * it): it lists the namespace's queues at every later round, long after
+ * the helper and its mount namespace are gone. */
+static void ck__mq_mount(struct ck__visit *v)
+{
+	static const char *const over[] = {"/tmp", "/dev", "/mnt", "/var"};
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+		v->mq_unseen = errno;
+		return;
+	}
+	for (size_t i = 0; i < sizeof(over) / sizeof(over[0]) && v->mq_dir < 0; i++)
+		if (mount("mqueue", over[i], "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+			v->mq_dir = open(over[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (v->mq_dir < 0)
+		v->mq_unseen = errno;
+}
+
 static int ck__list(struct ck__visit *v)
 {
 	struct seminfo si;
@@ -100,6 +129,8 @@ static int ck__list(struct ck__visit *v)
 
 	if (semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0)
 		return ck__failed(v, CK__E_SEM, 0);
+	if (v->mq_dir == -1)
+		ck__mq_mount(v);
 	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&inf);
 	for (int idx = 0; idx <= max; idx++) {
 		struct shmid_ds ds;
@@ -360,6 +391,7 @@ static void ck__say(const struct ck__visit *v)
 		break;
 	case CK__E_FILL: ck_err_set("cannot fill or set System V object %d: %s", v->id, e); break;
 	case CK__E_MSGSEND: ck_err_set("cannot put the messages back into System V message queue %d: %s", v->id, e); break;
+
 	}
 }
 
@@ -400,7 +432,7 @@ static int ck__run(struct ckrun *c, struct ck__visit *v)
 		goto out;
 	}
 	/* no exit signal: ckrun's SIGCHLD means the job; reaped right here */
-	kid = clone(ck__helper, (char *)stack + stack_len, CLONE_VM | CLONE_VFORK, v);
+	kid = clone(ck__helper, (char *)stack + stack_len, CLONE_VM | CLONE_VFORK | CLONE_FILES, v);
 	if (kid < 0) {
 		r = -errno;
 		ck_err_set("cannot start the helper for the job's IPC namespace: %s", strerror(errno));
@@ -447,14 +479,51 @@ static void ck__detach(struct ck__seg *seg, size_t n)
 	}
 }
 
+/* The first POSIX message queue in the mqueue directory dir into name
+ * (empty: none). */
+static int ck__mq_first(int dir, char *name, size_t len)
+{
+	char buf[4096];
+	long n;
+
+	name[0] = 0;
+	if (lseek(dir, 0, SEEK_SET) < 0)
+		return -errno;
+	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < n;) {
+			struct dirent64 *e = (struct dirent64 *)(void *)(buf + at);
+			at += e->d_reclen;
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+				snprintf(name, len, "%s", e->d_name);
+				return 0;
+			}
+		}
+	return n < 0 ? -errno : 0;
+}
+
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 {
-	struct ck__visit v;
+	/* the mqueue file system mounted for the job's IPC namespace (-1:
+	 * none yet, -2: it could not be), and which namespace it is for (a
+	 * restore makes another) */
+	static int mq_dir = -1, mq_said;
+	static ino_t mq_ns;
 	struct ck__seg *seg = NULL;
+	struct ck__visit v;
+	char path[64], name[256];
+	struct stat ns;
 	size_t cap = 16;
 	int r;
 
 	memset(&v, 0, sizeof(v));
+	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", c->init_pid);
+	if (stat(path, &ns) < 0)
+		ns.st_ino = 0;
+	if (mq_dir != -1 && ns.st_ino != mq_ns) {
+		if (mq_dir >= 0)
+			close(mq_dir);
+		mq_dir = -1;
+	}
 	for (;;) {
 		struct ck__seg *more = realloc(seg, cap * sizeof(*seg));
 		if (!more) {
@@ -466,7 +535,18 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 		v.what = CK__LIST;
 		v.seg = seg;
 		v.cap = cap;
+		v.mq_dir = mq_dir;
 		r = ck__run(c, &v);
+		if (mq_dir == -1 && (v.mq_dir >= 0 || v.mq_unseen)) { /* mounted now, or it cannot be */
+			mq_dir = v.mq_dir >= 0 ? v.mq_dir : -2;
+			mq_ns = ns.st_ino;
+			if (v.mq_unseen && c->verbose && !mq_said) {
+				fprintf(stderr, "ckrun: cannot look for POSIX message queues in the job's IPC namespace "
+					"(a mount of its mqueue file system: %s): a queue it makes is not refused, and "
+					"missing after a restore\n", strerror(v.mq_unseen));
+				mq_said = 1;
+			}
+		}
 		if (r < 0 || v.total <= cap)
 			break;
 		ck__detach(seg, v.n); /* more than there was room for */
@@ -474,6 +554,12 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 	}
 	if (r < 0)
 		goto out;
+	if (mq_dir >= 0 && ck__mq_first(mq_dir, name, sizeof(name)) == 0 && name[0]) {
+		ck_err_set("the job's IPC namespace holds POSIX message queue /%s: POSIX message queues are not "
+			   "saved, and a restore would be without it", name);
+		r = -ENOTSUP;
+		goto out;
+	}
 	if (v.n && !(m->shms = calloc(v.n, sizeof(*m->shms)))) {
 		r = -ENOMEM;
 		goto out;

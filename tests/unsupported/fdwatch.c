@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|passcred|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|mqueue-named|passcred|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -12,6 +12,8 @@
  *   memfd-sealed    a writable shared mapping of a memfd sealed after it
  *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
  *   mqueue          a POSIX message queue holding a message;
+ *   mqueue-named    a named POSIX message queue holding a message that no
+ *                   descriptor holds (closed; opened again by name later);
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   (its sender's credentials come with it);
  *   lease           a read lease (F_SETLEASE) on a file of its own being
@@ -116,6 +118,23 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 25; i++)
 			usleep(100000);
 		rc = mq_receive(q, got, sizeof(got), NULL) != 6 || memcmp(got, "queued", 6);
+		mq_unlink(name);
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
+	if (!strcmp(mode, "mqueue-named")) {
+		static char got[65536];
+		char name[64];
+		mqd_t q;
+		snprintf(name, sizeof(name), "/fdwatch-named-%d", (int)getpid());
+		if ((q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 ||
+		    mq_send(q, "queued", 6, 1) < 0 || mq_close(q) < 0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = (q = mq_open(name, O_RDWR)) == (mqd_t)-1 || mq_receive(q, got, sizeof(got), NULL) != 6 ||
+		     memcmp(got, "queued", 6);
 		mq_unlink(name);
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
