@@ -81,11 +81,11 @@ uint64_t ck__field(const char *text, const char *key, int base)
 	return v;
 }
 
-/* A timerfd's time left and interval, read by timerfd_gettime (fdinfo's
- * it_value is absolute for some clocks), when they were read, and the
- * expirations not read yet from fdinfo read after it: a periodic timer
- * that expired counts one tick until a read or timerfd_gettime forwards
- * it over the periods that passed since (a restore had lost 11 of 12). */
+/* A timerfd's time left and interval, read by timerfd_gettime, when they
+ * were read, and the expirations not read yet from fdinfo read after it:
+ * a periodic timer that expired counts one tick until a read or
+ * timerfd_gettime forwards it over the periods that passed since (a
+ * restore had lost 11 of 12). */
 static int ck__timerfd_read(struct ck_pd_fd *f)
 {
 	struct itimerspec its;
@@ -107,8 +107,10 @@ static int ck__timerfd_read(struct ck_pd_fd *f)
  * remainder at 0): taken for disarmed, such a periodic timer came back
  * stopped for good and the job waited on it forever. Read again once the
  * interrupt has had time to run: an armed timer has counted an expiration
- * since, a disarmed one has not. One wait for all of a process's timers,
- * only where one could be either. */
+ * since, a disarmed one has not. One wait (2 ms) for all of a process's
+ * timers, only where one could be either. A guess: an interrupt later
+ * than that (a loaded virtual machine, PREEMPT_RT's threaded timers)
+ * still reads as disarmed. */
 static int ck__timerfd_ambiguous(const struct ck_pd_fd *f)
 {
 	/* a one-shot's unread tick: it fired and was not set again */
@@ -132,7 +134,8 @@ static int ck__timerfds_settle(void)
 
 		if (!ck__timerfd_ambiguous(f))
 			continue;
-		r = ck__timerfd_read(f);
+		if ((r = ck__timerfd_read(f)) < 0)
+			ck__failf("descriptor %d (timerfd): cannot read its state again", f->fd);
 		/* periodic and short: due again as it was read; 1 ns left
 		 * tells the restore it is armed and the expiration comes now */
 		if (r == 0 && !f->u64[2] && f->u64[3] && f->size > before)

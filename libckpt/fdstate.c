@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -83,6 +84,42 @@ static int64_t ck__num(const char **pp)
 	return v;
 }
 
+/* Whether the process maps the file f is open on (its device and inode
+ * in /proc/self/maps, read a window at a time). */
+static int ck__mapped(const struct ck_pd_fd *f)
+{
+	static char buf[16384];
+	char want[64];
+	size_t have = 0;
+	long fd, n;
+	int hit = 0;
+
+	snprintf(want, sizeof(want), " %02x:%02x %llu ", major(f->dev), minor(f->dev), (unsigned long long)f->ino);
+	fd = ck_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	while (!hit && (n = ck_read((int)fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		char *l = buf, *nl;
+
+		have += (size_t)n;
+		buf[have] = 0;
+		while ((nl = memchr(l, '\n', (size_t)(buf + have - l)))) {
+			*nl = 0;
+			if (strstr(l, want)) {
+				hit = 1;
+				break;
+			}
+			l = nl + 1;
+		}
+		have -= (size_t)(l - buf);
+		memmove(buf, l, have);
+		if (have >= sizeof(buf) - 1) /* no line is this long */
+			have = 0;
+	}
+	ck_close((int)fd);
+	return hit;
+}
+
 /* A lease's line: "LEASE  ACTIVE    READ|WRITE ..." ("BREAKING" while a
  * conflicting open waits for the holder to give it up). */
 static int ck__parse_lease(const struct ck_pd_fd *f, struct ck__fdx *x, const char *p)
@@ -100,6 +137,19 @@ static int ck__parse_lease(const struct ck_pd_fd *f, struct ck__fdx *x, const ch
 	}
 	p = ck__word(p);
 	x->lease = !ck_strncmp(p, "WRITE", 5) ? F_WRLCK + 1 : F_RDLCK + 1;
+	/* ckrun holds a writable copy of such a file while it restores, and
+	 * a restorer maps a file through an open of its own: either is an
+	 * open the lease conflicts with, and the restore could not take it */
+	if (f->kind != CK_FD_FILE) {
+		ck__failf("descriptor %d (%s) holds a lease (F_SETLEASE) on a deleted file or memfd: not restored",
+			  f->fd, f->path);
+		return -ENOTSUP;
+	}
+	if (x->lease == F_WRLCK + 1 && ck__mapped(f)) {
+		ck__failf("descriptor %d (%s) holds a write lease (F_SETLEASE) on a file the process maps: a restore "
+			  "maps it through an open of its own, which the lease forbids: not restored", f->fd, f->path);
+		return -ENOTSUP;
+	}
 	return 0;
 }
 
@@ -353,10 +403,16 @@ long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const c
 		}
 		/* before the owner: taking a lease makes the taker the owner */
 		if (x->lease && (r = ck_sys3(SYS_fcntl, f->fd, F_SETLEASE, x->lease - 1)) < 0)
-			return ck__fd_fail(x->lease - 1 == F_WRLCK ? "cannot take its write lease again (F_SETLEASE: "
+			return ck__fd_fail(r == -EAGAIN ? (x->lease - 1 == F_WRLCK
+								   ? "cannot take its write lease again (F_SETLEASE: "
 								     "the file is open elsewhere) of"
 								   : "cannot take its read lease again (F_SETLEASE: "
-								     "the file is open for writing elsewhere) of",
+								     "the file is open for writing elsewhere) of")
+					   : r == -EACCES || r == -EPERM
+						   ? "cannot take its lease again (F_SETLEASE: this user does not own "
+						     "the file, and has no CAP_LEASE) of"
+						   : "cannot take its lease again (F_SETLEASE: leases are disabled, "
+						     "fs.leases-enable, or this file system has none) of",
 					   f, r, why, path);
 		if (x->owner_pid || x->lease) {
 			struct f_owner_ex own = {x->owner_type, x->owner_pid};

@@ -212,10 +212,10 @@ static void ck__atfork_child(void)
 	if (ck__core.devfd >= 0)
 		ck_close(ck__core.devfd);
 	ck__core.devfd = -1;
+	ck__core.manager_tid = 0; /* none here yet: no thread of ours to hide */
 	if (ck__core.ctl_fd < 0)
 		return;
 	ck__core.pid = getpid();
-	ck__core.manager_tid = 0;
 	ck__core.parked = 0;
 	ck__core.suspending = 0;
 	ck__core.hold = 0;

@@ -320,6 +320,8 @@ static void ck__recreate_threads(const struct ck_procdesc *pd)
 			ca.flags |= CLONE_PARENT_SETTID;
 			ca.parent_tid = t->tid_addr;
 			r = ck__spawn_thread(&ca, &t->ctx);
+			if (r > 0 && (t->flags & CK_PDT_MANAGER)) /* listings leave it out by tid (fdhide.c) */
+				ck__core.manager_tid = (int)r;
 		}
 		if (r < 0)
 			ck__restart_fail("cannot re-create a thread", r);

@@ -85,19 +85,24 @@ int ck_timerfd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_p
 			ticks++;
 			left = 0;
 		}
-		/* due within a millisecond: counted now, not armed to fire
-		 * before TFD_IOC_SET_TICKS below overwrites the count */
-		if (left && every && left < 1000000) {
-			ticks++;
-			left += every;
-		}
+	}
+	/* due within a millisecond (1 ns: due as it was read, libckpt/fds.c):
+	 * counted now, whole periods on, not armed to fire before
+	 * TFD_IOC_SET_TICKS below overwrites the count */
+	if (left && every && left < 1000000) {
+		uint64_t k = (1000000 - left + every - 1) / every;
+		ticks += k;
+		left += k * every;
 	}
 	*fd = timerfd_create((int)f->u64[0], TFD_CLOEXEC | (nb ? TFD_NONBLOCK : 0));
 	its.it_value.tv_sec = (time_t)(left / 1000000000ull);
 	its.it_value.tv_nsec = (long)(left % 1000000000ull);
 	its.it_interval.tv_sec = (time_t)(every / 1000000000ull);
 	its.it_interval.tv_nsec = (long)(every % 1000000000ull);
-	if (*fd >= 0 && left) {
+	if (*fd >= 0 && !left && every) {
+		/* disarmed, its interval kept (timerfd_gettime shows it) */
+		timerfd_settime(*fd, 0, &its, NULL);
+	} else if (*fd >= 0 && left) {
 		int fl = 0;
 		/* Set with an absolute time (TFD_TIMER_ABSTIME: a change of the
 		 * clock moves its expiry; TFD_TIMER_CANCEL_ON_SET, which needs it:

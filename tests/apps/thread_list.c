@@ -128,8 +128,15 @@ int main(int argc, char **argv)
 		usleep(100000);
 	}
 	for (int k = 0; k < nworkers; k++) {
+		char path[64];
+
 		stop[k] = 1;
 		pthread_join(th[k], NULL);
+		/* joined once it has cleared its tid; listed until the kernel
+		 * has released it, a moment later */
+		snprintf(path, sizeof(path), "/proc/self/task/%d", tids[k + 1]);
+		for (int i = 0; i < 1000 && access(path, F_OK) == 0; i++)
+			usleep(1000);
 	}
 	check_all(steps, 0);
 	printf("after joining: the main thread alone\n");

@@ -60,6 +60,7 @@ refused memfd-sealed 'process [0-9]+: memory [0-9a-f]+-[0-9a-f]+ is a writable s
 refused mqueue 'process [0-9]+: descriptor [0-9]+ is a POSIX message queue \(/fdwatch-[0-9]+\): its messages cannot be read without taking them, nor its queue made again in a new IPC namespace: not supported' "$B/tests/unsupported/fdwatch" mqueue
 refused mqueue-named "the job's IPC namespace holds POSIX message queue /fdwatch-named-[0-9]+: POSIX message queues are not saved, and a restore would be without it" "$B/tests/unsupported/fdwatch" mqueue-named
 refused passcred 'process [0-9]+: messages are queued on a UNIX socket \(descriptor [0-9]+\) that receives its senders'"'"' credentials \(SO_PASSCRED\): a restore could not give them back: not supported \(try again\)' "$B/tests/unsupported/fdwatch" passcred
+refused lease-mapped 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a write lease \(F_SETLEASE\) on a file the process maps: a restore maps it through an open of its own, which the lease forbids: not restored' "$B/tests/unsupported/fdwatch" lease-mapped
 refused lease-breaking 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\) being broken: a process waits for the job to give it up, which a restore cannot make again' "$B/tests/unsupported/fdwatch" lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"

@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|mqueue-named|passcred|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|mqueue-named|passcred|lease-mapped|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -16,6 +16,9 @@
  *                   descriptor holds (closed; opened again by name later);
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   (its sender's credentials come with it);
+ *   lease-mapped    a write lease on a file the process maps shared
+ *                   through the same open (a restore maps through an open
+ *                   of its own, which the lease would forbid);
  *   lease           a read lease (F_SETLEASE) on a file of its own being
  *                   broken: a child's open for writing waits for the job
  *                   to give it up.
@@ -140,6 +143,22 @@ int main(int argc, char **argv)
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;
 	}
+	if (!strcmp(mode, "lease-mapped")) {
+		char *m;
+		signal(SIGIO, SIG_IGN);
+		if ((fd = open(path, O_RDWR)) < 0 || ftruncate(fd, 4096) < 0 ||
+		    (m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
+		    fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
+			return 1;
+		m[0] = 'a';
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		m[1] = 'b';
+		rc = fcntl(fd, F_GETLEASE) != F_WRLCK || pread(fd, path, 2, 0) != 2 || path[0] != 'a' || path[1] != 'b';
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
 	if (!strcmp(mode, "memfd-sealed")) {
 		char *m;
 		if ((fd = memfd_create("fdwatch", MFD_ALLOW_SEALING)) < 0 || ftruncate(fd, 4096) < 0 ||
@@ -180,7 +199,7 @@ int main(int argc, char **argv)
 			int w = open(path, O_WRONLY); /* waits for the lease */
 			_exit(w < 0 ? 4 : 0);
 		}
-		for (int i = 0; i < 50 && fcntl(fd, F_GETLEASE) == F_RDLCK; i++)
+		for (int i = 0; i < 2500 && fcntl(fd, F_GETLEASE) == F_RDLCK; i++)
 			usleep(2000);
 		if (fcntl(fd, F_GETLEASE) != F_UNLCK) /* being broken: what it will be */
 			return 1;

@@ -181,8 +181,8 @@ static int ck__timerfd_read(int fd, struct ck_pd_fd *d, char *text, size_t len, 
 /* The anonymous-inode files a message can carry, described as libckpt
  * describes the job's own (libckpt/fds.c) so that one remake serves both:
  * an eventfd's count and semaphore mode; a timerfd's clock, settime flags,
- * time left and interval (timerfd_gettime: fdinfo's value is absolute for
- * some clocks) and expirations not read yet; a signalfd's mask. */
+ * time left and interval (timerfd_gettime, which forwards an expired
+ * periodic timer) and expirations not read yet; a signalfd's mask. */
 static int ck__anon(int fd, struct ck_pd_fd *d)
 {
 	char text[1024];
