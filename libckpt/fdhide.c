@@ -362,73 +362,70 @@ int openat64(int dfd, const char *path, int flags, ...)
 	CK_OPEN(dfd, path);
 }
 
-/* Whether dfd is a descriptor directory of this process: /proc/N/fd,
- * /proc/N/fdinfo, /proc/N/task/T/fd(info), N this process or one of its
- * threads (/proc/self and /dev/fd resolve to these). */
-static int ck__is_own_fd_dir(int dfd)
+/* Writes n's decimal digits at s; returns the end. */
+static char *ck__digits(char *s, long n)
 {
-	char link[40] = "/proc/self/fd/", path[96], task[48];
-	char *p = path, *end;
-	long n, pid;
-	int k = 14, m = 0;
-	char num[12];
+	char num[20];
+	int m = 0;
 
-	if (dfd < 0)
-		return 0;
 	do
-		num[m++] = (char)('0' + dfd % 10);
-	while ((dfd /= 10) && m < 11);
+		num[m++] = (char)('0' + n % 10);
+	while ((n /= 10) && m < 19);
 	while (m)
-		link[k++] = num[--m];
-	link[k] = 0;
-	n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, path, sizeof(path) - 1);
-	if (n <= 6)
-		return 0;
-	path[n] = 0;
-	if (strncmp(p, "/proc/", 6))
-		return 0;
-	pid = strtol(p + 6, &end, 10);
-	if (end == p + 6 || pid <= 0)
-		return 0;
-	p = end;
-	if (!strncmp(p, "/task/", 6)) {
-		strtol(p + 6, &end, 10);
-		if (end == p + 6)
-			return 0;
-		p = end;
-	}
-	if (strcmp(p, "/fd") && strcmp(p, "/fdinfo"))
-		return 0;
-	if (pid == ck_getpid())
-		return 1;
-	/* a thread of ours, named by its tid */
-	n = snprintf(task, sizeof(task), "/proc/self/task/%ld", pid);
-	return n > 0 && ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0;
+		*s++ = num[--m];
+	*s = 0;
+	return s;
 }
 
-/* Whether dfd is this process's thread list: /proc/N/task, N this process
- * or one of its threads (/proc/self/task and /proc/thread-self/.. resolve
- * to these). */
-static int ck__is_own_task_dir(int dfd)
+/* Where dfd is /proc/N/... with N this process or one of its threads
+ * (/proc/self, /proc/thread-self and /dev/fd resolve to these): what
+ * follows /proc/N in path, else NULL. */
+static const char *ck__own_proc_dir(int dfd, char *path, size_t len)
 {
-	char link[40], path[64], task[48];
-	long n, pid;
+	char link[40] = "/proc/self/fd/", task[48] = "/proc/self/task/";
 	char *end;
+	long n, pid;
 
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", dfd);
-	n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, path, sizeof(path) - 1);
+	if (dfd < 0)
+		return NULL;
+	ck__digits(link + 14, dfd);
+	n = ck_sys4(SYS_readlinkat, AT_FDCWD, link, path, len - 1);
 	if (n <= 6)
-		return 0;
+		return NULL;
 	path[n] = 0;
 	if (strncmp(path, "/proc/", 6))
-		return 0;
+		return NULL;
 	pid = strtol(path + 6, &end, 10);
-	if (end == path + 6 || pid <= 0 || strcmp(end, "/task"))
-		return 0;
+	if (end == path + 6 || pid <= 0)
+		return NULL;
 	if (pid == ck_getpid())
-		return 1;
-	n = snprintf(task, sizeof(task), "/proc/self/task/%ld", pid);
-	return n > 0 && ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0;
+		return end;
+	/* a thread of ours, named by its tid */
+	ck__digits(task + 16, pid);
+	return ck_sys4(SYS_faccessat, AT_FDCWD, task, F_OK, 0) == 0 ? end : NULL;
+}
+
+/* Whether dfd is a descriptor directory of this process: /proc/N/fd,
+ * /proc/N/fdinfo, /proc/N/task/T/fd(info). */
+static int ck__is_own_fd_dir(int dfd)
+{
+	char path[96], *end;
+	const char *p = ck__own_proc_dir(dfd, path, sizeof(path));
+
+	if (p && !strncmp(p, "/task/", 6)) {
+		strtol(p + 6, &end, 10);
+		p = end == p + 6 ? NULL : end;
+	}
+	return p && (!strcmp(p, "/fd") || !strcmp(p, "/fdinfo"));
+}
+
+/* Whether dfd is this process's thread list: /proc/N/task. */
+static int ck__is_own_task_dir(int dfd)
+{
+	char path[96];
+	const char *p = ck__own_proc_dir(dfd, path, sizeof(path));
+
+	return p && !strcmp(p, "/task");
 }
 
 /* Whether name is the entry of one of libckpt's descriptors (ck__ours) in
