@@ -10,6 +10,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -167,14 +168,30 @@ static int ck__collect_timers(void)
 
 struct ck_sysv_map ck__sysv_maps[CK_MAX_SYSV_MAPS];
 
+/* This round's /proc/self/maps (60000 mappings list in about 4.5 MiB;
+ * untouched beyond what is read); its length, -1 where it could not be
+ * read. */
+static char ck__maps[8 << 20];
+static long ck__maps_len = -1;
+
+/* Whether this round's /proc/self/maps shows a mapping of file dev:ino. */
+int ck__maps_has_file(uint64_t dev, uint64_t ino)
+{
+	char want[64];
+
+	if (ck__maps_len <= 0)
+		return 0;
+	snprintf(want, sizeof(want), " %02x:%02x %llu ", major(dev), minor(dev), (unsigned long long)ino);
+	return strstr(ck__maps, want) != NULL;
+}
+
 /* Mappings plugins rebuild themselves (device memory) stay out; System V
  * attachments are noted for the snapshot. */
 static int ck__collect_plugin_skips(void)
 {
-	/* (60000 mappings list in about 4.5 MiB; untouched beyond what is read) */
-	static char maps[8 << 20];
+	char *maps = ck__maps;
 	const char *p = maps;
-	long n = ck__read_file("/proc/self/maps", maps, sizeof(maps));
+	long n = ck__maps_len = ck__read_file("/proc/self/maps", maps, sizeof(ck__maps));
 
 	ck__pd.nskips = 0;
 	ck__pd.nsysv = 0;
@@ -183,8 +200,8 @@ static int ck__collect_plugin_skips(void)
 		return 0;
 	}
 	/* a listing cut short could hide a shared or device mapping */
-	if ((size_t)n >= sizeof(maps) - 1) {
-		ck__failf("more mappings than %zu bytes of /proc/self/maps: not supported", sizeof(maps) - 1);
+	if ((size_t)n >= sizeof(ck__maps) - 1) {
+		ck__failf("more mappings than %zu bytes of /proc/self/maps: not supported", sizeof(ck__maps) - 1);
 		return -E2BIG;
 	}
 	while (*p) {

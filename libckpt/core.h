@@ -129,6 +129,8 @@ int ck__pstate_loginuid_restore(uint32_t *saved, uint32_t *now) CK_HIDDEN;
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */
 long ck__read_file(const char *path, char *buf, size_t len) CK_HIDDEN;
+/* collect.c: this round's /proc/self/maps shows a mapping of dev:ino */
+int ck__maps_has_file(uint64_t dev, uint64_t ino) CK_HIDDEN;
 int ck__collect_process(void) CK_HIDDEN;
 /* fds.c */
 int ck__collect_fds(void) CK_HIDDEN;

@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/syscall.h>
-#include <sys/sysmacros.h>
 
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
@@ -84,42 +83,6 @@ static int64_t ck__num(const char **pp)
 	return v;
 }
 
-/* Whether the process maps the file f is open on (its device and inode
- * in /proc/self/maps, read a window at a time). */
-static int ck__mapped(const struct ck_pd_fd *f)
-{
-	static char buf[16384];
-	char want[64];
-	size_t have = 0;
-	long fd, n;
-	int hit = 0;
-
-	snprintf(want, sizeof(want), " %02x:%02x %llu ", major(f->dev), minor(f->dev), (unsigned long long)f->ino);
-	fd = ck_openat(AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
-	if (fd < 0)
-		return 0;
-	while (!hit && (n = ck_read((int)fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
-		char *l = buf, *nl;
-
-		have += (size_t)n;
-		buf[have] = 0;
-		while ((nl = memchr(l, '\n', (size_t)(buf + have - l)))) {
-			*nl = 0;
-			if (strstr(l, want)) {
-				hit = 1;
-				break;
-			}
-			l = nl + 1;
-		}
-		have -= (size_t)(l - buf);
-		memmove(buf, l, have);
-		if (have >= sizeof(buf) - 1) /* no line is this long */
-			have = 0;
-	}
-	ck_close((int)fd);
-	return hit;
-}
-
 /* A lease's line: "LEASE  ACTIVE    READ|WRITE ..." ("BREAKING" while a
  * conflicting open waits for the holder to give it up). */
 static int ck__parse_lease(const struct ck_pd_fd *f, struct ck__fdx *x, const char *p)
@@ -145,7 +108,7 @@ static int ck__parse_lease(const struct ck_pd_fd *f, struct ck__fdx *x, const ch
 			  f->fd, f->path);
 		return -ENOTSUP;
 	}
-	if (x->lease == F_WRLCK + 1 && ck__mapped(f)) {
+	if (x->lease == F_WRLCK + 1 && ck__maps_has_file(f->dev, f->ino)) {
 		ck__failf("descriptor %d (%s) holds a write lease (F_SETLEASE) on a file the process maps: a restore "
 			  "maps it through an open of its own, which the lease forbids: not restored", f->fd, f->path);
 		return -ENOTSUP;

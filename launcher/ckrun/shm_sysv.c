@@ -391,7 +391,6 @@ static void ck__say(const struct ck__visit *v)
 		break;
 	case CK__E_FILL: ck_err_set("cannot fill or set System V object %d: %s", v->id, e); break;
 	case CK__E_MSGSEND: ck_err_set("cannot put the messages back into System V message queue %d: %s", v->id, e); break;
-
 	}
 }
 
