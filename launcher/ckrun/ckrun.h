@@ -257,6 +257,9 @@ int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq);
 
 /* restore.c */
 int ck_restore(struct ckrun *c, struct ck_manifest *m);
+/* resume.c: restores m, or an older checkpoint when m needs a file the
+ * job wrote that is gone since; *used: the one restored (m, or one to free) */
+int ck_resume_newest(struct ckrun *c, struct ck_manifest *m, struct ck_manifest **used);
 /* jobenv.c: --env into a restored process (its channel), or into the
  * environment a fresh job is exec'd with */
 int ck_jobenv_send(const struct ck_jobenv *je, int fd);

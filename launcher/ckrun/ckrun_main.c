@@ -649,7 +649,9 @@ static void ck__record_restore(struct ckrun *c, uint64_t seq, uint64_t duration_
 
 static int ck__run(struct ckrun *c)
 {
-	struct ck_manifest *m = NULL;
+	/* used: the checkpoint restored, an older one than m if m could not
+	 * be (its sequence numbers and dedup base stay m's) */
+	struct ck_manifest *m = NULL, *used = NULL, *older = NULL;
 	int r;
 
 	/* The newest committed checkpoint: the base for dedup and sequence
@@ -678,19 +680,20 @@ static int ck__run(struct ckrun *c)
 	}
 	if (c->resume && m) {
 		uint64_t t0 = ck_now_ns(), req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
-		r = ck_restore(c, m);
+		r = ck_resume_newest(c, m, &used);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: cannot restore %s@%" PRIu64 ": %s\n", c->job, m->seq, ck_err_msg());
 			ck_mpi_stop(c);
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
-		ck_tel_restore(c->tel, m->seq, (double)(ck_now_ns() - t0) / 1e9);
-		ck__record_restore(c, m->seq, ck_now_ns() - t0);
+		older = used != m ? used : NULL;
+		ck_tel_restore(c->tel, used->seq, (double)(ck_now_ns() - t0) / 1e9);
+		ck__record_restore(c, used->seq, ck_now_ns() - t0);
 		if (c->verbose) {
 			char req[64] = "";
 			if (ck_s3_request_count && ck_s3_request_count() > req0)
 				snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - req0);
-			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 " in %.3f s%s\n", c->job, m->seq,
+			fprintf(stderr, "ckrun: job %s restored from checkpoint %" PRIu64 " in %.3f s%s\n", c->job, used->seq,
 				(double)(ck_now_ns() - t0) / 1e9, req);
 		}
 	} else {
@@ -708,6 +711,7 @@ static int ck__run(struct ckrun *c)
 	ck_mpi_stop(c);
 	ck_procs_clear(c);
 	free(c->procs);
+	ck_manifest_free(older);
 	ck_manifest_free(c->prev);
 	return r;
 }

@@ -20,6 +20,7 @@
  * directory). Private file mappings are not needed: their bytes are in the
  * image, the file only names the mapping. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -164,6 +165,33 @@ static int ck__need(int32_t pid, const char *what, const char *path, int mapped)
 	return -ENXIO;
 }
 
+/* -ESTALE with one line if f is a regular file the job had open for
+ * writing, gone from a directory that is still here: the job's own later,
+ * killed run renamed or removed it after the cut (an atomic save: write a
+ * temporary, rename it over the result). Files are not rolled back, so
+ * this checkpoint cannot come back; one taken before the file was opened
+ * can (ckrun goes back to it). A whole directory gone is a move, for
+ * --map-path. */
+static int ck__written_gone(int32_t pid, const struct ck_pd_fd *f)
+{
+	char dir[CK_PD_PATH], *slash;
+	struct stat st;
+
+	if (!S_ISREG(f->mode) || (f->flags & O_ACCMODE) == O_RDONLY || (f->xflags & CK_PD_FD_MAPPED) ||
+	    lstat(f->path, &st) == 0 || errno != ENOENT)
+		return 0;
+	snprintf(dir, sizeof(dir), "%s", f->path);
+	if (!(slash = strrchr(dir, '/')))
+		return 0;
+	slash[slash == dir] = 0;
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	ck_err_set("process %d: descriptor %d: %s, a file it had open for writing, is gone (renamed or removed "
+		   "after the checkpoint; its directory is here)",
+		   pid, f->fd, f->path);
+	return -ESTALE;
+}
+
 /* A shared file mapping the restorer maps by path (shared memory objects
  * and /dev/shm files are made again). */
 static int ck__region_needed(const struct ck_region *rg)
@@ -201,7 +229,8 @@ static int ck__restore_proc(const struct ck_pathmap *pm, struct ck_proc *p, stru
 		if (ck_fd_is_proc_file(f) || ck_fd_removed_dir(f))
 			continue; /* the job's own /proc: the restored process opens it; a removed directory is made */
 		snprintf(what, sizeof(what), "descriptor %d:", f->fd);
-		if ((r = ck__need(p->pid, what, f->path, f->xflags & CK_PD_FD_MAPPED)) < 0)
+		if ((r = ck__written_gone(p->pid, f)) < 0 ||
+		    (r = ck__need(p->pid, what, f->path, f->xflags & CK_PD_FD_MAPPED)) < 0)
 			return r;
 	}
 	for (size_t k = 0; k < p->nregions; k++) {
@@ -221,7 +250,7 @@ int ck_mappath_restore(const struct ck_pathmap *pm, struct ck_manifest *m, struc
 	int r = 0;
 
 	for (size_t i = 0; i < m->nprocs && r >= 0; i++)
-		if ((r = ck__restore_proc(pm, &m->procs[i], pds[i])) < 0 && r != -ENXIO)
+		if ((r = ck__restore_proc(pm, &m->procs[i], pds[i])) < 0 && r != -ENXIO && r != -ESTALE)
 			ck_err_wrap("process %d", m->procs[i].pid);
 	for (size_t i = 0; i < m->nfiles && r >= 0 && pm->n; i++) /* files whose pages regions map */
 		r = ck__map_str(pm, &m->files[i].path, 0);

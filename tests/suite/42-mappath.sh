@@ -28,15 +28,22 @@
 # checkpoint, kill -9, remove the job's /dev/shm/sem.* names, resume: a
 # proven restore whose job finds its names again (its sem_unlink at the
 # end fails otherwise) with the bare run's output.
+# gone: atomic_save (tests/api) cuts a checkpoint while its temporary is
+# open, then renames the temporary over its result and is killed: that
+# checkpoint can never come back (files are not rolled back). The resume
+# goes back to the checkpoint before, with one warning line naming both
+# and the temporary, and is a proven restore that saves again and prints
+# the value its first run drew. With no checkpoint before it the resume
+# exits 99 with one line naming the temporary, and changes nothing.
 # env: --env NAME= removes NAME in a restored job; a --resume with nothing
 # stored starts the job with --env's value.
 # badinput: malformed --map-path/--env, and either without --resume: exit
 # 64 with one line naming the flag; the store is not touched.
-#   CKPT_TEST_MAPPATH  parts to run (move copy paths shmnames env badinput)
+#   CKPT_TEST_MAPPATH  parts to run (move copy paths shmnames gone env badinput)
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-PARTS=${CKPT_TEST_MAPPATH:-move copy paths shmnames env badinput}
+PARTS=${CKPT_TEST_MAPPATH:-move copy paths shmnames gone env badinput}
 APP=$H_APPS_BIN/movedir
 
 # the store's checkpoints (files, sizes, times; not the job's lock, which
@@ -249,6 +256,60 @@ part_shmnames() {
 	fi
 }
 
+# gone_case EARLY: atomic_save with (1) or without (0) a checkpoint before
+# its temporary is opened.
+gone_case() {
+	local early=$1 d=$H_WORK/gone$1 err out rc why first before name
+	name=mappath/gone-$([ "$early" = 1 ] && echo back || echo none)
+	mkdir -p "$d/dir"
+	err=$d/ckrun.err out=$d/out
+	: >"$err"
+	H_CMD=("$H_BUILD/tests/api/atomic_save" "$d/dir" "$early")
+	h_start new "$out" "$err" --store "$d/store" --job gone
+	if ! h_wait_line "$out" '^renamed$' 30000 "$H_PID"; then
+		h_fail "$name" "the first run did not save" "$err" "$out"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	first=$(sed -n 's/^start //p' "$out")
+	if [ "$early" = 0 ]; then
+		before=$(store_state "$d/store")
+		timeout -s KILL 60 "$CKRUN" --resume --store "$d/store" --job gone -- "${H_CMD[@]}" \
+			</dev/null >"$d/none.out" 2>"$d/none.err"
+		rc=$?
+		if [ "$rc" != 99 ]; then
+			h_fail "$name" "exit status $rc with no checkpoint to go back to, want 99" "$d/none.err"
+		elif [ "$(grep -c . "$d/none.err")" != 1 ] ||
+			! grep -qF "$d/dir/model.tmp, a file it had open for writing, is gone" "$d/none.err"; then
+			h_fail "$name" "not one line naming $d/dir/model.tmp" "$d/none.err"
+		elif [ -s "$d/none.out" ] || [ "$(store_state "$d/store")" != "$before" ]; then
+			h_fail "$name" "the job ran or the store changed" "$d/none.out"
+		else
+			h_pass "$name"
+		fi
+		return
+	fi
+	h_start resume "$out" "$err" --resume --store "$d/store" --job gone
+	h_wait "$H_PID" 60000
+	rc=$?
+	printf 'start %s\nrenamed\nsaved, first drew %s\n' "$first" "$first" >"$d/expected"
+	if [ "$rc" != 0 ]; then
+		h_fail "$name" "the resume exited $rc" "$err" "$out"
+	elif ! why=$(h_proof "$err"); then
+		h_fail "$name" "$why" "$err"
+	elif [ "$(grep -F 'warning: checkpoint 2 of job gone cannot be restored: ' "$err" |
+		grep -F "$d/dir/model.tmp, a file it had open for writing, is gone" |
+		grep -cF 'going back to checkpoint 1')" != 1 ] || ! grep -q 'restored from checkpoint 1 in' "$err"; then
+		h_fail "$name" "no line going back from checkpoint 2 (naming $d/dir/model.tmp) to 1" "$err"
+	elif [ -z "$first" ] || ! cmp -s "$out" "$d/expected"; then
+		h_diff_excerpt "$d/expected" "$out" "$d/diff"
+		h_fail "$name" "the resumed job did not save again as its first run" "$d/diff"
+	else
+		h_pass "$name"
+	fi
+}
+
 part_env() {
 	local d=$H_WORK/env err out rc why k k0 n=20
 	mkdir -p "$d"
@@ -347,6 +408,7 @@ main() {
 		copy) move_case copy copy ;;
 		paths) path_app mp_fifo; path_app mp_unixsrv ;;
 		shmnames) part_shmnames ;;
+		gone) gone_case 1; gone_case 0 ;;
 		env) part_env ;;
 		badinput) part_badinput ;;
 		*) h_fail mappath "unknown part '$p'" ;;
