@@ -197,7 +197,10 @@ conf_one() {
 			# then); the kill comes right after the commit.
 			(( retried > 0 || redone > 0 )) && kill_at=$t
 		fi
-		if h_sleep_until "$H_PID" $(( t0 + kill_at )); then
+		# A job that printed its END line is ending by itself: no kill
+		# in the moments before ckrun exits (it would cut the job after
+		# its own cleanup, and the test would start over for nothing).
+		if h_sleep_until "$H_PID" $(( t0 + kill_at )) && (( $(grep -c '^ck-origin END' "$err") == ends )); then
 			h_tmp_used && used_tmp=1
 			{ h_kill_group "$H_PID"; h_wait "$H_PID" 10000; } >/dev/null 2>&1
 			echo "run $cycle: kill -9 of the group at ${kill_at} ms" >>"$sched"
