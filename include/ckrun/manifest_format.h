@@ -111,10 +111,10 @@ struct ck_mf_region {
 static_assert(sizeof(struct ck_mf_region) == 64, "manifest region record layout");
 
 #define CK_MF_STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK_MF_NSECT 10
-#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE, FDIG and CLCK are optional */
+#define CK_MF_NSECT 11
+#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE, FDIG, CLCK and LINE are optional */
 /* Sections, in this order; each tag is its 4-byte magic. */
-#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG", "CLCK"}
+#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG", "CLCK", "LINE"}
 enum ck_mf_section {
 	CK_MF_JOBI,
 	CK_MF_PACK,
@@ -125,7 +125,8 @@ enum ck_mf_section {
 	CK_MF_SYSV,
 	CK_MF_FILE,
 	CK_MF_FDIG,
-	CK_MF_CLCK /* the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut: two u64 (ns) */
+	CK_MF_CLCK, /* the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut: two u64 (ns) */
+	CK_MF_LINE  /* the run's lineage: 16 random bytes drawn at a fresh start, kept by resumes */
 };
 
 struct ck_mf_shm {

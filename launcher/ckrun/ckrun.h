@@ -103,6 +103,9 @@ struct ckrun {
 	int job_ready;  /* libckpt said hello (or restarted) */
 	int job_started; /* it was ready once: no process left means it is ending */
 	uint64_t last_seq;
+	/* this run's lineage (manifest LINE): drawn at a fresh start, the
+	 * restored checkpoint's at a resume; a resume goes back only within it */
+	uint8_t lineage[16];
 	struct ck_manifest *prev; /* newest committed, for dedup */
 	/* a restore's job clocks at the cut (timens.c), for init */
 	int tns_want;

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -687,6 +688,10 @@ static int ck__run(struct ckrun *c)
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
 		older = used != m ? used : NULL;
+		if (used->has_lineage)
+			memcpy(c->lineage, used->lineage, sizeof(c->lineage));
+		else if (getrandom(c->lineage, sizeof(c->lineage), 0) != sizeof(c->lineage))
+			return CK_EXIT_INTERNAL;
 		ck_tel_restore(c->tel, used->seq, (double)(ck_now_ns() - t0) / 1e9);
 		ck__record_restore(c, used->seq, ck_now_ns() - t0);
 		if (c->verbose) {
@@ -700,6 +705,11 @@ static int ck__run(struct ckrun *c)
 		if (!c->resume && m && c->verbose)
 			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",
 				c->job);
+		if (getrandom(c->lineage, sizeof(c->lineage), 0) != sizeof(c->lineage)) {
+			fprintf(stderr, "ckrun: cannot draw the run's lineage: %s\n", strerror(errno));
+			ck_mpi_stop(c);
+			return CK_EXIT_INTERNAL;
+		}
 		r = ck_spawn(c, CK_SPAWN_LAUNCH, NULL, 0);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: %s\n", ck_err_msg());

@@ -262,6 +262,9 @@ struct ck_pathmap;
  * one line naming the first one missing (and the --map-path that would
  * find it), else 0 or -errno. */
 int ck_mappath_restore(const struct ck_pathmap *pm, struct ck_manifest *m, struct ck_procdesc **pds);
+/* 1 when the last ck_mappath_restore failed (-ESTALE) on a regular file
+ * the job had open for writing, gone from a directory still here */
+int ck_mappath_written_gone(void);
 /* A filled process: its (mapped) working directory and program into
  * libckpt's descriptor in its memory, where its restart code reads them. */
 int ck_mappath_write_proc(pid_t pid, const struct ck_proc *p, const struct ck_procdesc *pd);

@@ -172,12 +172,21 @@ static int ck__need(int32_t pid, const char *what, const char *path, int mapped)
  * this checkpoint cannot come back; one taken before the file was opened
  * can (ckrun goes back to it). A whole directory gone is a move, for
  * --map-path. */
+static int ck__gone_written;
+
+int ck_mappath_written_gone(void)
+{
+	return ck__gone_written;
+}
+
 static int ck__written_gone(int32_t pid, const struct ck_pd_fd *f)
 {
 	char dir[CK_PD_PATH], *slash;
 	struct stat st;
 
-	if (!S_ISREG(f->mode) || (f->flags & O_ACCMODE) == O_RDONLY || (f->xflags & CK_PD_FD_MAPPED) ||
+	/* (/dev/shm: shm_open's objects, which a reboot or RemoveIPC takes
+	 * away, not the job) */
+	if (!S_ISREG(f->mode) || (f->flags & O_ACCMODE) == O_RDONLY || !strncmp(f->path, "/dev/shm/", 9) ||
 	    lstat(f->path, &st) == 0 || errno != ENOENT)
 		return 0;
 	snprintf(dir, sizeof(dir), "%s", f->path);
@@ -189,6 +198,7 @@ static int ck__written_gone(int32_t pid, const struct ck_pd_fd *f)
 	ck_err_set("process %d: descriptor %d: %s, a file it had open for writing, is gone (renamed or removed "
 		   "after the checkpoint; its directory is here)",
 		   pid, f->fd, f->path);
+	ck__gone_written = 1;
 	return -ESTALE;
 }
 
@@ -249,6 +259,7 @@ int ck_mappath_restore(const struct ck_pathmap *pm, struct ck_manifest *m, struc
 {
 	int r = 0;
 
+	ck__gone_written = 0;
 	for (size_t i = 0; i < m->nprocs && r >= 0; i++)
 		if ((r = ck__restore_proc(pm, &m->procs[i], pds[i])) < 0 && r != -ENXIO && r != -ESTALE)
 			ck_err_wrap("process %d", m->procs[i].pid);

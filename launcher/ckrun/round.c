@@ -736,6 +736,8 @@ static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
 	m->has_clocks = rd->has_clocks;
 	m->mono_ns = rd->clk_mono;
 	m->boot_ns = rd->clk_boot;
+	m->has_lineage = 1;
+	memcpy(m->lineage, c->lineage, sizeof(m->lineage));
 	/* Still the job's only writer, and every pack this checkpoint names
 	 * still there (ckpt rm --force may have removed the previous one's
 	 * under us: then ck_round writes the round again without it). */

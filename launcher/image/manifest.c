@@ -267,6 +267,11 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		put_bytes(&b, clk, sizeof(clk));
 		sect_end(&b, at);
 	}
+	if (m->has_lineage) {
+		at = sect_begin(&b, CK_MF_LINE);
+		put_bytes(&b, m->lineage, sizeof(m->lineage));
+		sect_end(&b, at);
+	}
 
 	buf_grow(&b, 0);
 	if (b.err) {
@@ -286,7 +291,7 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
 	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0) +
-			     (nfdig ? 1 : 0) + (m->has_clocks ? 1 : 0));
+			     (nfdig ? 1 : 0) + (m->has_clocks ? 1 : 0) + (m->has_lineage ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (ck_manifest_signing()) {
@@ -676,6 +681,14 @@ static int decode_clck(struct ck__rd *r, struct ck_manifest *m)
 	return 0;
 }
 
+static int decode_line(struct ck__rd *r, struct ck_manifest *m)
+{
+	int rc = take(r, m->lineage, sizeof(m->lineage));
+
+	m->has_lineage = rc == 0;
+	return rc;
+}
+
 /* Cross-checks that later readers rely on: chunk flags and pack indices,
  * region bounds and chunk ranges. */
 static int validate(const struct ck_manifest *m)
@@ -887,6 +900,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case CK_MF_FILE: rc = decode_file(&sr, m); break;
 		case CK_MF_FDIG: rc = decode_fdig(&sr, m); break;
 		case CK_MF_CLCK: rc = decode_clck(&sr, m); break;
+		case CK_MF_LINE: rc = decode_line(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)

@@ -93,6 +93,8 @@ struct ck_skip {
 	char *why;
 };
 
+#define CK_LINEAGE_LEN 16
+
 struct ck_manifest {
 	uint32_t version;
 	uint64_t seq;
@@ -123,6 +125,10 @@ struct ck_manifest {
 	 * (its time namespace's); has_clocks 0 in older images */
 	int has_clocks;
 	uint64_t mono_ns, boot_ns;
+	/* optional section LINE: which run of the job this is (drawn at a
+	 * fresh start, kept by its resumes); has_lineage 0 in older images */
+	int has_lineage;
+	uint8_t lineage[CK_LINEAGE_LEN];
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

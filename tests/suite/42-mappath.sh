@@ -34,7 +34,9 @@
 # goes back to the checkpoint before, with one warning line naming both
 # and the temporary, and is a proven restore that saves again and prints
 # the value its first run drew. With no checkpoint before it the resume
-# exits 99 with one line naming the temporary, and changes nothing.
+# exits 99 with one line naming the temporary, and changes nothing; so
+# too when the checkpoints before it are an earlier run's (a fresh start
+# of the same job, which numbers on from them).
 # env: --env NAME= removes NAME in a restored job; a --resume with nothing
 # stored starts the job with --env's value.
 # badinput: malformed --map-path/--env, and either without --resume: exit
@@ -256,30 +258,42 @@ part_shmnames() {
 	fi
 }
 
-# gone_case EARLY: atomic_save with (1) or without (0) a checkpoint before
-# its temporary is opened.
+# gone_run D EARLY NAME: a run of atomic_save in D (a fresh start, the
+# job's earlier checkpoints kept) killed once it renamed its temporary.
+gone_run() {
+	local d=$1 early=$2 name=$3
+	H_CMD=("$H_BUILD/tests/api/atomic_save" "$d/dir" "$early")
+	h_start new "$d/out" "$d/ckrun.err" --store "$d/store" --job gone
+	if ! h_wait_line "$d/out" '^renamed$' 30000 "$H_PID"; then
+		h_fail "$name" "the run did not save" "$d/ckrun.err" "$d/out"
+		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+		return 1
+	fi
+	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	return 0
+}
+
+# gone_case back|none|other: atomic_save with a checkpoint before its
+# temporary is opened (back), without one (none), or without one but
+# after an earlier run of the same job that left two (other: a fresh
+# start numbers on from them; going back would restore that other run).
 gone_case() {
-	local early=$1 d=$H_WORK/gone$1 err out rc why first before name
-	name=mappath/gone-$([ "$early" = 1 ] && echo back || echo none)
+	local how=$1 d=$H_WORK/gone-$1 err out rc why first before name=mappath/gone-$1
 	mkdir -p "$d/dir"
 	err=$d/ckrun.err out=$d/out
 	: >"$err"
-	H_CMD=("$H_BUILD/tests/api/atomic_save" "$d/dir" "$early")
-	h_start new "$out" "$err" --store "$d/store" --job gone
-	if ! h_wait_line "$out" '^renamed$' 30000 "$H_PID"; then
-		h_fail "$name" "the first run did not save" "$err" "$out"
-		{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
-		return
+	if [ "$how" = other ]; then
+		gone_run "$d" 1 "$name" || return
 	fi
-	{ h_kill_group "$H_PID"; wait "$H_PID"; } 2>/dev/null
+	gone_run "$d" "$([ "$how" = back ] && echo 1 || echo 0)" "$name" || return
 	first=$(sed -n 's/^start //p' "$out")
-	if [ "$early" = 0 ]; then
+	if [ "$how" != back ]; then
 		before=$(store_state "$d/store")
 		timeout -s KILL 60 "$CKRUN" --resume --store "$d/store" --job gone -- "${H_CMD[@]}" \
 			</dev/null >"$d/none.out" 2>"$d/none.err"
 		rc=$?
 		if [ "$rc" != 99 ]; then
-			h_fail "$name" "exit status $rc with no checkpoint to go back to, want 99" "$d/none.err"
+			h_fail "$name" "exit status $rc with no checkpoint of the run to go back to, want 99" "$d/none.err"
 		elif [ "$(grep -c . "$d/none.err")" != 1 ] ||
 			! grep -qF "$d/dir/model.tmp, a file it had open for writing, is gone" "$d/none.err"; then
 			h_fail "$name" "not one line naming $d/dir/model.tmp" "$d/none.err"
@@ -408,7 +422,7 @@ main() {
 		copy) move_case copy copy ;;
 		paths) path_app mp_fifo; path_app mp_unixsrv ;;
 		shmnames) part_shmnames ;;
-		gone) gone_case 1; gone_case 0 ;;
+		gone) gone_case back; gone_case none; gone_case other ;;
 		env) part_env ;;
 		badinput) part_badinput ;;
 		*) h_fail mappath "unknown part '$p'" ;;
