@@ -335,7 +335,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 		}
 	{
 		const char *why = NULL, *path = NULL;
-		long e = ck__fdstate_dead_pidfds(&ck__pd, &why, &path);
+		long e = ck__fdstate_late(&ck__pd, &why, &path);
 		if (e < 0) {
 			static char line[320];
 			snprintf(line, sizeof(line), "process restart: %s %s (errno %ld)", why ? why : "descriptor",

@@ -143,7 +143,7 @@ int ck__fdstate_is_proc(const char *path) CK_HIDDEN;
 long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 long ck__fdstate_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* the manager, once ckrun says go (every thread of the job made again) */
-long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
+long ck__fdstate_late(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 /* fds.c: the value after "key" in fdinfo text, in the given base */
 uint64_t ck__field(const char *text, const char *key, int base) CK_HIDDEN;
 /* epoll.c: an instance's registrations from its fdinfo text (the round),

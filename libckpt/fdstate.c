@@ -259,10 +259,27 @@ static const struct ck_pd_fd *ck__fd_of(const struct ck_procdesc *pd, int fd)
 
 /* Opened here, in the job's pid namespace: a /proc file of a process of
  * the job, a pidfd of a process that had not been reaped (one that had:
- * ck__fdstate_dead_pidfds, later). */
+ * ck__fdstate_late, later). */
 static int ck__reopened_here(const struct ck_pd_fd *f)
 {
 	return f->kind == CK_FD_PIDFD || (f->kind == CK_FD_FILE && ck__fdstate_is_proc(f->path));
+}
+
+/* A thread's /proc file (/proc/PID/task/TID/..., what /proc/thread-self
+ * reads as): the thread, this process's or another's, is made again
+ * later in the restore, so the file is opened once every thread of the
+ * job exists (ckrun's go, ck__fdstate_late), a placeholder holding its
+ * number until then. (Opened here, it failed with ENOENT and the whole
+ * restore with it: a committed checkpoint that could not come back.) */
+static int ck__task_file(const struct ck_pd_fd *f)
+{
+	const char *p = f->path + 6;
+
+	if (f->kind != CK_FD_FILE || !ck__fdstate_is_proc(f->path))
+		return 0;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	return !ck_strncmp(p, "/task/", 6);
 }
 
 /* Before the threads exist: /proc files and pidfds opened again, and
@@ -278,7 +295,7 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 			continue;
 		if (f->kind == CK_FD_PIDFD && f->u64[0]) /* every process of the job exists, zombies too */
 			fd = ck_sys2(SYS_pidfd_open, (long)f->u64[0], f->flags & O_NONBLOCK);
-		else if (f->kind == CK_FD_PIDFD) /* its number held until ck__fdstate_dead_pidfds */
+		else if (f->kind == CK_FD_PIDFD || ck__task_file(f)) /* its number held until ck__fdstate_late */
 			fd = ck_openat(AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
 		else
 			fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
@@ -292,15 +309,15 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 		} else if (!cloexec) {
 			ck_sys3(SYS_fcntl, fd, F_SETFD, 0);
 		}
-		if (f->offset && f->kind == CK_FD_FILE)
+		if (f->offset && f->kind == CK_FD_FILE && !ck__task_file(f))
 			ck_sys3(SYS_lseek, f->fd, f->offset, SEEK_SET);
 	}
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i], *o;
 
 		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || !ck__reopened_here(o) ||
-		    (o->kind == CK_FD_PIDFD && !o->u64[0]))
-			continue; /* (a dead pidfd's: with it, ck__fdstate_dead_pidfds) */
+		    (o->kind == CK_FD_PIDFD && !o->u64[0]) || ck__task_file(o))
+			continue; /* (a dead pidfd's or a thread's file's: with it, ck__fdstate_late) */
 		long r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		if (r < 0)
 			return ck__fd_fail("cannot duplicate again", f, r, why, path);
@@ -308,19 +325,29 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 	return 0;
 }
 
-/* Pidfds whose process had been reaped: of a child of ours that ends at
+/* Once every process of the job has all its threads again (ckrun's go):
+ * threads' /proc files (ck__task_file), and pidfds whose process had
+ * been reaped: of a child of ours that ends at
  * once and is reaped here (no exit signal: the job's wait() never sees
  * it). In the job's namespace, since a pidfd of a process of an ancestor
  * namespace refuses signals with EINVAL, not ESRCH. Called once every
  * process of the job has all its threads again (ckrun's go): before, the
  * child's pid could be one a restored thread is about to claim. A fork of
  * the process, once per such pidfd. */
-long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, const char **path)
+long ck__fdstate_late(const struct ck_procdesc *pd, const char **why, const char **path)
 {
 	for (uint32_t i = 0; i < pd->nfds; i++) {
 		const struct ck_pd_fd *f = &pd->fds[i];
 		long kid, fd, r;
 
+		if (ck__task_file(f)) {
+			fd = ck_openat(AT_FDCWD, f->path, (f->flags & ~(O_CREAT | O_TRUNC | O_EXCL | O_NOCTTY)) | O_CLOEXEC, 0);
+			if (fd < 0)
+				return ck__fd_fail("cannot open again", f, fd, why, path);
+			if (f->offset)
+				ck_sys3(SYS_lseek, fd, f->offset, SEEK_SET);
+			goto onto;
+		}
 		if (f->kind != CK_FD_PIDFD || f->u64[0])
 			continue;
 		kid = ck_sys5(SYS_clone, 0, 0, 0, 0, 0);
@@ -333,6 +360,7 @@ long ck__fdstate_dead_pidfds(const struct ck_procdesc *pd, const char **why, con
 			;
 		if (fd < 0)
 			return ck__fd_fail("cannot make again", f, fd, why, path);
+onto:
 		/* onto the placeholder ck__fdstate_reopen left at its number */
 		r = ck_sys3(SYS_dup3, fd, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
 		ck_close((int)fd);
