@@ -675,6 +675,11 @@ static int ck__run(struct ckrun *c)
 	if (ck_attach_open(c) < 0)
 		fprintf(stderr, "ckrun: warning: %s; programs that close every descriptor before exec will not be "
 				"checkpointable\n", ck_err_msg());
+	/* a fresh start's lineage; a resume takes the restored checkpoint's */
+	if (getrandom(c->lineage, sizeof(c->lineage), 0) != sizeof(c->lineage)) {
+		fprintf(stderr, "ckrun: cannot draw the run's lineage: %s\n", strerror(errno));
+		return CK_EXIT_INTERNAL;
+	}
 	if (ck_mpi_start(c, c->resume && m) < 0) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		return CK_EXIT_INTERNAL;
@@ -688,10 +693,8 @@ static int ck__run(struct ckrun *c)
 			return r == -EBADMSG || r == -ENOENT ? CK_EXIT_CORRUPT : CK_EXIT_INTERNAL;
 		}
 		older = used != m ? used : NULL;
-		if (used->has_lineage)
+		if (used->has_lineage) /* (else: an older image's, a lineage of its own) */
 			memcpy(c->lineage, used->lineage, sizeof(c->lineage));
-		else if (getrandom(c->lineage, sizeof(c->lineage), 0) != sizeof(c->lineage))
-			return CK_EXIT_INTERNAL;
 		ck_tel_restore(c->tel, used->seq, (double)(ck_now_ns() - t0) / 1e9);
 		ck__record_restore(c, used->seq, ck_now_ns() - t0);
 		if (c->verbose) {
@@ -705,11 +708,6 @@ static int ck__run(struct ckrun *c)
 		if (!c->resume && m && c->verbose)
 			fprintf(stderr, "ckrun: job %s has checkpoints; starting fresh (use --resume to restart)\n",
 				c->job);
-		if (getrandom(c->lineage, sizeof(c->lineage), 0) != sizeof(c->lineage)) {
-			fprintf(stderr, "ckrun: cannot draw the run's lineage: %s\n", strerror(errno));
-			ck_mpi_stop(c);
-			return CK_EXIT_INTERNAL;
-		}
 		r = ck_spawn(c, CK_SPAWN_LAUNCH, NULL, 0);
 		if (r < 0) {
 			fprintf(stderr, "ckrun: %s\n", ck_err_msg());
