@@ -295,10 +295,15 @@ static int ck__classify(int fd, int dirfd)
 	switch (st.st_mode & S_IFMT) {
 	case S_IFREG:
 		if (ck__is_mqueue(fd)) {
-			ck__failf("descriptor %d is a POSIX message queue (%s): its messages cannot be read without "
-				  "taking them, nor its queue made again in a new IPC namespace: not supported",
-				  fd, f->path);
-			return -ENOTSUP;
+			/* the queue itself is ckrun's to save, with the job's IPC
+			 * namespace (launcher/ckrun/mq_posix.c): by its name */
+			if (ck__endswith(f->path, " (deleted)")) {
+				ck__failf("descriptor %d is a POSIX message queue removed from its namespace while "
+					  "open (%s): it cannot be found to save: not supported", fd, f->path);
+				return -ENOTSUP;
+			}
+			f->kind = CK_FD_MQUEUE;
+			return 0;
 		}
 		if (ck__startswith(f->path, "/memfd:") || ck__endswith(f->path, " (deleted)"))
 			ck__core.hold = 1; /* contents read through /proc: not copy-on-write */

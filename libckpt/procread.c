@@ -8,7 +8,7 @@
  * the system call each is blocked in, their pending signals), so these
  * reads are done by the reader: a thread of this process with a
  * descriptor table of its own (clone without CLONE_FILES; it closes the
- * copies it got at once). Same process, so /proc/self is ours and needs no
+ * copies it got at once, but a message queue's). Same process, so /proc/self is ours and needs no
  * ptrace permission.
  *
  * The reader is made at the first park of a process (again after a fork
@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -56,7 +57,8 @@ static char ck__reader_stack[CK__READER_STACK] __attribute__((aligned(64)));
 /* The system calls the reader makes: a job's seccomp filter that forbids
  * one would kill or trap it (a trap would run the job's handler on a
  * thread without TLS of its own). */
-static const int ck__reader_calls[] = {SYS_close_range, SYS_close, SYS_openat, SYS_read, SYS_getdents64, SYS_futex};
+static const int ck__reader_calls[] = {SYS_close_range, SYS_close, SYS_openat, SYS_read, SYS_getdents64, SYS_futex,
+					SYS_fstatfs};
 
 static int ck__reader_calls_allowed(void)
 {
@@ -99,18 +101,30 @@ static long ck__reader_serve(void)
 	return got;
 }
 
-/* The copies of the job's descriptors clone gave us, closed: close_range,
- * or (a kernel before 5.9) one by one from our own table's listing. */
+/* A POSIX message queue (the file system's magic number). */
+static int ck__reader_is_mqueue(long fd)
+{
+	struct statfs sf;
+
+	return ck_sys2(SYS_fstatfs, fd, &sf) == 0 && sf.f_type == 0x19800202;
+}
+
+/* The copies of the job's descriptors clone gave us, closed, one by one
+ * from our own table's listing, but a POSIX message queue's: its close by
+ * a thread of the process would remove the process's notification on it
+ * (mq_notify; every round took it away when close_range closed them all).
+ * The copy kept holds nothing back from the job: the queue lives on by its
+ * name or the job's descriptors anyway, and is gone with the process. A
+ * table with no room for the listing: close_range, as before. */
 static void ck__reader_close_copies(void)
 {
 	long fd, n;
 
-	if (ck_sys3(SYS_close_range, 0, ~0U, 0) == 0)
-		return;
-	ck_close(0); /* a full table has room for the listing then */
 	fd = ck_openat(AT_FDCWD, "/proc/thread-self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-	if (fd < 0)
+	if (fd < 0) {
+		ck_sys3(SYS_close_range, 0, ~0U, 0);
 		return;
+	}
 	while ((n = ck_sys3(SYS_getdents64, fd, ck__rd.buf, CK__READER_BUF)) > 0)
 		for (long off = 0; off < n;) {
 			struct ck__dirent64 *d = (struct ck__dirent64 *)(ck__rd.buf + off);
@@ -120,7 +134,7 @@ static void ck__reader_close_copies(void)
 				continue;
 			for (const char *p = d->name; *p >= '0' && *p <= '9'; p++)
 				k = k * 10 + (*p - '0');
-			if (k != fd)
+			if (k != fd && !ck__reader_is_mqueue(k))
 				ck_close((int)k);
 		}
 	ck_close((int)fd);

@@ -46,6 +46,12 @@ static_assert(CK_CHUNK_SIZE / CK_DELTA_PAGE <= 64, "a delta's page map is 64 bit
 /* the record is a message queue: its chunks hold the messages in order,
  * each a u64 length, a u64 type and its bytes; pad is its msg_qbytes */
 #define CK_SYSV_MSG 0x2
+/* the record is a POSIX message queue (mq_open) of the job's IPC
+ * namespace: its chunks hold a u64 mq_maxmsg, a u64 mq_msgsize, a u64
+ * name length, the name (no '/', no NUL), then the messages in queue
+ * order, each a u64 length, a u64 priority and its bytes; id, key and pad
+ * are 0 */
+#define CK_SYSV_PMQ 0x4
 
 #define CK_MF_MAGIC {'C', 'K', 'P', 'T', 'M', 'A', 'N', '\n'}
 

@@ -82,6 +82,9 @@ enum ck_pd_fd_kind {
 	CK_FD_INOTIFY,  /* inotify instance: u64[0] its watches, u64[1] the last watch number
 			 * given; made empty by ckrun, its watches added again by the
 			 * restored process from libckpt's memory (libckpt/inotify.c) */
+	CK_FD_MQUEUE,   /* POSIX message queue: path its name ("/q"); the queue is saved and
+			 * made again with the job's IPC namespace (launcher/ckrun/mq_posix.c),
+			 * the descriptor opened again by name */
 };
 
 struct ck_pd_fd {

@@ -165,14 +165,20 @@ int ckpt_cmd_inspect(int argc, char **argv)
 		}
 	}
 	if (m->nshms) {
-		printf("\nSystem V   %zu shared memory segments and message queues\n", m->nshms);
-		for (i = 0; i < m->nshms; i++)
-			printf("  %s id %d key %#x mode %03o %s %llu%s\n",
-			       (m->shms[i].flags & CK_SYSV_MSG) ? "queue" : "segment", m->shms[i].id,
-			       (unsigned)m->shms[i].key, m->shms[i].mode,
-			       (m->shms[i].flags & CK_SYSV_MSG) ? "message bytes" : "size",
-			       (unsigned long long)m->shms[i].size,
-			       (m->shms[i].flags & CK_SYSV_DEST) ? " (marked for removal)" : "");
+		printf("\nIPC        %zu System V shared memory segments and message queues, POSIX message queues\n",
+		       m->nshms);
+		for (i = 0; i < m->nshms; i++) {
+			const struct ck_sysv_shm *x = &m->shms[i];
+
+			if (x->flags & CK_SYSV_PMQ) {
+				printf("  POSIX queue mode %03o owner %u:%u, %llu bytes of attributes, name and messages\n",
+				       x->mode, x->uid, x->gid, (unsigned long long)x->size);
+				continue;
+			}
+			printf("  %s id %d key %#x mode %03o %s %llu%s\n", (x->flags & CK_SYSV_MSG) ? "queue" : "segment",
+			       x->id, (unsigned)x->key, x->mode, (x->flags & CK_SYSV_MSG) ? "message bytes" : "size",
+			       (unsigned long long)x->size, (x->flags & CK_SYSV_DEST) ? " (marked for removal)" : "");
+		}
 	}
 	printf("\nskipped      %zu\n", m->nskips);
 	for (i = 0; i < m->nskips; i++)

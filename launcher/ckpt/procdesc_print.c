@@ -13,7 +13,7 @@ static const char *ck__kind_name(uint32_t k)
 {
 	static const char *names[] = {"none",    "stdio",   "file",     "deleted", "memfd",  "device", "pipe",
 				      "fifo",    "eventfd", "timerfd",  "signalfd", "epoll", "plugin", "dup",
-				      "socket",  "ptmx",    "pts",      "pidfd",    "inotify"};
+				      "socket",  "ptmx",    "pts",      "pidfd",    "inotify", "mqueue"};
 	return k < sizeof(names) / sizeof(names[0]) ? names[k] : "?";
 }
 
@@ -27,6 +27,7 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 	case CK_FD_FILE:
 	case CK_FD_DEV:
 	case CK_FD_FIFO:
+	case CK_FD_MQUEUE:
 	case CK_FD_DELETED:
 	case CK_FD_MEMFD:
 		fprintf(f, "  %s @%" PRIu64, d->path, d->offset);

@@ -31,6 +31,7 @@ static const struct ck_fd_ops ck__fd_ops[] = {
 	[CK_FD_INOTIFY] = {"inotify", NULL, NULL, NULL, ck_inotify_remake},
 	[CK_FD_PTMX] = {"pseudo-terminal master", NULL, NULL, ck_ptys_prepare, ck_pty_remake},
 	[CK_FD_PTS] = {"pseudo-terminal slave", NULL, NULL, NULL, ck_pty_remake},
+	[CK_FD_MQUEUE] = {"POSIX message queue", NULL, NULL, NULL, ck_mqueue_remake},
 };
 
 /* A kind the table lacks and a plugin's ckrun half owns (sockets): the
@@ -68,7 +69,7 @@ static int ck__shareable(const struct ck_pd_fd *f)
 	if (ck_fd_is_proc_file(f))
 		return 0;
 	return f->kind == CK_FD_FILE || f->kind == CK_FD_DEV || f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD ||
-	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD ||
+	       f->kind == CK_FD_PTS || f->kind == CK_FD_EVENTFD || f->kind == CK_FD_TIMERFD || f->kind == CK_FD_MQUEUE ||
 	       f->kind == CK_FD_INOTIFY || /* its maker adds the watches (libckpt/inotify.c) */
 	       f->kind == CK_FD_EPOLL;     /* each holder adds the registrations it holds */
 }

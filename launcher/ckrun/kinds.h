@@ -7,7 +7,8 @@
  *   memory.c    memory regions: maps -> regions, passes, advice, saving;
  *               at restore the restorer's layout and the fill
  *   shm.c       shared memory (MAP_SHARED anonymous, /dev/shm, deleted
- *               and memfd-backed mappings); shm_sysv.c: System V
+ *               and memfd-backed mappings); shm_sysv.c: System V;
+ *               mq_posix.c: POSIX message queues
  *   files.c     regular, device, deleted files and memfds
  *   pipes.c     pipes and FIFOs (unread bytes drained and refilled)
  *   evfds.c     eventfd, timerfd, signalfd, epoll, inotify (recorded by libckpt)
@@ -85,6 +86,7 @@ struct ck_objs {
 	size_t npds;
 	struct ck_agent_states *plugins; /* the plugins' agent halves (sockets) */
 	int pipes_settled; /* ck_pipes_drop_unheld ran: descriptors in flight are made */
+	struct ckrun *c;   /* the restoring ckrun (POSIX queues open in the job's IPC namespace) */
 };
 #define CK_OBJ_SHM 0x100 /* shared memory without a descriptor of the job's */
 #define CK_OBJ_DESC 0x101 /* an open file description several processes held: dev = its key */
@@ -164,6 +166,9 @@ int ck_epoll_check(struct ckrun *c); /* at the round: each registration has a ho
 int ck_ptys_record(struct ckrun *c, struct ck_writer *w);
 int ck_pty_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_ptys_prepare(struct ck_reader *rd, struct ck_objs *o);
+/* mq_posix.c: a descriptor of a POSIX message queue, opened again by name
+ * inside the job's IPC namespace (the queues are made by then) */
+int ck_mqueue_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 /* Restore: the job process jpid led the session of a pair's slave: 1 with
  * the new slave in *fd (ckrun's, not to be closed) and the foreground
  * group in *fg (0: none), 0 if it led none, or -errno. */

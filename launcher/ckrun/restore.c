@@ -157,6 +157,7 @@ static int ck__rst_objects(struct ckrun *c, struct ck__rst *x)
 
 	if (r < 0)
 		return r;
+	x->objs.c = c;
 	for (size_t i = 0; i < x->m->nchunks; i++)
 		total += x->m->chunks[i].len;
 	snprintf(what, sizeof(what), "restore %s@%" PRIu64, c->job, x->m->seq);

@@ -7,10 +7,8 @@
  * Message queues likewise: their messages copied at the checkpoint
  * (msgrcv MSG_COPY, which leaves them queued), each queue made again with
  * its id (msg_next_id), key, size limit, owner and mode, and its messages
- * sent again in order. Semaphores are refused, and so are POSIX message
- * queues the namespace holds (no system call lists them: the helper
- * mounts the namespace's mqueue file system in a mount namespace of its
- * own to look; a restore would have been without them).
+ * sent again in order. Semaphores are refused. POSIX message queues:
+ * mq_posix.c, through the same helper.
  *
  * Entering the job's IPC namespace takes CAP_SYS_ADMIN over it and in
  * one's own user namespace: root has both; a user has them only inside
@@ -45,43 +43,7 @@
 #include "launcher/image/chunkio.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
-
-enum { CK__LIST, CK__MAKE, CK__REMOVE };
-enum {
-	CK__OK,
-	CK__E_USERNS,
-	CK__E_IPCNS,
-	CK__E_SEM,
-	CK__E_READ,
-	CK__E_MSGREAD,
-	CK__E_MSGBIG,
-	CK__E_NEXTID,
-	CK__E_MAKE,
-	CK__E_FILL,
-	CK__E_MSGSEND
-};
-
-struct ck__seg {
-	struct ck_sysv_shm x;
-	/* a segment: attached in ckrun's memory by the helper; a queue: its
-	 * messages, mapped by the helper at a checkpoint (maplen), allocated
-	 * by ckrun at a restore */
-	void *addr;
-	size_t maplen;
-};
-
-/* One visit of the helper to the job's namespaces. */
-struct ck__visit {
-	int what;
-	int userfd, ipcfd; /* the job's namespaces (userfd -1: the job has no user namespace) */
-	struct ck__seg *seg;
-	size_t n, cap; /* LIST: segments attached (at most cap), of total found */
-	size_t total;
-	int fail, err; /* CK__E_*, errno */
-	int32_t id, got;
-	int mq_dir; /* LIST: the namespace's mqueue file system; -1: mount it, -2: not */
-	int mq_unseen; /* LIST: errno of why POSIX queues could not be looked for */
-};
+#include "launcher/ckrun/ipcns.h"
 
 union ck__semun {
 	int val;
@@ -90,7 +52,7 @@ union ck__semun {
 	struct seminfo *__buf;
 };
 
-static int ck__failed(struct ck__visit *v, int what, int32_t id)
+int ck_ipc_failed(struct ck_ipc_visit *v, int what, int32_t id)
 {
 	v->fail = what;
 	v->err = errno;
@@ -98,28 +60,7 @@ static int ck__failed(struct ck__visit *v, int what, int32_t id)
 	return 1;
 }
 
-/* POSIX message queues: no system call lists them; a mount of the
- * namespace's own mqueue file system does, made once per IPC namespace in
- * a mount namespace of the helper's (private: the mount reaches nobody
- * else's). Its directory is opened into ckrun's table (the helper shares
- * it): it lists the namespace's queues at every later round, long after
- * the helper and its mount namespace are gone. */
-static void ck__mq_mount(struct ck__visit *v)
-{
-	static const char *const over[] = {"/tmp", "/dev", "/mnt", "/var"};
-
-	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
-		v->mq_unseen = errno;
-		return;
-	}
-	for (size_t i = 0; i < sizeof(over) / sizeof(over[0]) && v->mq_dir < 0; i++)
-		if (mount("mqueue", over[i], "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
-			v->mq_dir = open(over[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (v->mq_dir < 0)
-		v->mq_unseen = errno;
-}
-
-static int ck__list(struct ck__visit *v)
+static int ck__list(struct ck_ipc_visit *v)
 {
 	struct seminfo si;
 	struct msginfo mi;
@@ -128,13 +69,11 @@ static int ck__list(struct ck__visit *v)
 	int max;
 
 	if (semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0)
-		return ck__failed(v, CK__E_SEM, 0);
-	if (v->mq_dir == -1)
-		ck__mq_mount(v);
+		return ck_ipc_failed(v, CK_IPC_E_SEM, 0);
 	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&inf);
 	for (int idx = 0; idx <= max; idx++) {
 		struct shmid_ds ds;
-		struct ck__seg *s;
+		struct ck_ipc_obj *s;
 		int id = shmctl(idx, SHM_STAT, &ds); /* an index in, the id out */
 		if (id < 0)
 			continue;
@@ -151,13 +90,13 @@ static int ck__list(struct ck__visit *v)
 		s->x.size = ds.shm_segsz;
 		s->addr = shmat(id, NULL, SHM_RDONLY);
 		if (s->addr == (void *)-1)
-			return ck__failed(v, CK__E_READ, id);
+			return ck_ipc_failed(v, CK_IPC_E_READ, id);
 		v->n++;
 	}
 	max = msgctl(0, MSG_INFO, (struct msqid_ds *)(void *)&mi);
 	for (int idx = 0; idx <= max; idx++) {
 		struct msqid_ds ds;
-		struct ck__seg *s;
+		struct ck_ipc_obj *s;
 		size_t used = 0;
 		char *p;
 		int id = msgctl(idx, MSG_STAT, &ds);
@@ -175,14 +114,14 @@ static int ck__list(struct ck__visit *v)
 		s->x.gid = ds.msg_perm.gid;
 		if (ds.msg_qbytes > UINT32_MAX) { /* root's: the record holds 32 bits */
 			errno = EOVERFLOW;
-			return ck__failed(v, CK__E_MSGBIG, id);
+			return ck_ipc_failed(v, CK_IPC_E_MSGBIG, id);
 		}
 		s->x.pad = (uint32_t)ds.msg_qbytes;
 		s->maplen = ds.__msg_cbytes + (ds.msg_qnum + 1) * 16;
 		s->addr = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (s->addr == MAP_FAILED) {
 			s->addr = NULL;
-			return ck__failed(v, CK__E_MSGREAD, id);
+			return ck_ipc_failed(v, CK_IPC_E_MSGREAD, id);
 		}
 		v->n++;
 		/* each: its length, then its type and bytes as msgrcv gives them */
@@ -191,17 +130,17 @@ static int ck__list(struct ck__visit *v)
 			ssize_t n = msgrcv(id, p + used + 8, s->maplen - used - 16, (long)k, IPC_NOWAIT | MSG_COPY);
 			uint64_t len = (uint64_t)n;
 			if (n < 0)
-				return ck__failed(v, CK__E_MSGREAD, id);
+				return ck_ipc_failed(v, CK_IPC_E_MSGREAD, id);
 			memcpy(p + used, &len, 8);
 			used += 16 + (size_t)n;
 		}
 		s->x.size = used;
 	}
-	return 0;
+	return ck_pmq_list(v);
 }
 
 /* The next System V object of its kind made in this namespace gets id. */
-static int ck__write_num(const char *file, uint32_t u)
+int ck_ipc_write_num(const char *file, uint32_t u)
 {
 	char num[16];
 	int fd, k = 0, r = 0;
@@ -219,7 +158,7 @@ static int ck__write_num(const char *file, uint32_t u)
 
 static int ck__next_id(const char *file, int32_t id)
 {
-	return ck__write_num(file, (uint32_t)id);
+	return ck_ipc_write_num(file, (uint32_t)id);
 }
 
 /* A size limit above the namespace's msgmnb takes CAP_SYS_RESOURCE in the
@@ -227,7 +166,7 @@ static int ck__next_id(const char *file, int32_t id)
  * message above its msgmax is refused: where the job had raised them in
  * its namespace (their values are not saved), the new one's are raised as
  * far as its queues need, and stay so for the job. */
-static int64_t ck__read_num(const char *file)
+int64_t ck_ipc_read_num(const char *file)
 {
 	char b[24];
 	int fd = open(file, O_RDONLY | O_CLOEXEC);
@@ -248,7 +187,7 @@ static int ck__msg_fit(int id, struct msqid_ds *ds, uint64_t qbytes)
 	ds->msg_qbytes = (msglen_t)qbytes;
 	if (msgctl(id, IPC_SET, ds) == 0)
 		return 0;
-	if (errno != EPERM || ck__write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
+	if (errno != EPERM || ck_ipc_write_num("/proc/sys/kernel/msgmnb", (uint32_t)qbytes) < 0)
 		return -1;
 	return msgctl(id, IPC_SET, ds);
 }
@@ -256,7 +195,7 @@ static int ck__msg_fit(int id, struct msqid_ds *ds, uint64_t qbytes)
 /* A message queue with its id and messages, then its size limit, owner
  * and mode (a limit the job lowered below what it holds, or a mode, would
  * forbid our sending). */
-static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
+static int ck__make_queue(struct ck_ipc_visit *v, struct ck_ipc_obj *s)
 {
 	struct msqid_ds ds;
 	const char *p = s->addr;
@@ -265,17 +204,17 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 	int id;
 
 	if (ck__next_id("/proc/sys/kernel/msg_next_id", s->x.id) < 0)
-		return ck__failed(v, CK__E_NEXTID, s->x.id);
+		return ck_ipc_failed(v, CK_IPC_E_NEXTID, s->x.id);
 	id = msgget(s->x.key, IPC_CREAT | IPC_EXCL | 0600);
 	if (id != s->x.id) {
 		if (id >= 0)
 			errno = EEXIST;
 		v->got = id;
-		return ck__failed(v, CK__E_MAKE, s->x.id);
+		return ck_ipc_failed(v, CK_IPC_E_MAKE, s->x.id);
 	}
 	memset(&ds, 0, sizeof(ds));
 	if (msgctl(id, IPC_STAT, &ds) < 0)
-		return ck__failed(v, CK__E_FILL, id);
+		return ck_ipc_failed(v, CK_IPC_E_FILL, id);
 	{ /* room to send them all: their bytes and their count (msg_fits) */
 		uint64_t room = s->x.pad, biggest = 0, bytes = 0, n = 0;
 		for (size_t at = 0; at + 16 <= s->x.size; n++) {
@@ -287,41 +226,41 @@ static int ck__make_queue(struct ck__visit *v, struct ck__seg *s)
 		}
 		room = bytes > room ? bytes : room;
 		room = n > room ? n : room;
-		msgmax = ck__read_num("/proc/sys/kernel/msgmax");
+		msgmax = ck_ipc_read_num("/proc/sys/kernel/msgmax");
 		if ((int64_t)biggest > msgmax && biggest > 8192)
-			ck__write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest);
+			ck_ipc_write_num("/proc/sys/kernel/msgmax", (uint32_t)biggest);
 		if (room > ds.msg_qbytes && ck__msg_fit(id, &ds, room) < 0)
-			return ck__failed(v, CK__E_FILL, id);
+			return ck_ipc_failed(v, CK_IPC_E_FILL, id);
 	}
 	while (used < s->x.size) {
 		uint64_t len = 0;
 		if (s->x.size - used < 16 || (memcpy(&len, p + used, 8), len > s->x.size - used - 16)) {
 			errno = EBADMSG;
-			ck__failed(v, CK__E_MSGSEND, id);
+			ck_ipc_failed(v, CK_IPC_E_MSGSEND, id);
 			break;
 		}
 		if (msgsnd(id, p + used + 8, len, IPC_NOWAIT) < 0) {
-			ck__failed(v, CK__E_MSGSEND, id);
+			ck_ipc_failed(v, CK_IPC_E_MSGSEND, id);
 			break;
 		}
 		used += 16 + len;
 	}
-	if (v->fail != CK__OK)
+	if (v->fail != CK_IPC_OK)
 		return 1;
 	if (msgctl(id, IPC_STAT, &ds) < 0)
-		return ck__failed(v, CK__E_FILL, id);
+		return ck_ipc_failed(v, CK_IPC_E_FILL, id);
 	ds.msg_perm.uid = s->x.uid;
 	ds.msg_perm.gid = s->x.gid;
 	ds.msg_perm.mode = (unsigned short)s->x.mode;
 	if (ck__msg_fit(id, &ds, s->x.pad) < 0)
-		return ck__failed(v, CK__E_FILL, id);
+		return ck_ipc_failed(v, CK_IPC_E_FILL, id);
 	return 0;
 }
 
-static int ck__make(struct ck__visit *v)
+static int ck__make(struct ck_ipc_visit *v)
 {
 	for (; v->n < v->cap; v->n++) {
-		struct ck__seg *s = &v->seg[v->n];
+		struct ck_ipc_obj *s = &v->seg[v->n];
 		struct shmid_ds ds;
 		int id;
 
@@ -330,18 +269,23 @@ static int ck__make(struct ck__visit *v)
 				return 1;
 			continue;
 		}
+		if (s->x.flags & CK_SYSV_PMQ) {
+			if (ck_pmq_make(v, s))
+				return 1;
+			continue;
+		}
 		if (ck__next_id("/proc/sys/kernel/shm_next_id", s->x.id) < 0)
-			return ck__failed(v, CK__E_NEXTID, s->x.id);
+			return ck_ipc_failed(v, CK_IPC_E_NEXTID, s->x.id);
 		id = shmget((s->x.flags & CK_SYSV_DEST) ? IPC_PRIVATE : s->x.key, s->x.size, IPC_CREAT | IPC_EXCL | 0600);
 		if (id != s->x.id) {
 			if (id >= 0)
 				errno = EEXIST;
 			v->got = id;
-			return ck__failed(v, CK__E_MAKE, s->x.id);
+			return ck_ipc_failed(v, CK_IPC_E_MAKE, s->x.id);
 		}
 		s->addr = shmat(id, NULL, 0);
 		if (s->addr == (void *)-1)
-			return ck__failed(v, CK__E_FILL, id);
+			return ck_ipc_failed(v, CK_IPC_E_FILL, id);
 		memset(&ds, 0, sizeof(ds));
 		if (shmctl(id, IPC_STAT, &ds) == 0) {
 			ds.shm_perm.uid = s->x.uid;
@@ -355,47 +299,50 @@ static int ck__make(struct ck__visit *v)
 
 static int ck__helper(void *arg)
 {
-	struct ck__visit *v = arg;
+	struct ck_ipc_visit *v = arg;
 
 	if (v->userfd >= 0 && setns(v->userfd, CLONE_NEWUSER) < 0)
-		return ck__failed(v, CK__E_USERNS, 0);
+		return ck_ipc_failed(v, CK_IPC_E_USERNS, 0);
 	if (setns(v->ipcfd, CLONE_NEWIPC) < 0)
-		return ck__failed(v, CK__E_IPCNS, 0);
-	if (v->what == CK__LIST)
+		return ck_ipc_failed(v, CK_IPC_E_IPCNS, 0);
+	if (v->what == CK_IPC_LIST)
 		return ck__list(v);
-	if (v->what == CK__MAKE)
+	if (v->what == CK_IPC_MAKE)
 		return ck__make(v);
+	if (v->what == CK_IPC_OPENMQ)
+		return ck_pmq_open(v);
 	for (size_t i = 0; i < v->cap; i++)
 		if (v->seg[i].x.flags & CK_SYSV_DEST)
 			shmctl(v->seg[i].x.id, IPC_RMID, NULL);
 	return 0;
 }
 
-static void ck__say(const struct ck__visit *v)
+static void ck__say(const struct ck_ipc_visit *v)
 {
 	const char *e = strerror(v->err);
 
+	if (ck_pmq_say(v))
+		return;
 	switch (v->fail) {
-	case CK__E_USERNS: ck_err_set("cannot enter the job's user namespace (for its IPC namespace): %s", e); break;
-	case CK__E_IPCNS: ck_err_set("cannot enter the job's IPC namespace: %s", e); break;
-	case CK__E_SEM: ck_err_set("the job has System V semaphores: not supported yet"); break;
-	case CK__E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
-	case CK__E_MSGREAD: ck_err_set("cannot copy the messages of System V message queue %d: %s", v->id, e); break;
-	case CK__E_MSGBIG:
+	case CK_IPC_E_USERNS: ck_err_set("cannot enter the job's user namespace (for its IPC namespace): %s", e); break;
+	case CK_IPC_E_IPCNS: ck_err_set("cannot enter the job's IPC namespace: %s", e); break;
+	case CK_IPC_E_SEM: ck_err_set("the job has System V semaphores: not supported yet"); break;
+	case CK_IPC_E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
+	case CK_IPC_E_MSGREAD: ck_err_set("cannot copy the messages of System V message queue %d: %s", v->id, e); break;
+	case CK_IPC_E_MSGBIG:
 		ck_err_set("System V message queue %d has a size limit (msg_qbytes) above 4 GiB: not supported", v->id);
 		break;
-	case CK__E_NEXTID: ck_err_set("cannot ask for System V object id %d (shm_next_id, msg_next_id): %s", v->id, e); break;
-	case CK__E_MAKE:
+	case CK_IPC_E_NEXTID: ck_err_set("cannot ask for System V object id %d (shm_next_id, msg_next_id): %s", v->id, e); break;
+	case CK_IPC_E_MAKE:
 		ck_err_set("cannot re-create System V object %d (got %d): %s", v->id, v->got,
 			   v->got >= 0 ? "another id" : e);
 		break;
-	case CK__E_FILL: ck_err_set("cannot fill or set System V object %d: %s", v->id, e); break;
-	case CK__E_MSGSEND: ck_err_set("cannot put the messages back into System V message queue %d: %s", v->id, e); break;
+	case CK_IPC_E_FILL: ck_err_set("cannot fill or set System V object %d: %s", v->id, e); break;
+	case CK_IPC_E_MSGSEND: ck_err_set("cannot put the messages back into System V message queue %d: %s", v->id, e); break;
 	}
 }
 
-/* Runs the helper for v; 0, or -errno with the reason set. */
-static int ck__run(struct ckrun *c, struct ck__visit *v)
+int ck_ipc_run(struct ckrun *c, struct ck_ipc_visit *v)
 {
 	const size_t stack_len = 256 << 10;
 	char path[64];
@@ -405,7 +352,7 @@ static int ck__run(struct ckrun *c, struct ck__visit *v)
 	pid_t kid;
 
 	v->userfd = v->ipcfd = -1;
-	v->fail = CK__OK;
+	v->fail = CK_IPC_OK;
 	snprintf(path, sizeof(path), "/proc/%d/ns/ipc", c->init_pid);
 	if ((v->ipcfd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 		r = -errno;
@@ -442,10 +389,10 @@ static int ck__run(struct ckrun *c, struct ck__visit *v)
 			r = -errno;
 			goto out;
 		}
-	if (v->fail != CK__OK) {
+	if (v->fail != CK_IPC_OK) {
 		ck__say(v);
 		r = v->err ? -v->err : -ENOTSUP;
-		if (v->fail == CK__E_SEM || v->fail == CK__E_MSGBIG)
+		if (v->fail == CK_IPC_E_SEM || v->fail == CK_IPC_E_MSGBIG)
 			r = -ENOTSUP;
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		ck_err_set("the helper for the job's IPC namespace failed (status %d)", st);
@@ -463,12 +410,12 @@ out:
 
 /* Segments detached, queues' copies unmapped (checkpoint) or freed
  * (restore). */
-static void ck__detach(struct ck__seg *seg, size_t n)
+static void ck__detach(struct ck_ipc_obj *seg, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		if (!seg[i].addr || seg[i].addr == (void *)-1)
 			continue;
-		if (!(seg[i].x.flags & CK_SYSV_MSG))
+		if (!(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ)))
 			shmdt(seg[i].addr);
 		else if (seg[i].maplen)
 			munmap(seg[i].addr, seg[i].maplen);
@@ -478,28 +425,6 @@ static void ck__detach(struct ck__seg *seg, size_t n)
 	}
 }
 
-/* The first POSIX message queue in the mqueue directory dir into name
- * (empty: none). */
-static int ck__mq_first(int dir, char *name, size_t len)
-{
-	char buf[4096];
-	long n;
-
-	name[0] = 0;
-	if (lseek(dir, 0, SEEK_SET) < 0)
-		return -errno;
-	while ((n = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0)
-		for (long at = 0; at < n;) {
-			struct dirent64 *e = (struct dirent64 *)(void *)(buf + at);
-			at += e->d_reclen;
-			if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-				snprintf(name, len, "%s", e->d_name);
-				return 0;
-			}
-		}
-	return n < 0 ? -errno : 0;
-}
-
 int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 {
 	/* the mqueue file system mounted for the job's IPC namespace (-1:
@@ -507,9 +432,9 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 	 * restore makes another) */
 	static int mq_dir = -1, mq_said;
 	static ino_t mq_ns;
-	struct ck__seg *seg = NULL;
-	struct ck__visit v;
-	char path[64], name[256];
+	struct ck_ipc_obj *seg = NULL;
+	struct ck_ipc_visit v;
+	char path[64];
 	struct stat ns;
 	size_t cap = 16;
 	int r;
@@ -524,18 +449,18 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 		mq_dir = -1;
 	}
 	for (;;) {
-		struct ck__seg *more = realloc(seg, cap * sizeof(*seg));
+		struct ck_ipc_obj *more = realloc(seg, cap * sizeof(*seg));
 		if (!more) {
 			r = -ENOMEM;
 			goto out;
 		}
 		seg = more;
 		memset(&v, 0, sizeof(v));
-		v.what = CK__LIST;
+		v.what = CK_IPC_LIST;
 		v.seg = seg;
 		v.cap = cap;
 		v.mq_dir = mq_dir;
-		r = ck__run(c, &v);
+		r = ck_ipc_run(c, &v);
 		if (mq_dir == -1 && (v.mq_dir >= 0 || v.mq_unseen)) { /* mounted now, or it cannot be */
 			mq_dir = v.mq_dir >= 0 ? v.mq_dir : -2;
 			mq_ns = ns.st_ino;
@@ -553,12 +478,8 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 	}
 	if (r < 0)
 		goto out;
-	if (mq_dir >= 0 && ck__mq_first(mq_dir, name, sizeof(name)) == 0 && name[0]) {
-		ck_err_set("the job's IPC namespace holds POSIX message queue /%s: POSIX message queues are not "
-			   "saved, and a restore would be without it", name);
-		r = -ENOTSUP;
+	if ((r = ck_pmq_check_fds(c, seg, v.n, mq_dir >= 0)) < 0)
 		goto out;
-	}
 	if (v.n && !(m->shms = calloc(v.n, sizeof(*m->shms)))) {
 		r = -ENOMEM;
 		goto out;
@@ -577,8 +498,8 @@ out:
 
 int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 {
-	struct ck__visit v;
-	struct ck__seg *seg;
+	struct ck_ipc_visit v;
+	struct ck_ipc_obj *seg;
 	int r;
 
 	if (!m->nshms)
@@ -589,7 +510,7 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 	for (size_t i = 0; i < m->nshms; i++) {
 		seg[i].x = m->shms[i];
 		/* a queue's messages, for the helper to send */
-		if (r == 0 && (seg[i].x.flags & CK_SYSV_MSG)) {
+		if (r == 0 && (seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ))) {
 			if (!(seg[i].addr = malloc(seg[i].x.size + 1)))
 				r = -ENOMEM;
 			else if (seg[i].x.nchunks)
@@ -597,13 +518,13 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 		}
 	}
 	memset(&v, 0, sizeof(v));
-	v.what = CK__MAKE;
+	v.what = CK_IPC_MAKE;
 	v.seg = seg;
 	v.cap = m->nshms;
 	if (r == 0)
-		r = ck__run(c, &v);
+		r = ck_ipc_run(c, &v);
 	for (size_t i = 0; r == 0 && i < v.n; i++)
-		if (seg[i].x.nchunks && !(seg[i].x.flags & CK_SYSV_MSG))
+		if (seg[i].x.nchunks && !(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ)))
 			r = ck_reader_read(rd, seg[i].x.first_chunk, seg[i].x.nchunks, ck_mem_sink, seg[i].addr);
 	ck__detach(seg, m->nshms);
 	free(seg);
@@ -612,8 +533,8 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 
 int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m)
 {
-	struct ck__visit v;
-	struct ck__seg *seg;
+	struct ck_ipc_visit v;
+	struct ck_ipc_obj *seg;
 	int r;
 
 	if (!m->nshms)
@@ -623,10 +544,10 @@ int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m)
 	for (size_t i = 0; i < m->nshms; i++)
 		seg[i].x = m->shms[i];
 	memset(&v, 0, sizeof(v));
-	v.what = CK__REMOVE;
+	v.what = CK_IPC_REMOVE;
 	v.seg = seg;
 	v.cap = m->nshms;
-	r = ck__run(c, &v);
+	r = ck_ipc_run(c, &v);
 	free(seg);
 	return r;
 }

@@ -68,7 +68,8 @@ struct ck_task {
 struct ck_sysv_shm {
 	int32_t id, key;
 	uint32_t mode;  /* permission bits */
-	uint32_t flags; /* CK_SYSV_DEST: marked for removal; CK_SYSV_MSG: a message queue */
+	uint32_t flags; /* CK_SYSV_DEST: marked for removal; CK_SYSV_MSG: a message queue;
+			 * CK_SYSV_PMQ: a POSIX message queue */
 	uint32_t uid, gid;
 	uint64_t size;
 	uint64_t first_chunk;

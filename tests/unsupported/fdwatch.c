@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue|mqueue-named|passcred|lease-mapped|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|lease-mapped|lease: a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -11,9 +11,9 @@
  *                   made again by number);
  *   memfd-sealed    a writable shared mapping of a memfd sealed after it
  *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
- *   mqueue          a POSIX message queue holding a message;
- *   mqueue-named    a named POSIX message queue holding a message that no
- *                   descriptor holds (closed; opened again by name later);
+ *   mqueue-notify   a POSIX message queue where the process registered
+ *                   for a notification (mq_notify): a round's taking and
+ *                   putting back its messages would send it;
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   (its sender's credentials come with it);
  *   lease-mapped    a write lease on a file the process maps shared
@@ -42,6 +42,13 @@
 #include <unistd.h>
 
 static char dir[256];
+static volatile sig_atomic_t notified;
+
+static void on_notify(int sig)
+{
+	(void)sig;
+	notified++;
+}
 
 static void make(const char *name)
 {
@@ -110,34 +117,22 @@ int main(int argc, char **argv)
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;
 	}
-	if (!strcmp(mode, "mqueue")) {
+	if (!strcmp(mode, "mqueue-notify")) {
 		static char got[65536]; /* at least the queue's message size */
+		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
+		struct sigaction sa = {.sa_handler = on_notify, .sa_flags = SA_RESTART};
 		char name[64];
 		mqd_t q;
-		snprintf(name, sizeof(name), "/fdwatch-%d", (int)getpid());
-		if ((q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 ||
-		    mq_send(q, "queued", 6, 1) < 0)
+		snprintf(name, sizeof(name), "/fdwatch-notify-%d", (int)getpid());
+		if (sigaction(SIGUSR1, &sa, NULL) < 0 ||
+		    (q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 || mq_notify(q, &ev) < 0)
 			return 1;
 		for (int i = 0; i < 25; i++)
 			usleep(100000);
-		rc = mq_receive(q, got, sizeof(got), NULL) != 6 || memcmp(got, "queued", 6);
-		mq_unlink(name);
-		clean();
-		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
-		return rc;
-	}
-	if (!strcmp(mode, "mqueue-named")) {
-		static char got[65536];
-		char name[64];
-		mqd_t q;
-		snprintf(name, sizeof(name), "/fdwatch-named-%d", (int)getpid());
-		if ((q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 ||
-		    mq_send(q, "queued", 6, 1) < 0 || mq_close(q) < 0)
-			return 1;
-		for (int i = 0; i < 25; i++)
-			usleep(100000);
-		rc = (q = mq_open(name, O_RDWR)) == (mqd_t)-1 || mq_receive(q, got, sizeof(got), NULL) != 6 ||
-		     memcmp(got, "queued", 6);
+		rc = notified != 0 || mq_send(q, "queued", 6, 1) < 0; /* nothing sent it; now it comes */
+		for (int i = 0; i < 100 && !notified; i++)
+			usleep(10000);
+		rc |= notified != 1 || mq_receive(q, got, sizeof(got), NULL) != 6 || memcmp(got, "queued", 6);
 		mq_unlink(name);
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");

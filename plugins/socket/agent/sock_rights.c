@@ -25,6 +25,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -224,6 +225,7 @@ static int ck__anon(int fd, struct ck_pd_fd *d)
 static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 {
 	char link[64];
+	struct statfs sf;
 	struct stat st;
 	ssize_t n;
 
@@ -260,6 +262,12 @@ static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 		}
 		if (!strncmp(d->path, "/proc/", 6))
 			return -ENOTSUP; /* a /proc file is opened by its process, inside the job */
+		if (fstatfs(fd, &sf) == 0 && sf.f_type == 0x19800202 /* MQUEUE_MAGIC */) {
+			/* opened again by name in the job's IPC namespace, where a
+			 * round saved the queue; one removed has no name */
+			d->kind = CK_FD_MQUEUE;
+			return 0;
+		}
 		d->kind = CK_FD_FILE;
 		return 0;
 	case S_IFDIR:
