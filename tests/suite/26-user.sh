@@ -14,7 +14,8 @@
 #                   a checkpoint), forktree (a process tree), mp_sysvshm (System V
 #                   shared memory between processes), sysv_msgq (System V
 #                   message queues, one filled to the default limit: a
-#                   user's restore may not raise it), file_lease (read and
+#                   user's restore may not raise it), mp_mqueue (POSIX
+#                   message queues), file_lease (read and
 #                   write leases on files the user owns), seccomp_filters (the
 #                   job's filters installed again): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
@@ -139,6 +140,9 @@ as_user() {
 		cycle user/forktree forktree 0.6
 		cycle user/mp_sysvshm mp_sysvshm 1
 		cycle user/sysv_msgq sysv_msgq 1
+		# POSIX message queues made again, owned and opened by name, from
+		# inside the job's user and IPC namespaces
+		cycle user/mp_mqueue mp_mqueue 0.6
 		# leases: a user takes them again on files it owns
 		cycle user/file_lease file_lease 0.5
 		# descriptors in flight and unconnected datagram queues: ckrun
@@ -190,7 +194,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq file_lease mp_scm_stream dgram_queue seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_mqueue file_lease mp_scm_stream dgram_queue seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
