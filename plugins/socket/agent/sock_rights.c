@@ -262,12 +262,11 @@ static int ck__describe(struct ck_rights *R, int fd, struct ck_pd_fd *d)
 		}
 		if (!strncmp(d->path, "/proc/", 6))
 			return -ENOTSUP; /* a /proc file is opened by its process, inside the job */
-		if (fstatfs(fd, &sf) == 0 && sf.f_type == 0x19800202 /* MQUEUE_MAGIC */) {
-			/* opened again by name in the job's IPC namespace, where a
-			 * round saved the queue; one removed has no name */
-			d->kind = CK_FD_MQUEUE;
-			return 0;
-		}
+		/* a POSIX message queue: opened again inside the job's IPC
+		 * namespace, which does not exist yet when descriptors in
+		 * flight are made (before, it was taken for a file "/q") */
+		if (fstatfs(fd, &sf) == 0 && sf.f_type == 0x19800202 /* MQUEUE_MAGIC */)
+			return -ENOTSUP;
 		d->kind = CK_FD_FILE;
 		return 0;
 	case S_IFDIR:
