@@ -236,26 +236,34 @@ static int ck__collect_locks(void)
 	return r;
 }
 
-int ck__pstate_collect(void)
+/* The process's oom_score_adj, from /proc (readable whatever its ids). */
+static int ck__read_oom(int32_t *out)
 {
 	char b[32];
-	long n, v = 0, neg = 0;
-	int r;
+	long n = ck__read_file("/proc/self/oom_score_adj", b, sizeof(b)), v = 0, neg = 0;
 
-	ck__pd.pflags = CK_PD_P_VALID;
-	ck__nlocks = 0;
-	ck__loginuid_saved = ck__read_loginuid(&ck__loginuid) == 0;
-	n = ck__read_file("/proc/self/oom_score_adj", b, sizeof(b));
-	if (n <= 0) {
-		ck__failf("cannot read the process's oom_score_adj (/proc/self/oom_score_adj)");
+	if (n <= 0)
 		return -EIO;
-	}
 	for (const char *p = b; *p; p++)
 		if (*p == '-')
 			neg = 1;
 		else if (*p >= '0' && *p <= '9')
 			v = v * 10 + (*p - '0');
-	ck__pd.oom_score_adj = (int32_t)(neg ? -v : v);
+	*out = (int32_t)(neg ? -v : v);
+	return 0;
+}
+
+int ck__pstate_collect(void)
+{
+	int r;
+
+	ck__pd.pflags = CK_PD_P_VALID;
+	ck__nlocks = 0;
+	ck__loginuid_saved = ck__read_loginuid(&ck__loginuid) == 0;
+	if (ck__read_oom(&ck__pd.oom_score_adj) < 0) {
+		ck__failf("cannot read the process's oom_score_adj (/proc/self/oom_score_adj)");
+		return -EIO;
+	}
 	if (ck_sys5(SYS_prctl, PR_GET_THP_DISABLE, 0, 0, 0, 0) > 0)
 		ck__pd.pflags |= CK_PD_P_THP_DISABLE;
 	if ((r = ck__probe_mcl()) < 0)
@@ -291,8 +299,14 @@ int ck__pstate_restore(const char **what)
 		int v = ck__pd.oom_score_adj, k = 0, n = 0;
 		unsigned u = (unsigned)(v < 0 ? -v : v);
 		char d[12];
+		int32_t now;
 		long fd;
 
+		/* Written only where it differs: a process whose ids changed is
+		 * not dumpable, and its /proc files are root's to open for writing
+		 * (it could not have written its own value either). */
+		if (ck__read_oom(&now) == 0 && now == v)
+			goto oom_done;
 		do
 			d[k++] = (char)('0' + u % 10);
 		while ((u /= 10) && k < 11);
@@ -310,6 +324,7 @@ int ck__pstate_restore(const char **what)
 			return (int)r;
 		}
 	}
+oom_done:
 	r = ck_sys5(SYS_prctl, PR_SET_THP_DISABLE, !!(ck__pd.pflags & CK_PD_P_THP_DISABLE), 0, 0, 0);
 	if (r < 0) {
 		*what = "PR_SET_THP_DISABLE";

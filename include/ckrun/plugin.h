@@ -93,6 +93,10 @@ struct ck_agent_plugin {
 	 * -errno. Returns 1 if f changed, 0, or -errno with the message set.
 	 * May be NULL: its descriptors name no path. */
 	int (*map_paths)(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, char *out, size_t cap), void *arg);
+	/* Restore, once every process exists (none runs job code yet): what
+	 * needs them (a message's sender named by its pid; host_pid gives a
+	 * process's pid in ckrun's namespace, 0 if none). May be NULL. */
+	int (*late)(void *state, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg);
 };
 
 void ck_agent_plugin_register(const struct ck_agent_plugin *p);

@@ -101,6 +101,17 @@ int ck_agent_plugins_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const c
 	return 0;
 }
 
+int ck_agent_plugins_late(struct ck_agent_states *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid),
+			  void *arg)
+{
+	for (size_t i = 0; s && i < ck__nplugins; i++) {
+		int r = ck__plugins[i]->late ? ck__plugins[i]->late(s->state[i], rd, host_pid, arg) : 0;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 void ck_agent_plugins_release(struct ck_agent_states *s)
 {
 	if (!s)

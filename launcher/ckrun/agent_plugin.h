@@ -25,6 +25,9 @@ int ck_agent_plugins_owns(uint32_t kind);
 const char *ck_agent_plugins_phase(void);
 /* -ENOENT if no plugin owns this kind of descriptor. */
 int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f);
+/* Restore, every process made and parked: the plugins' late step. */
+int ck_agent_plugins_late(struct ck_agent_states *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid),
+			  void *arg);
 void ck_agent_plugins_release(struct ck_agent_states *s);
 /* Restore, during a plugin's prepare: a new close-on-exec descriptor
  * made from a saved description as ckrun makes the job's own (a file in

@@ -271,6 +271,14 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 	return 0;
 }
 
+/* A restored process's pid here (the plugins' late step), 0 if none. */
+static pid_t ck__host_pid(void *arg, int32_t jpid)
+{
+	struct ck_jproc *jp = ck_tree_jproc(arg, jpid);
+
+	return jp ? jp->pid : 0;
+}
+
 int ck_restore(struct ckrun *c, struct ck_manifest *m)
 {
 	struct ck__rst x = {.m = m};
@@ -290,7 +298,8 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
 	    (r = ck_tree_finish(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
-	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0)
+	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 ||
+	    (r = ck_agent_plugins_late(x.objs.plugins, x.rd, ck__host_pid, c)) < 0)
 		goto out;
 	/* The line goes before the job runs again: the terminal is its too. */
 	ck_progress_end(&x.prog);

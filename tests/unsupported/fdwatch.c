@@ -15,6 +15,7 @@
  *                   for a notification (mq_notify): a round's taking and
  *                   putting back its messages would send it;
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
+ *                   by a child that has exited since
  *                   (its sender's credentials come with it);
  *   lease-mapped    a write lease on a file the process maps shared
  *                   through the same open (a restore maps through an open
@@ -99,8 +100,14 @@ int main(int argc, char **argv)
 		struct msghdr mh = {0};
 		struct ucred uc = {0};
 		int sv[2], on = 1;
+		/* sent by a child that has exited since: no process to send
+		 * it as at a restore */
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) < 0 ||
-		    setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 || write(sv[1], "m", 1) != 1)
+		    setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 || (kid = fork()) < 0)
+			return 1;
+		if (kid == 0)
+			_exit(write(sv[1], "m", 1) != 1);
+		if (waitpid(kid, &rc, 0) != kid || rc != 0)
 			return 1;
 		for (int i = 0; i < 25; i++)
 			usleep(100000);
@@ -112,7 +119,7 @@ int main(int argc, char **argv)
 			rc = 1;
 		else
 			memcpy(&uc, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(uc));
-		rc |= uc.pid != getpid() || uc.uid != getuid();
+		rc |= uc.pid != kid || uc.uid != getuid();
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;

@@ -77,6 +77,10 @@ enum ck_sock_state {
 /* the options of sock_opts.c's second set are there (pipe_len, pipe_cap,
  * u64[1]'s top 16 bits; older images: nothing) */
 #define CK_SOCKOPT_EXT2 0x1000
+/* PAIRED UNIX sockets with SO_PASSCRED: data holds the queue with each
+ * run's or datagram's sender (sock_creds.c): u32 length, i32 pid in the
+ * job, u32 uid, u32 gid, bytes; filled once every process exists */
+#define CK_SOCKOPT_CREDS 0x2000
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
@@ -142,6 +146,28 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 		void *arg, char **data, size_t *ndata);
 int ck_dgq_deliver(const char *buf, size_t n, int to, int (*sender)(void *arg, const struct sockaddr *a, socklen_t al),
 		   void *arg);
+
+/* sock_creds.c: queues toward a socket with SO_PASSCRED. The job's
+ * processes: pids here and in the job. */
+struct ck_creds_map {
+	const pid_t *pids;
+	const int32_t *jpids;
+	size_t n;
+};
+/* A stream's queue, peeked run by run with each sender (appended to
+ * *data). -ENOTSUP (one line) where a restore could not give it back. */
+int ck_creds_peek_stream(int fd, const struct ck_creds_map *m, int32_t jpid, int sockfd, char **data,
+			 size_t *ndata);
+/* Datagrams or records: checked, taken, and sent back through via, each
+ * as its sender. */
+int ck_creds_take_dgrams(int fd, int via, const struct ck_creds_map *m, int32_t jpid, int sockfd, char **data,
+			 size_t *ndata);
+/* Restore: a saved CK_SOCKOPT_CREDS queue sent through via, each part as
+ * its sender (host_pid: the restored process's pid here, 0 if none). */
+int ck_creds_deliver(const char *buf, size_t n, int dgram, int via, pid_t (*host_pid)(void *arg, int32_t jpid),
+		     void *arg);
+/* Restore, once every process exists: the queues of CK_SOCKOPT_CREDS. */
+int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg);
 
 /* sock_opts.c: the options beyond u64[2]'s, into f (offset, mtime_ns);
  * -ENOTSUP (one line) for what is refused. _restore: set them again on fd

@@ -37,6 +37,7 @@ struct ck__sk {
 	size_t ndata;
 	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
 	int from; /* UNCONNECTED: data holds datagrams with their senders */
+	int creds; /* PAIRED, SO_PASSCRED: data holds the queue with its senders */
 	struct ck_sock_mark *marks; /* which records carry files in flight */
 	size_t nmarks;
 	uint32_t *idx; /* into the round's ck_rights */
@@ -325,9 +326,10 @@ static int ck__peek_stream_at0(struct ck__sk *s, struct ck__sk *peer)
 }
 
 /* A UNIX socket that receives its senders' credentials (SO_PASSCRED)
- * with messages queued toward it: a restore sends them again from ckrun,
- * whose credentials the job would read instead of the senders'. */
-static int ck__passcred_queue(const struct ck__sk *s)
+ * with messages queued toward it: its queue is saved with each sender
+ * (sock_creds.c), where its peer is a socket of the job connected back.
+ * Returns 1 when done so, 0 when nothing of this is queued, or -errno. */
+static int ck__passcred_queue(struct ck__sk *s, struct ck__sk *peer, const struct ck_creds_map *map)
 {
 	int on = 0, q = 0;
 	socklen_t l = sizeof(on);
@@ -338,10 +340,18 @@ static int ck__passcred_queue(const struct ck__sk *s)
 	if (s->type == SOCK_STREAM ? ioctl(s->fd, SIOCINQ, &q) < 0 || q == 0
 				   : recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) < 0)
 		return 0;
-	ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its senders' "
-		   "credentials (SO_PASSCRED): a restore could not give them back: not supported (try again)",
-		   s->jpid, s->f->fd);
-	return -ENOTSUP;
+	if (s->state != CK_SOCK_PAIRED || !peer || (s->type != SOCK_STREAM && !peer->plen)) {
+		ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its senders' "
+			   "credentials (SO_PASSCRED) and is %s: not supported (try again)",
+			   s->jpid, s->f->fd,
+			   s->state == CK_SOCK_PAIRED ? "the peer of a datagram socket not connected back"
+						  : "not connected to a socket of the job");
+		return -ENOTSUP;
+	}
+	s->creds = 1;
+	q = s->type == SOCK_STREAM ? ck_creds_peek_stream(s->fd, map, s->jpid, s->f->fd, &s->data, &s->ndata)
+				   : ck_creds_take_dgrams(s->fd, peer->fd, map, s->jpid, s->f->fd, &s->data, &s->ndata);
+	return q < 0 ? q : 1;
 }
 
 /* The whole queue toward s taken, every message that carries files found
@@ -691,6 +701,8 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		opts |= CK_SOCKOPT_RIGHTS;
 	if (s->from)
 		opts |= CK_SOCKOPT_FROM;
+	if (s->creds)
+		opts |= CK_SOCKOPT_CREDS;
 	opts |= ck__shutdown_opts(s) | CK_SOCKOPT_EXT | CK_SOCKOPT_EXT2;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	/* (the top 16 bits: sock_opts.c's) */
@@ -808,8 +820,9 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		       struct ck_manifest *m)
 {
 	struct ck__sk *v = NULL;
+	int32_t *jpids = calloc(n ? n : 1, sizeof(*jpids));
 	size_t nv = 0;
-	int r = 0;
+	int r = jpids ? 0 : -ENOMEM;
 
 	memset(&ck__R, 0, sizeof(ck__R));
 	ck__R.pds = pds;
@@ -870,13 +883,20 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				s->state = CK_SOCK_PENDING;
 	}
 	/* drain */
+	for (size_t i = 0; i < n && r == 0; i++)
+		jpids[i] = pds[i]->pid;
 	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i], *p = s->partner >= 0 ? &v[s->partner] : NULL;
+		struct ck_creds_map map = {pids, jpids, n};
 		struct f_owner_ex own;
 		int q = 0;
-		if ((r = ck__passcred_queue(s)) < 0)
-			break;
 		ck__owner_hold(s, &own);
+		if ((r = ck__passcred_queue(s, p, &map)) != 0) {
+			if ((q = ck__owner_give_back(s, &own)) < 0 && r >= 0)
+				r = q;
+			r = r < 0 ? r : 0;
+			continue;
+		}
 		switch (s->state) {
 		case CK_SOCK_PAIRED:
 			if (s->type != SOCK_STREAM) {
@@ -992,6 +1012,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		free(v[i].idx);
 	}
 	free(v);
+	free(jpids);
 	ck_rights_close(&ck__R);
 	return r;
 }

@@ -16,6 +16,11 @@ static int ck__fd(void *state, const struct ck_pd_fd *f)
 	return ck_sock_fd(state, f);
 }
 
+static int ck__late(void *state, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg)
+{
+	return ck_sock_late(state, rd, host_pid, arg);
+}
+
 static void ck__release(void *state)
 {
 	ck_sock_free(state);
@@ -30,6 +35,7 @@ static const struct ck_agent_plugin ck__socket_agent = {
 	.prepare = ck__prepare,
 	.fd = ck__fd,
 	.release = ck__release,
+	.late = ck__late,
 	.map_paths = ck_sock_map_paths,
 };
 

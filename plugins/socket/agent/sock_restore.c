@@ -26,6 +26,8 @@ struct ck__obj {
 	const struct ck_pd_fd *f; /* the record (the one with the data if any) */
 	int fd;
 	int done;
+	int late_via; /* CK_SOCKOPT_CREDS: filled through this once processes exist */
+	const struct ck_pd_fd *late_peer;
 };
 
 struct ck_sock_set {
@@ -345,6 +347,42 @@ static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int 
 	return r;
 }
 
+/* The bytes toward o through its peer's new socket, or (with senders'
+ * credentials) later: a pid named must be a live process (sock_creds.c). */
+static int ck__fill_or_defer(struct ck_reader *rd, struct ck__obj *o, const struct ck__obj *peer)
+{
+	if (!(o->f->u64[2] & CK_SOCKOPT_CREDS))
+		return ck__fill(rd, o->f, peer->fd);
+	o->late_via = peer->fd;
+	o->late_peer = peer->f;
+	return 0;
+}
+
+int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		struct ck__obj *o = &s->v[i];
+		struct ck__wsink w = {o->late_via, TYPE(o->f) != SOCK_STREAM, NULL, 0, NULL, 0};
+		int r, big;
+
+		if (o->late_via < 0)
+			continue;
+		r = ck_reader_read(rd, o->f->data_chunk, o->f->data_nchunks, ck__sink, &w);
+		big = (int)(w.npend * 2 + 65536);
+		setsockopt(o->late_via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+		if (r == 0)
+			r = ck_creds_deliver(w.pend, w.npend, w.dgram, o->late_via, host_pid, arg);
+		free(w.pend);
+		if (r < 0) {
+			ck_err_wrap("socket %s", o->f->path);
+			return r;
+		}
+		ck__shutdown_again(o->fd, o->f, o->late_peer);
+		o->late_via = -1;
+	}
+	return 0;
+}
+
 /* A connection to a peer outside the job: a new pair whose far end
  * delivers the bytes or datagrams saved toward it, then goes: EOF where
  * the peer had closed (stream), else a reset (ECONNRESET on next use). */
@@ -464,7 +502,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				goto fail;
 			}
 			s->v = o;
-			s->v[s->n++] = (struct ck__obj){f, -1, 0};
+			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL};
 		}
 	/* listeners and unconnected sockets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
@@ -512,14 +550,16 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			break;
 		a->fd = sv[0];
 		b->fd = sv[1];
-		if ((r = ck__fill(rd, a->f, b->fd)) < 0 || (r = ck__fill(rd, b->f, a->fd)) < 0)
+		if ((r = ck__fill_or_defer(rd, a, b)) < 0 || (r = ck__fill_or_defer(rd, b, a)) < 0)
 			break;
 		if ((r = ck__options(a->fd, a->f)) < 0 || (r = ck__options(b->fd, b->f)) < 0)
 			break;
 		ck__buffers(a->fd, a->f);
 		ck__buffers(b->fd, b->f);
-		ck__shutdown_again(a->fd, a->f, b->f);
-		ck__shutdown_again(b->fd, b->f, a->f);
+		if (a->late_via < 0)
+			ck__shutdown_again(a->fd, a->f, b->f);
+		if (b->late_via < 0)
+			ck__shutdown_again(b->fd, b->f, a->f);
 	}
 	/* connections waiting in a listener's queue, and resets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
