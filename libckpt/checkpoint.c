@@ -197,6 +197,8 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	if (r == 0)
 		r = ck__collect_fds();
 	if (r == 0)
+		r = ck__stopkids_collect(!!(flags & CK_CKPT_STOPKIDS));
+	if (r == 0)
 		r = ck__plugins_event(CK_EV_PRECHECKPOINT);
 	if (r < 0)
 		goto fail_release;
@@ -344,6 +346,9 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck_exit_group(128 + (int)(-e & 0x3f));
 		}
 	}
+	/* children the job had stopped are stopped again by now (ckrun let
+	 * them go first): what this parent had seen of them */
+	ck__stopkids_restored();
 	{
 		/* the last thing before job code runs: the filters forbid what
 		 * the restore itself did */
@@ -402,7 +407,7 @@ void *ck__manager(void *arg)
 		}
 		else if (m.type == CK_MSG_PREARM)
 			ck__wp_prearm(m.arg[0]);
-		else
-			ck__recv(&m);
+		else if (ck__recv(&m) == 0 && m.type == CK_MSG_PING)
+			ck__send_simple(CK_MSG_PONG, NULL);
 	}
 }

@@ -121,6 +121,11 @@ void ck__sched_thread_restored(ptrdiff_t i) CK_HIDDEN;
 int ck__sched_restored(uint32_t nthreads, const char **what) CK_HIDDEN;
 void ck__pstate_thread_restored(const struct ck_pd_thread *t) CK_HIDDEN;
 int ck__pstate_collect(void) CK_HIDDEN;
+/* stopkids.c: at a round (asked: CK_CKPT_STOPKIDS), which children are
+ * stopped and whether this process waited for their stop; at a restore,
+ * once they are stopped again, its view of them as it was. */
+int ck__stopkids_collect(int asked) CK_HIDDEN;
+void ck__stopkids_restored(void) CK_HIDDEN;
 int ck__pstate_restore(const char **what) CK_HIDDEN;
 /* the restart code, before the credentials: the saved audit login uid
  * given back; 0, or -errno with *saved and *now (the restorer's) */

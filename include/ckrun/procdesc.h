@@ -227,6 +227,9 @@ struct ck_procdesc {
 #define CK_PD_P_THP_DISABLE 0x2 /* PR_GET_THP_DISABLE */
 #define CK_PD_P_MCL_FUTURE 0x4  /* mlockall(MCL_FUTURE) */
 #define CK_PD_P_MCL_ONFAULT 0x8 /* ... | MCL_ONFAULT */
+/* set by ckrun: the job had stopped the process (SIGSTOP); a restore
+ * stops it again before it runs (launcher/ckrun/stopped.c) */
+#define CK_PD_P_STOPPED 0x10
 #define CK_PD_CWD_REMOVED 0x80000000u /* in cwd_mode */
 
 static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");

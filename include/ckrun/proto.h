@@ -100,6 +100,12 @@ enum ck_msg_type {
 	 * (TIOCSPGRP); answered with FGPGRP_DONE. */
 	CK_MSG_RST_FGPGRP,
 	CK_MSG_RST_FGPGRP_DONE,
+	/* ckrun -> job, idle manager: answer PONG. A process the job had
+	 * stopped is held by ckrun through a round (launcher/ckrun/stopped.c):
+	 * PONG after DONE says its manager has ended the round, so it can be
+	 * let back into its stop. */
+	CK_MSG_PING,
+	CK_MSG_PONG,
 };
 
 struct ck_rst_child {
@@ -130,6 +136,10 @@ struct ck_rst_child {
  * process checks its own record of them (libckpt/seccomp.c); arg[4] is
  * ckrun's own count. */
 #define CK_CKPT_SECCOMP 0x10
+/* A process of the job is stopped (SIGSTOP) and held by ckrun for this
+ * round: each process records which of its children are stopped and
+ * whether it has waited for their stop (libckpt/stopkids.c). */
+#define CK_CKPT_STOPKIDS 0x20
 /* CHECKPOINT's arg[2]: how long the process may take to park its threads
  * (ms; ckrun's --round-timeout); 0 means this default. */
 #define CK_PARK_TIMEOUT_MS 10000

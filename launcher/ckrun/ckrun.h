@@ -40,6 +40,8 @@ struct ck_jproc_round {
 	 * own µs to park, record and fork */
 	uint64_t t_snap;
 	uint32_t us_park, us_record, us_fork;
+	struct ck_hold *hold; /* the job had stopped it: ckrun holds it (stopped.c) */
+	int later;            /* stopped: asked once the others have parked */
 };
 
 /* One attached process of the job, for its whole life. */
@@ -191,6 +193,23 @@ void ck_procs_drop(struct ckrun *c, struct ck_jproc *p);
 /* A round starts for one process: its round state from the last one, back
  * to none. */
 void ck_jproc_round_clear(struct ck_jproc *p);
+/* stopped.c: processes the job stopped, held by ckrun through a round.
+ * all_T: whether every thread of pid is stopped (state T). hold: seizes p
+ * if so (once every other process has parked); 1 if held, 0 if not
+ * stopped, or -errno (one line; nothing held). pump: serves their
+ * threads while the round asks; how many have not parked yet. end: p's
+ * round is over (done: DONE with result is sent, and its manager's end
+ * awaited): back into its stop. let_go_all: end without DONE for all. */
+int ck_stopped_hold(struct ck_jproc *p);
+int ck_stopped_all_T(pid_t pid);
+int ck_stopped_pump(struct ckrun *c);
+void ck_stopped_end(struct ckrun *c, struct ck_jproc *p, int done, int64_t result);
+void ck_stopped_let_go_all(struct ckrun *c);
+/* Restore: p, saved stopped, gets DONE and is stopped again (SIGSTOP)
+ * with its threads back where the job's stop had found them. */
+int ck_stopped_restore(struct ck_jproc *p, const struct ck_procdesc *pd);
+/* Whether ckrun holds a process the job stopped in this round. */
+int ck_stopped_any(const struct ckrun *c);
 /* boost.c: during a round every task of the job, and ckrun's coordinating
  * thread above them, run before other work (root; else nothing). */
 void ck_procs_boost(struct ckrun *c, int on);

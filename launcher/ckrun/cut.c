@@ -52,6 +52,48 @@ static void ck__name_waiting(struct ckrun *c, uint64_t ms)
 	ck_err_set("the job's processes did not answer within the round's bound (--round-timeout)");
 }
 
+static void ck__ask(struct ckrun *c, struct ck_round *rd, struct ck_jproc *p, uint64_t park_ms)
+{
+	int fd = rd->devfd;
+	struct ck_msg m;
+
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = CK_MSG_CHECKPOINT;
+	m.arg[0] = rd->ckflags;
+	m.arg[1] = rd->seq;
+	m.arg[2] = park_ms;
+	m.arg[3] = c->round_timeout_ms; /* for its message */
+	m.arg[4] = rd->seccomp_base;
+	m.arg[5] = (uint64_t)ck_procs_boost_orig(p->pid);
+	if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
+		m.arg[0] |= CK_CKPT_PREARMED;
+		fd = ck_wp_fd(p->round.wp_pre);
+	}
+	p->round.state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
+	p->round.snap = 0;
+}
+
+/* Once every process asked has its snapshot: the stopped ones held and
+ * asked. 0: not yet; 1: done; -errno. */
+static int ck__hold_later(struct ckrun *c, struct ck_round *rd, uint64_t park_ms)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (!c->procs[i].round.later && c->procs[i].round.state != CK_JP_SNAPSHOT)
+			return 0;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		struct ck_jproc *p = &c->procs[i];
+		int r;
+		if (!p->round.later)
+			continue;
+		p->round.later = 0;
+		/* continued meanwhile (0): asked as any other */
+		if ((r = ck_stopped_hold(p)) < 0)
+			return r;
+		ck__ask(c, rd, p, park_ms);
+	}
+	return 1;
+}
+
 /* Ask: every process of the job parks its threads, records its state and
  * takes its snapshot, each as soon as it can (a parked process's own state
  * cannot change). Returns 0 when every attached process has a snapshot and
@@ -66,35 +108,35 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 	uint64_t park_ms = spent + 350000000ull < bound_ns ? (bound_ns - spent) / 1000000ull - 250 : 100;
 
 	uint64_t asked = ck_now_ns();
+	/* Processes the job stopped (stopped.c) are asked last: held by ckrun
+	 * once every other one has parked, so that none sees them out of
+	 * their stop. held: -1 none, 0 some to hold yet, 1 held. */
+	int held = -1;
 
 	rd->asking = 1;
 	rd->seq = c->last_seq + 1;
-	for (size_t i = 0; i < c->nprocs; i++) {
-		struct ck_jproc *p = &c->procs[i];
-		int fd = rd->devfd;
-		struct ck_msg m;
-		memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
-		m.type = CK_MSG_CHECKPOINT;
-		m.arg[0] = rd->ckflags;
-		m.arg[1] = rd->seq;
-		m.arg[2] = park_ms;
-		m.arg[3] = c->round_timeout_ms; /* for its message */
-		m.arg[4] = rd->seccomp_base;
-		m.arg[5] = (uint64_t)ck_procs_boost_orig(p->pid);
-		if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
-			m.arg[0] |= CK_CKPT_PREARMED;
-			fd = ck_wp_fd(p->round.wp_pre);
-		}
-		p->round.state = ck_chan_send(p->fd, &m, fd >= 0 ? &fd : NULL, fd >= 0) == 0 ? CK_JP_ASKED : CK_JP_IDLE;
-		p->round.snap = 0;
-	}
+	for (size_t i = 0; i < c->nprocs; i++)
+		if ((c->procs[i].round.later = ck_stopped_all_T(c->procs[i].pid)))
+			held = 0;
+	if (held == 0)
+		rd->ckflags |= CK_CKPT_STOPKIDS; /* parents record their view of them */
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (!c->procs[i].round.later)
+			ck__ask(c, rd, &c->procs[i], park_ms);
 	for (;;) {
 		struct ck_jproc *from;
 		struct ck_msg m;
 		pid_t sender, *live = NULL, *zomb = NULL;
 		size_t nlive = 0, nz = 0, waiting = 0;
-		int r = ck_procs_wait(c, NULL, 0, 100, &m, &from, &sender);
+		int r = held == 0 ? ck__hold_later(c, rd, park_ms) : 0;
 
+		if (r < 0)
+			return r;
+		if (r == 1)
+			held = 1;
+		r = ck_procs_wait(c, NULL, 0, held >= 0 ? 5 : 100, &m, &from, &sender);
+		if (held == 1)
+			ck_stopped_pump(c);
 		if (r < 0) {
 			ck_err_set("waiting for the job's processes: %s", strerror(-r));
 			return r;
@@ -196,7 +238,8 @@ int ck_cut_ask(struct ckrun *c, struct ck_round *rd)
 			 * stopped one (SIGSTOP, a debugger) never answers. */
 			for (size_t i = 0; i < c->nprocs; i++) {
 				int st = ck_proc_state(c->procs[i].pid);
-				if (c->procs[i].round.state == CK_JP_SNAPSHOT)
+				if (c->procs[i].round.state == CK_JP_SNAPSHOT || c->procs[i].round.hold ||
+				    c->procs[i].round.later)
 					continue;
 				if (!st) {
 					ck_procs_drop(c, &c->procs[i]);

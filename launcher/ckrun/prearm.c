@@ -53,6 +53,10 @@ int ck_prearm_all(struct ckrun *c, struct ck_round *rd)
 		struct ck_jproc *p = &c->procs[i];
 		struct ck_msg m;
 
+		if (ck_stopped_all_T(p->pid)) { /* stopped by the job: held at the cut */
+			p->round.prearm = 0;
+			continue;
+		}
 		memset(&m, 0, offsetof(struct ck_msg, text));
 		m.type = CK_MSG_PREARM;
 		m.arg[0] = rd->seq;

@@ -41,6 +41,7 @@ void ck_procs_drop(struct ckrun *c, struct ck_jproc *p)
 		close(p->fd);
 	if (p->round.wp_fd >= 0)
 		close(p->round.wp_fd);
+	ck_stopped_end(c, p, 0, 0); /* a held one: gone, or ckrun lets it go */
 	free(p->pd);
 	memmove(p, p + 1, (c->nprocs - i - 1) * sizeof(*p));
 	c->nprocs--;

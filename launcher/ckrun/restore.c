@@ -219,6 +219,67 @@ static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 	return 0;
 }
 
+/* Whether every thread of pid is stopped by a signal. */
+static int ck__task_not_T(pid_t pid, pid_t tid, void *arg)
+{
+	char path[80], line[128];
+	int st = 0;
+	FILE *f;
+
+	(void)arg;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
+	if ((f = fopen(path, "re"))) {
+		if (fgets(line, sizeof(line), f)) {
+			const char *p = strrchr(line, ')');
+			st = p && p[1] == ' ' ? p[2] : 0;
+		}
+		fclose(f);
+	}
+	return st != 'T';
+}
+
+/* The processes saved stopped (CK_PD_P_STOPPED): DONE, deepest first,
+ * each awaited in its stop (its manager stops it: libckpt/checkpoint.c). */
+static int ck__rst_stopped_first(struct ckrun *c, struct ck__rst *x)
+{
+	struct ck_manifest *m = x->m;
+	int r;
+
+	for (size_t pass = 0; pass < m->nprocs; pass++) {
+		int sent = 0;
+		for (size_t i = 0; i < m->nprocs; i++) {
+			struct ck_jproc *jp = ck_tree_jproc(c, m->procs[i].pid);
+			int later = 0;
+			if (!(x->pds[i]->pflags & CK_PD_P_STOPPED) || !jp || jp->round.state == CK_JP_IDLE)
+				continue;
+			/* a stopped child of its own not let go yet: later */
+			for (size_t k = 0; k < m->nprocs && !later; k++) {
+				struct ck_jproc *kj = ck_tree_jproc(c, m->procs[k].pid);
+				later = k != i && (x->pds[k]->pflags & CK_PD_P_STOPPED) && x->pds[k]->ppid == m->procs[i].pid &&
+					kj && kj->round.state != CK_JP_IDLE;
+			}
+			if (later)
+				continue;
+			jp->round.state = CK_JP_IDLE;
+			if ((r = ck_stopped_restore(jp, x->pds[i])) < 0)
+				return r;
+			for (uint64_t until = ck_now_ns() + 5000000000ull;;) {
+				if (ck_proc_each_tid(jp->pid, ck__task_not_T, NULL) == 0)
+					break;
+				if (ck_now_ns() > until) {
+					ck_err_set("restored process %d, which the job had stopped, did not stop again", jp->jpid);
+					return -ETIMEDOUT;
+				}
+				usleep(1000);
+			}
+			sent = 1;
+		}
+		if (!sent)
+			break;
+	}
+	return 0;
+}
+
 /* go: every process runs its restart code, then all go at once. */
 static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 {
@@ -261,7 +322,14 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 			return r;
 		}
 	}
+	/* Processes the job had stopped go first, children before parents,
+	 * each stopped again before the next: a parent then finds its
+	 * children's stops as it had seen them (libckpt/stopkids.c). */
+	if ((r = ck__rst_stopped_first(c, x)) < 0)
+		return r;
 	for (size_t i = 0; i < c->nprocs; i++) {
+		if (c->procs[i].round.state == CK_JP_IDLE)
+			continue; /* went first */
 		c->procs[i].round.state = CK_JP_IDLE;
 		ck_procs_send(&c->procs[i], CK_MSG_DONE, 0);
 	}

@@ -48,13 +48,20 @@ static void ck__end_round(struct ckrun *c, struct ck_round *rd, int result, int 
 		close(rd->devfd);
 	rd->devfd = -1;
 	ck_procs_boost(c, 0); /* (already, if released) */
+	/* Processes the job stopped go back into their stop before any other
+	 * runs again: no process of the job sees one out of it (stopped.c). */
+	for (int pass = ck_stopped_any(c) ? 0 : 1; pass < 2; pass++)
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
+		if (pass == 0 && !p->round.hold)
+			continue;
 		/* The snapshot goes before DONE: the process reaps it. */
 		if (!c->nofork && p->round.snap > 0 && p->round.snap != p->pid)
 			kill(p->round.snap, SIGKILL);
 		p->round.snap = 0;
-		if (!stop && p->round.state != CK_JP_IDLE)
+		if (p->round.hold) /* the job had stopped it: back into its stop */
+			ck_stopped_end(c, p, !stop && p->round.state != CK_JP_IDLE, result);
+		else if (!stop && p->round.state != CK_JP_IDLE)
 			ck_procs_send(p, CK_MSG_DONE, (uint64_t)(int64_t)result);
 		/* What -v prints after the end (timings, why no write-protect
 		 * snapshot) stays until the next round starts. */
@@ -531,6 +538,11 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 /* The job runs on from here while its snapshots are read. */
 static void ck__round_release(struct ckrun *c, struct ck_round *rd)
 {
+	/* A process the job stopped is out of its stop, held by ckrun, until
+	 * the round ends: the others stay parked as long, so that none sees it
+	 * (its state in /proc) or is seen by it. */
+	if (ck_stopped_any(c))
+		return;
 	ck__release(c);
 	rd->t_rel = ck_now_ns();
 	ck_procs_boost(c, 0); /* after: we ran first until everyone was told */
@@ -694,6 +706,8 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 1);
 		if (r == 0 && jp->round.snap == jp->pid)
 			r = ck_mem_advice(jp);
+		/* the job had stopped it: a restore stops it again (stopped.c) */
+		jp->pd->pflags = jp->round.hold ? jp->pd->pflags | CK_PD_P_STOPPED : jp->pd->pflags & ~CK_PD_P_STOPPED;
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->round.mp->desc, &jp->round.mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)
@@ -732,7 +746,7 @@ static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
 	m->duration_ns = ck_now_ns() - rd->t0;
 	/* from the request to suspend (the first process to park cannot park
 	 * earlier) to the release of all */
-	m->frozen_ns = (c->nofork ? ck_now_ns() : rd->t_rel) - rd->t_ask;
+	m->frozen_ns = (c->nofork || !rd->t_rel ? ck_now_ns() : rd->t_rel) - rd->t_ask;
 	m->has_clocks = rd->has_clocks;
 	m->mono_ns = rd->clk_mono;
 	m->boot_ns = rd->clk_boot;

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Processes the job stopped (SIGSTOP), held by ckrun through a round and
+# stopped again by a restore (NOTES.md, "Processes the job stopped"):
+#   stopped/hold-restore  mp_stopped's parent stops its two children (it
+#       waits for the first one's stop, leaves the second one's to be
+#       reported). With both stopped, a checkpoint must commit (the
+#       previous build refused it), both must still be stopped after it
+#       with their counters where they were, then kill -9 of the group and
+#       --resume: both stopped again right after the restore, and the job
+#       ends with a bare run's output, its resume proven a restore
+#       (h_proof). mp_stopped itself checks what the parent sees: no stop
+#       reported twice, the unreported one still reported once, SIGCHLDs,
+#       the pending SIGUSR1 handled after SIGCONT.
+# shellcheck source=tests/lib/harness.sh
+. "$(dirname "$0")/../lib/harness.sh"
+
+APP=$H_BUILD/tests/apps/mp_stopped
+SCALE=2
+
+# kids CKRUN-PID: the job's main process's children (ckrun -> init -> main).
+kids() {
+	local init main
+	init=$(pgrep -P "$1" | head -n 1)
+	main=$([ -n "$init" ] && pgrep -P "$init" | head -n 1)
+	[ -n "$main" ] && pgrep -P "$main"
+}
+
+# all_stopped CKRUN-PID MS: both children in state T within MS.
+all_stopped() {
+	local end=$(( $(h_now_ms) + $2 )) k n s
+	while (( $(h_now_ms) < end )); do
+		n=0
+		for k in $(kids "$1"); do
+			read -r s 2>/dev/null <"/proc/$k/stat" || continue
+			s=${s##*) }
+			[ "${s%% *}" = T ] && n=$(( n + 1 ))
+		done
+		(( n == 2 )) && return 0
+		sleep 0.02
+	done
+	return 1
+}
+
+main() {
+	local d rc why
+	h_init stopped
+	d=$H_WORK
+	if ! h_have_ckrun; then
+		h_skip stopped "ckrun is not built ($CKRUN); run make"
+		return 0
+	fi
+	"$APP" "$SCALE" >"$d/bare"
+	: >"$d/err"
+	H_CMD=("$APP" "$SCALE")
+	h_start new "$d/out" "$d/err" --store "$d/st" --job stp
+	h_wait_origin "$H_PID" "$d/err" 10000
+	if ! all_stopped "$H_PID" 5000; then
+		h_fail stopped/hold-restore "the job's children did not stop" "$d/err"
+		return 1
+	fi
+	kill -USR2 "$H_PID"
+	if ! h_wait_line "$d/err" "checkpoint 1 (committed|of job stp failed)" 30000 "$H_PID" ||
+	   ! grep -q "checkpoint 1 committed" "$d/err"; then
+		h_fail stopped/hold-restore "no checkpoint of the stopped children was committed" "$d/err"
+		return 1
+	fi
+	if ! all_stopped "$H_PID" 100; then
+		h_fail stopped/hold-restore "the children are not stopped after the checkpoint" "$d/err"
+		return 1
+	fi
+	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
+	h_start resume "$d/out" "$d/err" --store "$d/st" --job stp --resume
+	h_wait_line "$d/err" "restored from" 60000 "$H_PID"
+	if ! all_stopped "$H_PID" 2000; then
+		h_fail stopped/hold-restore "the restored children are not stopped" "$d/err"
+		return 1
+	fi
+	h_wait "$H_PID" 60000
+	rc=$?
+	if [ "$rc" != 0 ]; then
+		h_fail stopped/hold-restore "the resumed job exited $rc" "$d/out" "$d/err"
+	elif ! cmp -s "$d/bare" "$d/out"; then
+		h_fail stopped/hold-restore "output differs from a bare run" "$d/out" "$d/err"
+	elif ! why=$(h_proof "$d/err"); then
+		h_fail stopped/hold-restore "$why" "$d/err"
+	else
+		h_pass "stopped/hold-restore: $(grep -m1 'checkpoint 1 committed' "$d/err" | cut -c1-90)"
+	fi
+	return "$H_FAILED"
+}
+
+main "$@"
