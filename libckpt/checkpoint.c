@@ -384,6 +384,9 @@ void *ck__manager(void *arg)
 	static struct ck_msg m;
 
 	(void)arg;
+	/* named: ckrun tells libckpt's threads from the job's by it, with their
+	 * masks, in a process the job stopped (launcher/ckrun/stopped.c) */
+	ck_sys2(SYS_prctl, PR_SET_NAME, (long)CK_MANAGER_COMM);
 	__atomic_store_n(&ck__core.manager_tid, (int)ck_gettid(), __ATOMIC_SEQ_CST);
 	ck_futex(&ck__core.manager_tid, FUTEX_WAKE_PRIVATE, 1, NULL);
 	for (;;) {

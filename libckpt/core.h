@@ -125,6 +125,9 @@ int ck__pstate_collect(void) CK_HIDDEN;
  * stopped and whether this process waited for their stop; at a restore,
  * once they are stopped again, its view of them as it was. */
 int ck__stopkids_collect(int asked) CK_HIDDEN;
+/* pstate.c: the saved oom_score_adj, where it differs (restart.c, before
+ * the credentials; pstate_restore again). */
+int ck__pstate_oom_restore(void) CK_HIDDEN;
 void ck__stopkids_restored(void) CK_HIDDEN;
 int ck__pstate_restore(const char **what) CK_HIDDEN;
 /* the restart code, before the credentials: the saved audit login uid

@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -143,6 +144,7 @@ static void ck__reader_close_copies(void)
 static int ck__reader_main(void *arg)
 {
 	(void)arg;
+	ck_sys2(SYS_prctl, PR_SET_NAME, (long)CK_READER_COMM); /* (checkpoint.c's manager) */
 	ck__reader_close_copies(); /* none is ours to hold */
 	__atomic_store_n(&ck__rd.ready, 1, __ATOMIC_SEQ_CST);
 	ck_futex(&ck__rd.ready, FUTEX_WAKE_PRIVATE, 1, NULL);

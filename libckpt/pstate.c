@@ -286,6 +286,35 @@ void ck__pstate_thread_restored(const struct ck_pd_thread *t)
 	ck__sched_thread_restored(i);
 }
 
+/* Written only where it differs from the value the process has, and
+ * early in a restart (restart.c), with the restorer's credentials: a
+ * process whose ids changed since it set its value is not dumpable, and
+ * its /proc files are root's to open for writing then. */
+int ck__pstate_oom_restore(void)
+{
+	char b[16], d[12];
+	int v = ck__pd.oom_score_adj, k = 0, n = 0;
+	unsigned u = (unsigned)(v < 0 ? -v : v);
+	int32_t now;
+	long fd, r;
+
+	if (!(ck__pd.pflags & CK_PD_P_VALID) || (ck__read_oom(&now) == 0 && now == v))
+		return 0;
+	do
+		d[k++] = (char)('0' + u % 10);
+	while ((u /= 10) && k < 11);
+	if (v < 0)
+		b[n++] = '-';
+	while (k)
+		b[n++] = d[--k];
+	b[n++] = '\n';
+	fd = ck_openat(AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC, 0);
+	r = fd < 0 ? fd : ck_write((int)fd, b, (size_t)n);
+	if (fd >= 0)
+		ck_close((int)fd);
+	return r < 0 ? (int)r : 0;
+}
+
 int ck__pstate_restore(const char **what)
 {
 	long r;
@@ -294,37 +323,10 @@ int ck__pstate_restore(const char **what)
 		return 0;
 	if ((r = ck__sched_restored(ck__pd.nthreads, what)) < 0)
 		return (int)r;
-	{
-		char b[16];
-		int v = ck__pd.oom_score_adj, k = 0, n = 0;
-		unsigned u = (unsigned)(v < 0 ? -v : v);
-		char d[12];
-		int32_t now;
-		long fd;
-
-		/* Written only where it differs: a process whose ids changed is
-		 * not dumpable, and its /proc files are root's to open for writing
-		 * (it could not have written its own value either). */
-		if (ck__read_oom(&now) == 0 && now == v)
-			goto oom_done;
-		do
-			d[k++] = (char)('0' + u % 10);
-		while ((u /= 10) && k < 11);
-		if (v < 0)
-			b[n++] = '-';
-		while (k)
-			b[n++] = d[--k];
-		b[n++] = '\n';
-		fd = ck_openat(AT_FDCWD, "/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC, 0);
-		r = fd < 0 ? fd : ck_write((int)fd, b, (size_t)n);
-		if (fd >= 0)
-			ck_close((int)fd);
-		if (r < 0) {
-			*what = "oom_score_adj";
-			return (int)r;
-		}
+	if ((r = ck__pstate_oom_restore()) < 0) {
+		*what = "oom_score_adj";
+		return (int)r;
 	}
-oom_done:
 	r = ck_sys5(SYS_prctl, PR_SET_THP_DISABLE, !!(ck__pd.pflags & CK_PD_P_THP_DISABLE), 0, 0, 0);
 	if (r < 0) {
 		*what = "PR_SET_THP_DISABLE";

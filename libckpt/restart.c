@@ -384,6 +384,10 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 			ck__restart_fail2(why, path, r);
 		if ((r = ck__epoll_restore(pd, &why)) < 0)
 			ck__restart_fail(why, r);
+		/* with the restorer's credentials still: a process whose ids
+		 * changed cannot open its own /proc files for writing */
+		if ((r = ck__pstate_oom_restore()) < 0)
+			ck__restart_fail("oom_score_adj", r);
 		ck__creds_prepare(pd); /* before any thread can give its own back */
 		ck__recreate_threads(pd);
 		if ((r = ck__fdstate_restore(pd, &why, &path)) < 0)

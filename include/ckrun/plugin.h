@@ -65,7 +65,7 @@ int ck_plugin_restarted(void);
 
 /* ---- the ckrun half ---- */
 
-#define CK_AGENT_PLUGIN_ABI 2 /* 2: map_paths */
+#define CK_AGENT_PLUGIN_ABI 3 /* 2: map_paths, 3: late */
 #define CK_AGENT_MAX_PLUGINS 8 /* ckrun's registry */
 
 struct ck_writer;   /* launcher/image/chunkio.h */

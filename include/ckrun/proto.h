@@ -140,6 +140,9 @@ struct ck_rst_child {
  * round: each process records which of its children are stopped and
  * whether it has waited for their stop (libckpt/stopkids.c). */
 #define CK_CKPT_STOPKIDS 0x20
+/* The names (PR_SET_NAME) of libckpt's own threads in every process. */
+#define CK_MANAGER_COMM "ckpt-manager"
+#define CK_READER_COMM "ckpt-reader"
 /* CHECKPOINT's arg[2]: how long the process may take to park its threads
  * (ms; ckrun's --round-timeout); 0 means this default. */
 #define CK_PARK_TIMEOUT_MS 10000

@@ -210,6 +210,8 @@ void ck_stopped_let_go_all(struct ckrun *c);
 int ck_stopped_restore(struct ck_jproc *p, const struct ck_procdesc *pd);
 /* Whether ckrun holds a process the job stopped in this round. */
 int ck_stopped_any(const struct ckrun *c);
+/* Whether the job sent a held process SIGCONT during the round. */
+int ck_stopped_continued(const struct ck_jproc *p);
 /* boost.c: during a round every task of the job, and ckrun's coordinating
  * thread above them, run before other work (root; else nothing). */
 void ck_procs_boost(struct ckrun *c, int on);

@@ -80,6 +80,19 @@ static int ck__hold_later(struct ckrun *c, struct ck_round *rd, uint64_t park_ms
 	for (size_t i = 0; i < c->nprocs; i++)
 		if (!c->procs[i].round.later && c->procs[i].round.state != CK_JP_SNAPSHOT)
 			return 0;
+	/* A stopped parent would record its stopped children's state only
+	 * once they are held (not stopped any more to its eyes): refused. */
+	for (size_t i = 0; i < c->nprocs; i++) {
+		char buf[64];
+		const char *pp = c->procs[i].round.later ? ck_proc_stat_field(c->procs[i].pid, 4, buf, sizeof(buf)) : NULL;
+		for (size_t k = 0; pp && k < c->nprocs; k++)
+			if (k != i && c->procs[k].round.later && c->procs[k].pid == (pid_t)atoi(pp)) {
+				ck_err_set("process %d of the job and its parent, process %d, are both stopped: not supported "
+					   "(try again once one of them runs)",
+					   c->procs[i].jpid, c->procs[k].jpid);
+				return -ENOTSUP;
+			}
+	}
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		int r;

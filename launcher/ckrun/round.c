@@ -707,7 +707,8 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		if (r == 0 && jp->round.snap == jp->pid)
 			r = ck_mem_advice(jp);
 		/* the job had stopped it: a restore stops it again (stopped.c) */
-		jp->pd->pflags = jp->round.hold ? jp->pd->pflags | CK_PD_P_STOPPED : jp->pd->pflags & ~CK_PD_P_STOPPED;
+		jp->pd->pflags = jp->round.hold && !ck_stopped_continued(jp) ? jp->pd->pflags | CK_PD_P_STOPPED
+									       : jp->pd->pflags & ~CK_PD_P_STOPPED;
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->round.mp->desc, &jp->round.mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)

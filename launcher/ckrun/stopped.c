@@ -55,11 +55,16 @@
 /* CK__T_UNWINDING: a job thread leaving the parking handler, stopped at
  * each system call until the handler's rt_sigreturn has returned
  * (CK__T_UNWOUND): back where its stop had found it. */
+/* CK__T_PARKED: a job thread in the parking handler, run under
+ * PTRACE_SYSCALL: stopped at the entry of its rt_sigreturn
+ * (CK__T_AT_SIGRETURN) whenever it would leave the handler before the
+ * round's end (a round its own libckpt gave up: no job code runs). */
 enum {
 	CK__T_TRAPPED,
 	CK__T_RUNNING,
 	CK__T_PARKING,
 	CK__T_PARKED,
+	CK__T_AT_SIGRETURN,
 	CK__T_NEW,
 	CK__T_FORKED,
 	CK__T_UNWINDING,
@@ -171,36 +176,21 @@ static int ck__scan_one(pid_t pid, pid_t tid, void *arg)
 	return 0;
 }
 
-/* Whether the instruction pointer of a stopped tracee is in libckpt.so's
- * code: with a mask blocking every signal, one of libckpt's threads. */
-static int ck__in_libckpt(pid_t pid, pid_t tid)
+/* Whether tid is one of libckpt's threads: named so (libckpt names its
+ * manager and reader); with a mask blocking every signal. */
+static int ck__libckpt_thread(pid_t pid, pid_t tid)
 {
-	struct user_regs_struct regs;
-	char path[64], line[4096];
-	int in = 0;
+	char path[80], comm[32] = "";
 	FILE *f;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &regs) < 0)
-		return 0;
-	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", pid, tid);
 	if (!(f = fopen(path, "re")))
 		return 0;
-	while (!in && fgets(line, sizeof(line), f)) {
-		unsigned long lo, hi;
-		char perms[8];
-		int off = 0;
-		const char *name;
-		size_t nl;
-		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &off) < 3 || !off)
-			continue;
-		name = line + off;
-		nl = strcspn(name, "\n");
-		if (perms[2] == 'x' && regs.rip >= lo && regs.rip < hi && nl >= 11 &&
-		    !strncmp(name + nl - 11, "/libckpt.so", 11))
-			in = 1;
-	}
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
 	fclose(f);
-	return in;
+	comm[strcspn(comm, "\n")] = 0;
+	return !strcmp(comm, CK_MANAGER_COMM) || !strcmp(comm, CK_READER_COMM);
 }
 
 /* Waits (up to ms) for a ptrace stop of tid; its status, or -errno. */
@@ -245,14 +235,18 @@ static void ck__detach_all(struct ck_hold *h)
 		int st;
 		if (t->state == CK__T_GONE)
 			continue;
-		if (t->state != CK__T_TRAPPED && t->state != CK__T_UNWOUND) {
-			/* gone, or stuck: detached anyway below (or with ckrun's end) */
+		if (t->state != CK__T_TRAPPED && t->state != CK__T_UNWOUND && t->state != CK__T_AT_SIGRETURN) {
 			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
 			(void)ck__wait_stop(t->tid, 2000, &st);
 		}
 		if (t->mask_set)
 			ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->mask), &t->mask);
-		ptrace(PTRACE_DETACH, t->tid, 0, 0);
+		if (ptrace(PTRACE_DETACH, t->tid, 0, 0) < 0) {
+			/* it has exited (its zombie is ours to reap, as its tracer,
+			 * before its parent can), or it does not stop */
+			for (int k = 0; k < 100 && waitpid(t->tid, &st, __WALL | WNOHANG) == 0; k++)
+				usleep(1000);
+		}
 		t->state = CK__T_GONE;
 	}
 }
@@ -266,18 +260,29 @@ static int ck__pong(struct ck_jproc *p, int ms);
  * interrupt asked for at the delivery stop traps it as it goes on). */
 static int ck__drop_stale_park(struct ck_hold *h, pid_t pid, struct ck__thr *t)
 {
-	for (int k = 0; k < 8 && (ck__task_hex(pid, t->tid, "SigPnd:") >> (h->sig - 1)) & 1; k++) {
+	uint64_t mask = 0, only = ~(1ull << (h->sig - 1));
+	int r = 0;
+
+	if (!((ck__task_hex(pid, t->tid, "SigPnd:") >> (h->sig - 1)) & 1))
+		return 0;
+	/* only the parking signal may come out meanwhile: the job's stay */
+	if (ptrace(PTRACE_GETSIGMASK, t->tid, sizeof(mask), &mask) < 0 ||
+	    ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(only), &only) < 0)
+		return -ESRCH;
+	for (int k = 0; k < 8 && r == 0 && (ck__task_hex(pid, t->tid, "SigPnd:") >> (h->sig - 1)) & 1; k++) {
 		int st;
-		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || ck__wait_stop(t->tid, 2000, &st) < 0 || !WIFSTOPPED(st))
-			return -ESRCH;
-		if ((st >> 16) == 0 && WSTOPSIG(st) == h->sig) {
-			if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0 || ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 ||
-			    ck__wait_stop(t->tid, 2000, &st) < 0 || !WIFSTOPPED(st))
-				return -ESRCH;
+		if (ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 || ck__wait_stop(t->tid, 2000, &st) < 0 || !WIFSTOPPED(st)) {
+			r = -ESRCH;
+			break;
 		}
+		if ((st >> 16) == 0 && WSTOPSIG(st) == h->sig &&
+		    (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) < 0 || ptrace(PTRACE_CONT, t->tid, 0, 0) < 0 ||
+		     ck__wait_stop(t->tid, 2000, &st) < 0 || !WIFSTOPPED(st)))
+			r = -ESRCH;
 		/* any other stop: a trap, where it stays */
 	}
-	return 0;
+	ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(mask), &mask);
+	return r;
 }
 
 /* Seizes one stopped process; the job's threads stay stopped. */
@@ -298,7 +303,7 @@ static int ck__hold_one(struct ck_jproc *p)
 	for (size_t i = 0; i < s.n && r == 0; i++) {
 		pid_t tid = s.tids[i];
 		int st;
-		if (ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE) < 0) {
+		if (ptrace(PTRACE_SEIZE, tid, 0, PTRACE_O_TRACECLONE | PTRACE_O_TRACESYSGOOD) < 0) {
 			r = -errno;
 			ck_err_set("process %d of the job is stopped and ckrun cannot hold it for the round (ptrace of "
 				   "thread %d: %s)",
@@ -309,7 +314,8 @@ static int ck__hold_one(struct ck_jproc *p)
 			break;
 		/* a seized stopped thread reports its stop again, as a ptrace one */
 		if ((r = ck__wait_stop(tid, 2000, &st)) < 0 || !WIFSTOPPED(st)) {
-			h->t[h->n - 1].state = CK__T_GONE;
+			/* still traced if it did not stop: let go with the rest */
+			h->t[h->n - 1].state = r == -ETIMEDOUT ? CK__T_RUNNING : CK__T_GONE;
 			if (r == -ETIMEDOUT) {
 				ck_err_set("process %d of the job is stopped and its thread %d did not stop for ckrun",
 					   p->jpid, tid);
@@ -333,7 +339,7 @@ static int ck__hold_one(struct ck_jproc *p)
 		if (m & park) {
 			/* blocks the parking signal: libckpt's own, or a thread
 			 * that could not park in any round */
-			if (!ck__in_libckpt(p->pid, t->tid)) {
+			if (!ck__libckpt_thread(p->pid, t->tid)) {
 				ck_err_set("process %d of the job is stopped, and its thread %d blocks signal %d, which "
 					   "parks threads: it cannot take part in a checkpoint",
 					   p->jpid, t->tid, h->sig);
@@ -414,6 +420,37 @@ int ck_stopped_all_T(pid_t pid)
 	return r == 0 && s.any && s.all_T;
 }
 
+/* A job thread run under PTRACE_SYSCALL, in the parking handler (PARKED)
+ * or leaving it at the round's end (UNWINDING): its stop served. Leaving
+ * the handler early, it is held at its rt_sigreturn's entry; at the end,
+ * once that call has returned, it stays stopped there (UNWOUND). */
+static void ck__syscall_stop(struct ck_hold *h, struct ck__thr *t, int sig, int ev)
+{
+	long data = 0;
+
+	if (sig == (SIGTRAP | 0x80)) {
+		struct __ptrace_syscall_info si;
+		memset(&si, 0, sizeof(si));
+		if (ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, sizeof(si), &si) > 0) {
+			if (si.op == PTRACE_SYSCALL_INFO_ENTRY) {
+				t->nr = (long)si.entry.nr;
+				if (t->nr == SYS_rt_sigreturn && t->state == CK__T_PARKED) {
+					t->state = CK__T_AT_SIGRETURN;
+					return;
+				}
+			} else if (si.op == PTRACE_SYSCALL_INFO_EXIT && t->nr == SYS_rt_sigreturn &&
+				   t->state == CK__T_UNWINDING) {
+				t->state = CK__T_UNWOUND;
+				t->in_handler = 0;
+				return;
+			}
+		}
+	} else if (ev == 0 && sig != h->sig) {
+		data = sig; /* (nothing else gets through the handler's mask) */
+	}
+	ptrace(PTRACE_SYSCALL, t->tid, 0, data);
+}
+
 /* One ptrace event of thread k of h. */
 static void ck__event(struct ck_hold *h, pid_t pid, size_t k, int st)
 {
@@ -443,24 +480,8 @@ static void ck__event(struct ck_hold *h, pid_t pid, size_t k, int st)
 		t->state = t->state == CK__T_PARKED ? CK__T_PARKED : CK__T_RUNNING;
 		return;
 	}
-	if (t->state == CK__T_UNWINDING) {
-		long data = 0;
-		if (sig == (SIGTRAP | 0x80)) {
-			struct __ptrace_syscall_info si;
-			memset(&si, 0, sizeof(si));
-			if (ptrace(PTRACE_GET_SYSCALL_INFO, t->tid, sizeof(si), &si) > 0) {
-				if (si.op == PTRACE_SYSCALL_INFO_ENTRY)
-					t->nr = (long)si.entry.nr;
-				else if (si.op == PTRACE_SYSCALL_INFO_EXIT && t->nr == SYS_rt_sigreturn) {
-					t->state = CK__T_UNWOUND; /* stays stopped here */
-					t->in_handler = 0;
-					return;
-				}
-			}
-		} else if (ev == 0 && sig != h->sig) {
-			data = sig; /* (nothing else gets through the handler's mask) */
-		}
-		ptrace(PTRACE_SYSCALL, t->tid, 0, data);
+	if (t->state == CK__T_PARKED || t->state == CK__T_UNWINDING) {
+		ck__syscall_stop(h, t, sig, ev);
 		return;
 	}
 	if (t->state == CK__T_FORKED) {
@@ -482,15 +503,15 @@ static void ck__event(struct ck_hold *h, pid_t pid, size_t k, int st)
 		/* its own mask back, so that the handler saves it */
 		if (t->mask_set && ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->mask), &t->mask) == 0)
 			t->mask_set = 0;
-		ptrace(PTRACE_CONT, t->tid, 0, sig);
+		t->nr = -1;
+		ptrace(PTRACE_SYSCALL, t->tid, 0, sig);
 		t->state = CK__T_PARKED;
 		t->in_handler = 1;
 		return;
 	}
 	/* any other signal goes its way (one that cannot be blocked) */
 	ptrace(PTRACE_CONT, t->tid, 0, sig);
-	if (t->state != CK__T_PARKED)
-		t->state = CK__T_RUNNING;
+	t->state = CK__T_RUNNING;
 }
 
 /* Each thread's pending event; with let_park, a job thread the manager
@@ -563,18 +584,20 @@ static int ck__done_unwind(struct ck_hold *h, struct ck_jproc *p, int64_t result
 {
 	int ponged = 0, left = 1;
 
-	for (size_t i = 0; i < h->n; i++)
-		if (!h->t[i].ours && h->t[i].in_handler && h->t[i].state == CK__T_TRAPPED)
-			ptrace(PTRACE_SETOPTIONS, h->t[i].tid, 0, PTRACE_O_TRACECLONE | PTRACE_O_TRACESYSGOOD);
 	ck_procs_send(p, CK_MSG_DONE, (uint64_t)result);
 	ck_procs_send(p, CK_MSG_PING, 0);
 	for (size_t i = 0; i < h->n; i++) {
 		struct ck__thr *t = &h->t[i];
-		if (t->ours || !t->in_handler || t->state != CK__T_TRAPPED)
+		if (t->ours || !t->in_handler)
 			continue;
-		t->nr = -1;
-		if (ptrace(PTRACE_SYSCALL, t->tid, 0, 0) == 0)
+		if (t->state == CK__T_PARKED) { /* running, traced: its next stops */
 			t->state = CK__T_UNWINDING;
+		} else if (t->state == CK__T_AT_SIGRETURN || t->state == CK__T_TRAPPED) {
+			if (t->state == CK__T_TRAPPED)
+				t->nr = -1;
+			if (ptrace(PTRACE_SYSCALL, t->tid, 0, 0) == 0)
+				t->state = CK__T_UNWINDING;
+		}
 	}
 	for (uint64_t until = ck_now_ns() + 5000000000ull; (!ponged || left) && ck_now_ns() < until;) {
 		int r;
@@ -597,23 +620,35 @@ void ck_stopped_end(struct ckrun *c, struct ck_jproc *p, int done, int64_t resul
 	(void)c;
 	if (!h)
 		return;
-	/* the job threads first, where they are: DONE releases them */
+	/* The job threads first: none may leave its stop or the handler. */
 	for (size_t i = 0; i < h->n; i++) {
 		struct ck__thr *t = &h->t[i];
 		int st;
-		if (t->ours || t->state == CK__T_GONE || t->state == CK__T_TRAPPED)
+		if (t->ours || t->state == CK__T_GONE || t->state == CK__T_TRAPPED || t->state == CK__T_AT_SIGRETURN ||
+		    t->state == CK__T_UNWOUND || (done && t->state == CK__T_PARKED))
 			continue;
 		ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-		/* A parking signal taken now (its delivery stop) is dropped:
-		 * the round is over; nothing else can come through its mask. */
-		if (ck__wait_stop(t->tid, 2000, &st) < 0 || WIFEXITED(st) || WIFSIGNALED(st))
-			t->state = CK__T_GONE;
-		else
-			t->state = CK__T_TRAPPED;
+		if (ck__wait_stop(t->tid, 2000, &st) < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+			if (ck__wait_stop(t->tid, 0, &st) == 0 && (WIFEXITED(st) || WIFSIGNALED(st)))
+				t->state = CK__T_GONE;
+			continue; /* (let go below, or ckrun's end) */
+		}
+		if ((st >> 16) == 0 && WSTOPSIG(st) == h->sig) {
+			/* the parking signal, about to be taken: dropped, trapped */
+			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
+			ptrace(PTRACE_CONT, t->tid, 0, 0);
+			(void)ck__wait_stop(t->tid, 2000, &st);
+		}
+		t->state = CK__T_TRAPPED;
 	}
 	if (done && ck__done_unwind(h, p, result) < 0)
 		fprintf(stderr, "ckrun: warning: process %d, which the job stopped, did not end its round in time\n",
 			p->jpid);
+	/* a parking signal still pending would interrupt a call of the job's
+	 * after its SIGCONT (the handler finds no round): taken away */
+	for (size_t i = 0; done && i < h->n; i++)
+		if (!h->t[i].ours && (h->t[i].state == CK__T_TRAPPED || h->t[i].state == CK__T_UNWOUND))
+			(void)ck__drop_stale_park(h, p->pid, &h->t[i]);
 	ck__detach_all(h);
 	ck__hold_free(h);
 	p->round.hold = NULL;
@@ -709,4 +744,26 @@ int ck_stopped_any(const struct ckrun *c)
 		if (c->procs[i].round.hold)
 			return 1;
 	return 0;
+}
+
+/* A SIGCONT pending (the job's threads, masked, have not taken it): the
+ * job continued the process during the round. */
+int ck_stopped_continued(const struct ck_jproc *p)
+{
+	const struct ck_hold *h = p->round.hold;
+	uint64_t cont = 1ull << (SIGCONT - 1);
+	char path[64], line[256];
+	int yes = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", p->pid);
+	if ((f = fopen(path, "re"))) {
+		while (fgets(line, sizeof(line), f))
+			if (!strncmp(line, "ShdPnd:", 7))
+				yes = (strtoull(line + 7, NULL, 16) & cont) != 0;
+		fclose(f);
+	}
+	for (size_t i = 0; h && !yes && i < h->n; i++)
+		yes = h->t[i].state != CK__T_GONE && (ck__task_hex(p->pid, h->t[i].tid, "SigPnd:") & cont);
+	return yes;
 }

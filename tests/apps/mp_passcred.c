@@ -4,8 +4,9 @@
  * State exercised: three socket pairs (stream, seqpacket, datagram), the
  * parent's end of each with SO_PASSCRED. Two forked children share the
  * other ends and send numbered 32-byte messages carrying a token the
- * parent drew at its start; the second child first takes other ids
- * (uid and gid 4242) where the job runs as root. The parent starts
+ * parent drew at its start; the second child first sets its
+ * oom_score_adj (123) and takes other ids (uid and gid 4242) where the
+ * job runs as root, and checks its oom_score_adj at its end. The parent starts
  * reading late and reads more slowly than they send, so every queue holds
  * messages of both senders at any cut. Each message must come with its
  * sender's pid, uid and gid (SCM_CREDENTIALS), in order per sender and
@@ -70,6 +71,18 @@ static void sender(int who, const int *to, int n, uint64_t token, long ms)
 		}
 		nap_ms(ms);
 	}
+	if (who) {
+		FILE *o = fopen("/proc/self/oom_score_adj", "r");
+		int v = -1;
+		if (o && fscanf(o, "%d", &v) != 1)
+			v = -1;
+		if (o)
+			fclose(o);
+		if (geteuid() == OTHER_ID && v != 123) {
+			fprintf(stderr, "mp_passcred: sender 1's oom_score_adj is %d, not 123\n", v);
+			_exit(4);
+		}
+	}
 	_exit(0);
 }
 
@@ -131,10 +144,16 @@ int main(int argc, char **argv)
 			int to[3] = {pair[0][1], pair[1][1], pair[2][1]};
 			for (int k = 0; k < 3; k++)
 				close(pair[k][0]);
-			if (w && geteuid() == 0 && (setresgid(OTHER_ID, OTHER_ID, OTHER_ID) < 0 ||
-						    setresuid(OTHER_ID, OTHER_ID, OTHER_ID) < 0)) {
-				perror("mp_passcred: setresuid");
-				_exit(2);
+			if (w && geteuid() == 0) {
+				/* an oom_score_adj of its own, then other ids: not
+				 * dumpable, its /proc files root's (a restore had to
+				 * set the value before giving it its ids) */
+				FILE *o = fopen("/proc/self/oom_score_adj", "w");
+				if (!o || fprintf(o, "123\n") < 0 || fclose(o) != 0 ||
+				    setresgid(OTHER_ID, OTHER_ID, OTHER_ID) < 0 || setresuid(OTHER_ID, OTHER_ID, OTHER_ID) < 0) {
+					perror("mp_passcred: oom_score_adj, setresuid");
+					_exit(2);
+				}
 			}
 			sender(w, to, n, token, 14 + 5 * w);
 		}

@@ -11,6 +11,10 @@
 #       (h_proof). mp_stopped itself checks what the parent sees: no stop
 #       reported twice, the unreported one still reported once, SIGCHLDs,
 #       the pending SIGUSR1 handled after SIGCONT.
+#   stopped/refused  a stopped process whose own round refuses (io_uring):
+#       the refusal line, the process still stopped after the round and no
+#       longer traced, its output a bare run's once the test continues it
+#       (its threads never left the parking handler for the job's code).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
@@ -39,6 +43,38 @@ all_stopped() {
 		sleep 0.02
 	done
 	return 1
+}
+
+# refused: the job stopped by the test, a round its libckpt refuses.
+refused() {
+	local d=$H_WORK/refused app=$H_BUILD/tests/unsupported/uring job st tr
+	mkdir -p "$d"
+	"$app" >"$d/bare"
+	: >"$d/err"
+	H_CMD=("$app")
+	h_start new "$d/out" "$d/err" --store "$d/st" --job ur
+	h_wait_origin "$H_PID" "$d/err" 10000
+	job=$(pgrep -P "$(pgrep -P "$H_PID" | head -n 1)" | head -n 1)
+	kill -STOP "$job"
+	sleep 0.2
+	kill -USR2 "$H_PID"
+	h_wait_line "$d/err" "keeps running" 15000 "$H_PID"
+	sleep 0.3
+	read -r st 2>/dev/null <"/proc/$job/stat"
+	st=${st##*) }
+	st=${st%% *}
+	tr=$(awk '/^TracerPid:/ { print $2 }' "/proc/$job/status" 2>/dev/null)
+	kill -CONT "$job"
+	h_wait "$H_PID" 30000
+	if ! grep -q "io_uring.*keeps running" "$d/err"; then
+		h_fail stopped/refused "no refusal naming io_uring" "$d/err"
+	elif [ "$st" != T ] || [ "$tr" != 0 ]; then
+		h_fail stopped/refused "after the refused round: state $st, tracer $tr (T and 0 expected)" "$d/err"
+	elif ! cmp -s "$d/bare" "$d/out"; then
+		h_fail stopped/refused "output differs from a bare run" "$d/out" "$d/err"
+	else
+		h_pass "stopped/refused: still stopped, untraced; $(grep -m1 -o 'descriptor.*' "$d/err" | cut -c1-60)"
+	fi
 }
 
 main() {
@@ -86,6 +122,7 @@ main() {
 	else
 		h_pass "stopped/hold-restore: $(grep -m1 'checkpoint 1 committed' "$d/err" | cut -c1-90)"
 	fi
+	refused
 	return "$H_FAILED"
 }
 

@@ -337,9 +337,34 @@ static int ck__passcred_queue(struct ck__sk *s, struct ck__sk *peer, const struc
 
 	if (s->family != AF_UNIX || getsockopt(s->fd, SOL_SOCKET, SO_PASSCRED, &on, &l) < 0 || !on)
 		return 0;
-	if (s->type == SOCK_STREAM ? ioctl(s->fd, SIOCINQ, &q) < 0 || q == 0
-				   : recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) < 0)
-		return 0;
+	if (s->type == SOCK_STREAM) {
+		if (ioctl(s->fd, SIOCINQ, &q) < 0 || q == 0)
+			return 0;
+	} else {
+		/* a peek at the queue's head, the job's own peek offset off
+		 * meanwhile (it would move, or skip what the job peeked) */
+		int old = -1, off = -1;
+		socklen_t ol = sizeof(old);
+		ssize_t n;
+		int had = getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0;
+		if (had)
+			setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+		n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+		if (had)
+			setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
+		if (n < 0 || (n == 0 && s->type == SOCK_SEQPACKET))
+			return 0; /* nothing, or a record socket's end of file */
+	}
+	if (s->type != SOCK_STREAM) {
+		/* what is taken must go back: not through a shut side */
+		struct pollfd pf = {s->fd, POLLRDHUP, 0};
+		if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP))) {
+			ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its "
+				   "senders' credentials (SO_PASSCRED) and is shut for reading: not supported",
+				   s->jpid, s->f->fd);
+			return -ENOTSUP;
+		}
+	}
 	if (s->state != CK_SOCK_PAIRED || !peer || (s->type != SOCK_STREAM && !peer->plen)) {
 		ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its senders' "
 			   "credentials (SO_PASSCRED) and is %s: not supported (try again)",

@@ -195,8 +195,14 @@ int ck_creds_peek_stream(int fd, const struct ck_creds_map *m, int32_t jpid, int
 		int files = 0, cut = 0;
 		ssize_t n = ck__recv_cred(fd, buf, sizeof(buf), MSG_PEEK, &uc, &files, &cut);
 
+		if (n < 0 && errno != EAGAIN) {
+			r = -errno;
+			ck_err_set("process %d: cannot read the queue of its UNIX socket (descriptor %d): %s", jpid, sockfd,
+				   strerror(errno));
+			break;
+		}
 		if (n <= 0)
-			break; /* EAGAIN: the end of the queue */
+			break; /* the end of the queue */
 		if (files) {
 			ck_err_set("process %d: descriptors in flight on a UNIX socket (descriptor %d) that receives "
 				   "its senders' credentials (SO_PASSCRED): not supported",
@@ -256,8 +262,8 @@ int ck_creds_take_dgrams(int fd, int via, const struct ck_creds_map *m, int32_t 
 		int files = 0, cut = 0;
 		ssize_t n = ck__recv_cred(fd, buf, sizeof(buf), 0, &uc, &files, &cut);
 
-		if (n < 0)
-			break;
+		if (n < 0 || (n == 0 && uc.pid == 0))
+			break; /* the end of the queue, or of a record socket's data */
 		run.len = (uint32_t)n;
 		run.jpid = ck__jpid_of(m, uc.pid);
 		run.uid = uc.uid;
@@ -268,7 +274,7 @@ int ck_creds_take_dgrams(int fd, int via, const struct ck_creds_map *m, int32_t 
 		if (!u2 || ck__put(data, ndata, &run, sizeof(run)) < 0 || ck__put(data, ndata, buf, (size_t)n) < 0) {
 			/* this one still goes back: not lost */
 			if (ck__send_cred(via, buf, (size_t)n, &uc, 1) < 0)
-				(void)!send(via, buf, (size_t)n, MSG_NOSIGNAL);
+				(void)!send(via, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 			r = -ENOMEM;
 			break;
 		}
@@ -283,7 +289,7 @@ int ck_creds_take_dgrams(int fd, int via, const struct ck_creds_map *m, int32_t 
 
 		memcpy(&run, *data + at, sizeof(run));
 		if ((e = ck__send_cred(via, *data + at + sizeof(run), run.len, &ucs[k], 1)) < 0) {
-			(void)!send(via, *data + at + sizeof(run), run.len, MSG_NOSIGNAL); /* not lost */
+			(void)!send(via, *data + at + sizeof(run), run.len, MSG_NOSIGNAL | MSG_DONTWAIT); /* not lost */
 			if (r == 0) {
 				ck_err_set("process %d: could not put a message back on its UNIX socket (descriptor %d) "
 					   "as process %d: %s",

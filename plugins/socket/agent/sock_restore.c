@@ -377,6 +377,7 @@ int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(
 			ck_err_wrap("socket %s", o->f->path);
 			return r;
 		}
+		ck__buffers(o->late_via, o->late_peer); /* its own again */
 		ck__shutdown_again(o->fd, o->f, o->late_peer);
 		o->late_via = -1;
 	}
