@@ -243,9 +243,13 @@ static void ck__detach_all(struct ck_hold *h)
 			ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->mask), &t->mask);
 		if (ptrace(PTRACE_DETACH, t->tid, 0, 0) < 0) {
 			/* it has exited (its zombie is ours to reap, as its tracer,
-			 * before its parent can), or it does not stop */
-			for (int k = 0; k < 100 && waitpid(t->tid, &st, __WALL | WNOHANG) == 0; k++)
+			 * before its parent can), or it was not stopped yet: once
+			 * more after its stop */
+			pid_t w = 0;
+			for (int k = 0; k < 100 && (w = waitpid(t->tid, &st, __WALL | WNOHANG)) == 0; k++)
 				usleep(1000);
+			if (w == t->tid && WIFSTOPPED(st))
+				ptrace(PTRACE_DETACH, t->tid, 0, 0);
 		}
 		t->state = CK__T_GONE;
 	}
@@ -326,6 +330,16 @@ static int ck__hold_one(struct ck_jproc *p)
 		}
 	}
 	free(s.tids);
+	if (r == 0 && h->n) {
+		/* what holds a thread at its rt_sigreturn (Linux 5.3) */
+		struct __ptrace_syscall_info si;
+		if (ptrace(PTRACE_GET_SYSCALL_INFO, h->t[0].tid, sizeof(si), &si) <= 0) {
+			ck_err_set("process %d of the job is stopped, and this kernel cannot tell ckrun where its threads are "
+				   "(PTRACE_GET_SYSCALL_INFO: %s): it cannot take part in a checkpoint",
+				   p->jpid, strerror(errno));
+			r = -ENOTSUP;
+		}
+	}
 	for (size_t i = 0; i < h->n && r == 0; i++) {
 		struct ck__thr *t = &h->t[i];
 		uint64_t m = 0, park = 1ull << (h->sig - 1), only = ~park;
@@ -499,7 +513,8 @@ static void ck__event(struct ck_hold *h, pid_t pid, size_t k, int st)
 		}
 		return;
 	}
-	if (!t->ours && sig == h->sig && t->state == CK__T_PARKING) {
+	if (!t->ours && sig == h->sig) {
+		/* (in any state: one that came another way is parked the same) */
 		/* its own mask back, so that the handler saves it */
 		if (t->mask_set && ptrace(PTRACE_SETSIGMASK, t->tid, sizeof(t->mask), &t->mask) == 0)
 			t->mask_set = 0;
