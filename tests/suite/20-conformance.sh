@@ -89,6 +89,10 @@ ckonly_one() {
 	times=()
 	for (( i = 0; i < n; i++ )); do
 		h_rand t 0 "$win"
+		# the first round as soon as the job has drawn its origin: a
+		# short app on a quiet moment could end before a later one
+		# (protnone_data did, once in a CI run: nothing committed)
+		(( i == 0 )) && t=0
 		times+=("$t")
 	done
 	mapfile -t times < <(printf '%s\n' "${times[@]}" | sort -n)
