@@ -219,25 +219,6 @@ static int ck__rst_processes(struct ckrun *c, struct ck__rst *x)
 	return 0;
 }
 
-/* Whether every thread of pid is stopped by a signal. */
-static int ck__task_not_T(pid_t pid, pid_t tid, void *arg)
-{
-	char path[80], line[128];
-	int st = 0;
-	FILE *f;
-
-	(void)arg;
-	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", pid, tid);
-	if ((f = fopen(path, "re"))) {
-		if (fgets(line, sizeof(line), f)) {
-			const char *p = strrchr(line, ')');
-			st = p && p[1] == ' ' ? p[2] : 0;
-		}
-		fclose(f);
-	}
-	return st != 'T';
-}
-
 /* The processes saved stopped (CK_PD_P_STOPPED): DONE, deepest first,
  * each awaited in its stop (its manager stops it: libckpt/checkpoint.c). */
 static int ck__rst_stopped_first(struct ckrun *c, struct ck__rst *x)
@@ -264,7 +245,7 @@ static int ck__rst_stopped_first(struct ckrun *c, struct ck__rst *x)
 			if ((r = ck_stopped_restore(jp, x->pds[i])) < 0)
 				return r;
 			for (uint64_t until = ck_now_ns() + 5000000000ull;;) {
-				if (ck_proc_each_tid(jp->pid, ck__task_not_T, NULL) == 0)
+				if (ck_stopped_all_T(jp->pid))
 					break;
 				if (ck_now_ns() > until) {
 					ck_err_set("restored process %d, which the job had stopped, did not stop again", jp->jpid);
