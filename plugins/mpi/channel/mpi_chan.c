@@ -155,7 +155,8 @@ static int map(struct ck_mpi_chan *c, int fd, size_t len)
 	return 0;
 }
 
-int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len)
+int ck_mpi_chan_create_world(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len,
+			     int world_rank, int world_size)
 {
 	size_t hdr = (sizeof(struct ck_mpi_chan_hdr) + 4095) & ~(size_t)4095;
 	int fd, rc;
@@ -183,6 +184,10 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 	c->h->drain_off = hdr + arena_len;
 	c->h->drain_len = drain_len;
 	c->h->server_pid = getpid();
+	/* before the magic: a restarted client that opens the channel as soon
+	 * as it is published checks these (a later store read as world 0) */
+	c->h->world_rank = world_rank;
+	c->h->world_size = world_size;
 	c->pidns = c->h->server_pidns = self_pidns();
 	{
 		pthread_mutexattr_t a;
@@ -200,6 +205,11 @@ int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len
 	c->arena_len = arena_len;
 	__atomic_store_n(&c->h->magic, CK_MPI_CHAN_MAGIC, __ATOMIC_RELEASE);
 	return 0;
+}
+
+int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len)
+{
+	return ck_mpi_chan_create_world(c, name, arena_len, drain_len, 0, 0);
 }
 
 int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name)

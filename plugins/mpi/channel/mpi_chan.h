@@ -114,6 +114,10 @@ struct ck_mpi_chan {
 /* Server side: creates (exclusively) and maps the object NAME ("/..."),
  * with a drain area of DRAIN_LEN bytes after the arena (0: none). */
 int ck_mpi_chan_create(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len);
+/* The same, for the agent of rank WORLD_RANK of WORLD_SIZE ranks: both are
+ * in the header before a client can open it. */
+int ck_mpi_chan_create_world(struct ck_mpi_chan *c, const char *name, size_t arena_len, size_t drain_len,
+			     int world_rank, int world_size);
 /* Client side: maps an existing channel; -EPROTO if it is not one. */
 int ck_mpi_chan_open(struct ck_mpi_chan *c, const char *name);
 /* Marks this side gone (wakes the other), unmaps. */

@@ -41,15 +41,15 @@ static size_t drain_size(void)
 /* The name is ours (it holds our uid's key): one left by an agent killed
  * before its program connected goes; one whose agent lives is another
  * job's of the same name and user (-EADDRINUSE). */
-static int create(struct ck_mpi_chan *ch, const char *name, size_t arena, size_t drain)
+static int create(struct ck_mpi_chan *ch, const char *name, size_t arena, size_t drain, int rank, int size)
 {
-	int rc = ck_mpi_chan_create(ch, name, arena, drain);
+	int rc = ck_mpi_chan_create_world(ch, name, arena, drain, rank, size);
 
 	if (rc == -EEXIST && ck_mpi_chan_in_use(name))
 		return -EADDRINUSE;
 	if (rc == -EEXIST) {
 		ck_mpi_chan_unlink(name);
-		rc = ck_mpi_chan_create(ch, name, arena, drain);
+		rc = ck_mpi_chan_create_world(ch, name, arena, drain, rank, size);
 	}
 	return rc;
 }
@@ -83,7 +83,7 @@ static void finish(MPI_Comm fin)
 int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char ***argv)
 {
 	char chan[64];
-	int rank = -1, provided = 0, rc, finalized = 0, f;
+	int rank = -1, size = 0, provided = 0, rc, finalized = 0, f;
 	size_t drain = drain_size();
 	unsigned long served = 0;
 	struct ck_mpi_chan ch;
@@ -93,9 +93,10 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 	ck__agent_pin_mca();
 	MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Comm_dup(MPI_COMM_WORLD, &fin);
 	snprintf(chan, sizeof(chan), "/ckmpi-%s-%d", key, rank);
-	rc = create(&ch, chan, arena, drain);
+	rc = create(&ch, chan, arena, drain, rank, size);
 	if (rc == -EADDRINUSE) {
 		fprintf(stderr, "ckmpi-agent: rank %d: the channel %s belongs to a running job (a job of the same name "
 				"by the same user on this host: give one of them another --job)\n", rank, chan);
@@ -105,8 +106,6 @@ int ck__agent_job(const char *key, int restore, size_t arena, int *argc, char **
 		fprintf(stderr, "ckmpi-agent: rank %d: cannot create the channel %s: %s\n", rank, chan, strerror(-rc));
 		MPI_Abort(MPI_COMM_WORLD, 69);
 	}
-	ch.h->world_rank = rank;
-	MPI_Comm_size(MPI_COMM_WORLD, &ch.h->world_size);
 	ck__agent_name_guard(chan);
 	ck__agent_log_to(&ch);
 	if (ck__agent_cut_start(&ch, provided == MPI_THREAD_MULTIPLE)) {
