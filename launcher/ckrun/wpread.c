@@ -910,6 +910,33 @@ int ck_wp_check(struct ck_wp *wp)
 	return rc;
 }
 
+/* Unprotects [S, E). The kernel stops at the first mapping in the run
+ * that is not registered (-ENOENT), leaving the rest protected: the job
+ * mapped something new inside a range since it was scanned (a Python
+ * rank importing its modules). Such a run is lifted page by page,
+ * skipping what fails. A page left protected here is not harmless: a
+ * pre-armed process holds its own reference to the descriptor during
+ * the round, so closing ckrun's does not unregister, and a write there
+ * would wait for a handler that is gone (seen: a rank's manager thread
+ * hung in a fault on its own static buffer, the job stuck for good).
+ * -ESRCH: the process is gone. */
+static int ck__lift(struct ck_wp_proc *p, uint64_t s, uint64_t e)
+{
+	int rc;
+
+	while ((rc = ck__unprotect(p, s, e)) == -EAGAIN) /* a layout event first */
+		usleep(1000);
+	if (rc == 0 || rc == -ESRCH)
+		return rc;
+	for (uint64_t a = s; a < e; a += 4096) {
+		while ((rc = ck__unprotect(p, a, a + 4096)) == -EAGAIN)
+			usleep(1000);
+		if (rc == -ESRCH)
+			return rc;
+	}
+	return 0;
+}
+
 /* Unprotects every block not lifted yet, in runs of up to CK__LIFT_STEP
  * (one ioctl never holds the job's page tables for long). */
 static void ck__lift_rest(struct ck_wp_proc *p)
@@ -932,9 +959,7 @@ static void ck__lift_rest(struct ck_wp_proc *p)
 			}
 			if (run_e == run_s)
 				continue;
-			while ((rc = ck__unprotect(p, run_s, run_e)) == -EAGAIN) /* a layout event first */
-				usleep(1000);
-			if (rc < 0)
+			if ((rc = ck__lift(p, run_s, run_e)) < 0)
 				return; /* the process is gone: nothing left to lift */
 			run_s = run_e = 0;
 		}
