@@ -9,6 +9,10 @@
 #   refusal   a refused round counts as refused and writes a "refusal" event
 #   restore   a resume counts a restore, with a "restore" event
 #   bad-addr  a --metrics address that cannot be used: exit 64, one line
+#   interval  --interval counts from the end of the previous round: with
+#             rounds longer than the interval (each held 150 ms pre-armed),
+#             no round starts (its event's time less its seconds) within
+#             the interval of the previous one's end
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 h_init metrics
@@ -160,6 +164,43 @@ case_bad_addr() {
 	fi
 }
 
+case_interval() {
+	local d=$H_WORK/interval why
+	mkdir -p "$d"
+	: >"$d/err"
+	h_app_cmd sgd 2
+	CKPT_TEST_PREARM_HOLD_MS=150 h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB-iv" --interval 100ms \
+		--keep 2 --events "$d/ev.json"
+	h_wait "$H_PID" 120000
+	# pairs of checkpoints in a row: the second's start (its time less
+	# its seconds, request to commit) at least 100 ms after the first's
+	# event (written before the interval starts again; 2 ms for rounding)
+	why=$("$PYTHON" - "$d/ev.json" <<'PY'
+import datetime, json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+def t(e):
+    return datetime.datetime.strptime(e["time"], "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+ck = [e for e in ev if e["event"] in ("checkpoint", "refusal", "checkpoint-failed")]
+pairs = [(a, b) for a, b in zip(ck, ck[1:]) if a["event"] == "checkpoint" and b["event"] == "checkpoint"]
+longer = sum(1 for e in ck if e.get("seconds", 0) > 0.1)
+gaps = [t(b) - b["seconds"] - t(a) for a, b in pairs]
+if len(pairs) < 3:
+    print(f"{len(pairs)} pairs of checkpoints in a row, wanted 3")
+elif longer < 2:
+    print(f"{longer} round(s) longer than the 100 ms interval: nothing to show")
+elif min(gaps) < 0.098:
+    print(f"a round started {min(gaps) * 1000:.0f} ms after the previous one ended (interval 100 ms)")
+else:
+    print(f"OK {len(pairs)} pairs, {longer} rounds longer than the interval, gaps from {min(gaps) * 1000:.0f} ms")
+PY
+)
+	if [[ $why != OK* ]]; then
+		h_fail metrics/interval "$why" "$d/ev.json" "$d/err"
+	else
+		h_pass "metrics/interval: ${why#OK }"
+	fi
+}
+
 main() {
 	if ! h_have_ckrun; then
 		h_fail metrics "ckrun is not built ($CKRUN); run make"
@@ -172,6 +213,7 @@ main() {
 	case_scrape_file
 	case_refusal
 	case_bad_addr
+	case_interval
 }
 
 main
