@@ -1,4 +1,5 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|lease-mapped|lease: a descriptor whose
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|shut-queued|lease-mapped|lease:
+ * a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
  *                   (reading it would take it from the job);
@@ -17,6 +18,9 @@
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   by a child that has exited since
  *                   (its sender's credentials come with it);
+ *   shut-queued     records queued on a UNIX record socket whose peer
+ *                   has shut it for reading (shutdown(SHUT_WR)): taken,
+ *                   they could not be sent back to it;
  *   lease-mapped    a write lease on a file the process maps shared
  *                   through the same open (a restore maps through an open
  *                   of its own, which the lease would forbid);
@@ -120,6 +124,20 @@ int main(int argc, char **argv)
 		else
 			memcpy(&uc, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(uc));
 		rc |= uc.pid != kid || uc.uid != getuid();
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
+	if (!strcmp(mode, "shut-queued")) {
+		char b[8];
+		int sv[2];
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv) < 0 || send(sv[1], "ab", 2, 0) != 2 ||
+		    send(sv[1], "c", 1, 0) != 1 || shutdown(sv[1], SHUT_WR) < 0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = recv(sv[0], b, sizeof(b), 0) != 2 || recv(sv[0], b, sizeof(b), 0) != 1 ||
+		     recv(sv[0], b, sizeof(b), MSG_DONTWAIT) != 0;
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;

@@ -210,6 +210,14 @@ static void ck__close_all(int *fds, int n)
 		close(fds[i]);
 }
 
+/* Shut for reading: its own SHUT_RD, or a record peer's SHUT_WR. */
+static int ck__shut_for_reading(const struct ck__sk *s)
+{
+	struct pollfd pf = {s->fd, POLLRDHUP, 0};
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP));
+}
+
 /* One recvmsg of fd into buf (flags: MSG_PEEK or not): its length, or -1
  * with errno. The files that came with it go to fds (*nfds; NULL: closed
  * at once); *odd is set when the message or its files were cut short. */
@@ -357,8 +365,7 @@ static int ck__passcred_queue(struct ck__sk *s, struct ck__sk *peer, const struc
 	}
 	if (s->type != SOCK_STREAM) {
 		/* what is taken must go back: not through a shut side */
-		struct pollfd pf = {s->fd, POLLRDHUP, 0};
-		if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP))) {
+		if (ck__shut_for_reading(s)) {
 			ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its "
 				   "senders' credentials (SO_PASSCRED) and is shut for reading: not supported",
 				   s->jpid, s->f->fd);
@@ -544,10 +551,26 @@ static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
 /* Datagrams (or seqpackets) queued toward s: taken, recorded as
  * u32 length + bytes, sent back through the peer in order, each with the
  * files it came with. */
+/* A socket shut for reading: nothing taken could be sent back to it, and
+ * a read of its empty queue returns 0 at once instead of EAGAIN (the take
+ * loop never ended there). Its queue must be empty: a record socket's
+ * SIOCINQ counts every record's bytes; a datagram socket's only the
+ * first's, so the peek looks. (A queue of empty records only reads as
+ * empty, and is not saved.) */
+static int ck__shut_queue_empty(const struct ck__sk *s)
+{
+	int inq = 0;
+	char c;
+
+	if (ioctl(s->fd, SIOCINQ, &inq) == 0 && inq > 0)
+		return 0;
+	return recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) <= 0;
+}
+
 static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 {
 	static char buf[(256 << 10) + 4];
-	int odd = 0, r = 0, *hfd = NULL, old = -1, off = -1;
+	int odd = 0, r = 0, *hfd = NULL, old = -1, off = -1, shut = ck__shut_for_reading(s);
 	uint32_t *hn = NULL; /* files per datagram */
 	size_t at = 0, nrec = 0, nhfd = 0;
 	socklen_t ol = sizeof(old);
@@ -555,7 +578,13 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 	/* a job's own peek offset would move with what is taken: off meanwhile */
 	if (getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0)
 		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
-	for (;;) {
+	if (shut && !ck__shut_queue_empty(s)) {
+		ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) shut for reading: they "
+			   "could not be put back: not supported (try again once the job has read them)",
+			   s->jpid, s->f->fd);
+		r = -ENOTSUP;
+	}
+	while (!shut) {
 		int fds[253], nfd = 0;
 		ssize_t n = ck__recv_fds(s->fd, buf + 4, sizeof(buf) - 4, 0, fds, &nfd, &odd);
 		uint32_t len, *n2;
