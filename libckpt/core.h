@@ -49,8 +49,8 @@ struct ck_core {
 	 * between kept the descriptor without knowing it. */
 	volatile int fork_lock;
 	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
-	/* test knob CKPT_TEST_ASK_DELAY_MS: a pre-armed round's request is
-	 * taken this late, by a process named CKPT_TEST_ASK_DELAY_COMM */
+	/* test knob CKPT_TEST_TAKE_DELAY_MS: a pre-armed round's request is
+	 * taken this late, by a process named CKPT_TEST_TAKE_DELAY_COMM */
 	int test_ask_delay_ms;
 	char test_ask_delay_comm[16];
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */

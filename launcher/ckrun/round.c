@@ -43,6 +43,10 @@ static void ck__end_round(struct ckrun *c, struct ck_round *rd, int result, int 
 	/* Before DONE: what is still protected is lifted, and ckrun's
 	 * userfaultfds (the last references) are closed. */
 	ck_wp_stop(rd->wp, &rd->wpn);
+	if (rd->wp && c->verbose && rd->wpn.split_lifts)
+		fprintf(stderr, "ckrun: checkpoint %" PRIu64 ": %" PRIu64 " protected run(s) lifted in parts at the "
+				"round's end (the job mapped memory inside them since the scan)\n",
+			rd->seq, rd->wpn.split_lifts);
 	rd->wp = NULL;
 	if (rd->devfd >= 0)
 		close(rd->devfd);

@@ -84,6 +84,7 @@ struct ck_wp {
 	int spill_fd;      /* -1: not opened yet; -2: cannot be had */
 	uint32_t *spill_free, nspill_free, spill_cap, spill_slots;
 	uint64_t spilled;
+	uint64_t split_lifts; /* runs the round's end lifted in parts (ck__lift) */
 	int broken;
 	char why[512];
 };
@@ -430,9 +431,12 @@ static int ck__fault(struct ck_wp *wp, struct ck_wp_proc *p, uint64_t addr)
 			rc = ck__unprotect(p, s, e);
 			if (rc == -EAGAIN)
 				return rc;
-			b->lifted = 1;
-			if (rc == 0)
+			if (rc == 0) {
+				b->lifted = 1;
 				return 0;
+			}
+			/* (a mapping made inside it since: the round's end
+			 * lifts the block in parts, ck__lift) */
 		}
 	}
 	/* Lifted already (a fault that raced with it), or not ours: lifting
@@ -913,28 +917,30 @@ int ck_wp_check(struct ck_wp *wp)
 /* Unprotects [S, E). The kernel stops at the first mapping in the run
  * that is not registered (-ENOENT), leaving the rest protected: the job
  * mapped something new inside a range since it was scanned (a Python
- * rank importing its modules). Such a run is lifted page by page,
- * skipping what fails. A page left protected here is not harmless: a
- * pre-armed process holds its own reference to the descriptor during
- * the round, so closing ckrun's does not unregister, and a write there
- * would wait for a handler that is gone (seen: a rank's manager thread
- * hung in a fault on its own static buffer, the job stuck for good).
- * -ESRCH: the process is gone. */
+ * rank importing its modules). Such a run is lifted in halves, down to
+ * single pages only next to what fails (a 4 KiB lift splits a huge
+ * page). A page left protected here is not harmless: a pre-armed process
+ * holds its own reference to the descriptor during the round, so closing
+ * ckrun's does not unregister, and a write there would wait for a
+ * handler that is gone (seen: a rank's manager thread hung in a fault on
+ * its own static buffer, the job stuck for good). -ESRCH: the process is
+ * gone. */
 static int ck__lift(struct ck_wp_proc *p, uint64_t s, uint64_t e)
 {
+	uint64_t mid;
 	int rc;
 
 	while ((rc = ck__unprotect(p, s, e)) == -EAGAIN) /* a layout event first */
 		usleep(1000);
 	if (rc == 0 || rc == -ESRCH)
 		return rc;
-	for (uint64_t a = s; a < e; a += 4096) {
-		while ((rc = ck__unprotect(p, a, a + 4096)) == -EAGAIN)
-			usleep(1000);
-		if (rc == -ESRCH)
-			return rc;
-	}
-	return 0;
+	if (e - s <= 4096)
+		return 0; /* not registered (or gone): nothing to lift */
+	p->wp->split_lifts++;
+	mid = s + ((e - s) / 2 & ~4095ull);
+	if ((rc = ck__lift(p, s, mid)) < 0)
+		return rc;
+	return ck__lift(p, mid, e);
 }
 
 /* Unprotects every block not lifted yet, in runs of up to CK__LIFT_STEP
@@ -990,7 +996,7 @@ void ck_wp_stop(struct ck_wp *wp, struct ck_wp_counts *n)
 		pthread_join(wp->th, NULL);
 	}
 	if (n)
-		*n = (struct ck_wp_counts){wp->faults, wp->taken_aside, wp->spilled, wp->pre_faults};
+		*n = (struct ck_wp_counts){wp->faults, wp->taken_aside, wp->spilled, wp->pre_faults, wp->split_lifts};
 	for (size_t i = 0; i < wp->nprocs; i++) {
 		struct ck_wp_proc *p = wp->procs[i];
 		/* The last reference (libckpt closed its own): closing it

@@ -51,6 +51,7 @@ int ck_wp_check(struct ck_wp *wp);
 struct ck_wp_counts {
 	uint64_t faults, blocks_aside, blocks_spilled;
 	uint64_t pre_faults; /* faults answered before the cut (pre-armed) */
+	uint64_t split_lifts; /* runs lifted in parts at the end: mappings made inside them since */
 };
 void ck_wp_stop(struct ck_wp *wp, struct ck_wp_counts *n);
 

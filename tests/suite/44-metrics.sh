@@ -10,7 +10,8 @@
 #   restore   a resume counts a restore, with a "restore" event
 #   bad-addr  a --metrics address that cannot be used: exit 64, one line
 #   interval  --interval counts from the end of the previous round: with
-#             rounds longer than the interval (each held 150 ms pre-armed),
+#             rounds longer than the interval (each asks the job 150 ms
+#             late: CKPT_TEST_ASK_DELAY_MS),
 #             no round starts (its event's time less its seconds) within
 #             the interval of the previous one's end
 # shellcheck source=tests/lib/harness.sh
@@ -165,13 +166,14 @@ case_bad_addr() {
 }
 
 case_interval() {
-	local d=$H_WORK/interval why
+	local d=$H_WORK/interval why rc
 	mkdir -p "$d"
 	: >"$d/err"
 	h_app_cmd sgd 2
-	CKPT_TEST_PREARM_HOLD_MS=150 h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB-iv" --interval 100ms \
+	CKPT_TEST_ASK_DELAY_MS=150 h_start new "$d/out" "$d/err" --store "$d/s" --job "$JOB-iv" --interval 100ms \
 		--keep 2 --events "$d/ev.json"
 	h_wait "$H_PID" 120000
+	rc=$?
 	# pairs of checkpoints in a row: the second's start (its time less
 	# its seconds, request to commit) at least 100 ms after the first's
 	# event (written before the interval starts again; 2 ms for rounding)
@@ -194,7 +196,9 @@ else:
     print(f"OK {len(pairs)} pairs, {longer} rounds longer than the interval, gaps from {min(gaps) * 1000:.0f} ms")
 PY
 )
-	if [[ $why != OK* ]]; then
+	if [ "$rc" != 0 ]; then
+		h_fail metrics/interval "the job under --interval 100ms exited $rc" "$d/err"
+	elif [[ $why != OK* ]]; then
 		h_fail metrics/interval "$why" "$d/ev.json" "$d/err"
 	else
 		h_pass "metrics/interval: ${why#OK }"
