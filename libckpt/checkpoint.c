@@ -380,15 +380,15 @@ fail_resume:
 
 /* Test knob: a manager slow to take a pre-armed round's request (the
  * round may have ended meanwhile: tests/suite/22-wpsnap.sh). */
-static void ck__test_ask_delay(void)
+static void ck__test_take_delay(void)
 {
 	char comm[32] = "";
-	struct timespec ts = {ck__core.test_ask_delay_ms / 1000, ck__core.test_ask_delay_ms % 1000 * 1000000L};
+	struct timespec ts = {ck__core.test_take_delay_ms / 1000, ck__core.test_take_delay_ms % 1000 * 1000000L};
 	long n = ck__read_file("/proc/self/comm", comm, sizeof(comm)); /* the process's name, not this thread's */
 
 	if (n > 0 && comm[n - 1] == '\n')
 		comm[n - 1] = 0;
-	if (n > 0 && !strcmp(comm, ck__core.test_ask_delay_comm))
+	if (n > 0 && !strcmp(comm, ck__core.test_take_delay_comm))
 		ck_sys2(SYS_nanosleep, (long)&ts, 0);
 }
 
@@ -419,8 +419,8 @@ void *ck__manager(void *arg)
 				ck_sys0(SYS_pause);
 		}
 		if (m.type == CK_MSG_CHECKPOINT) {
-			if ((m.arg[0] & CK_CKPT_PREARMED) && ck__core.test_ask_delay_ms > 0)
-				ck__test_ask_delay();
+			if ((m.arg[0] & CK_CKPT_PREARMED) && ck__core.test_take_delay_ms > 0)
+				ck__test_take_delay();
 			ck__core.boost_nice = (int)m.arg[5];
 			ck__round((uint32_t)m.arg[0], m.arg[1], (uint32_t)m.arg[2], (uint32_t)m.arg[3], (uint32_t)m.arg[4]);
 		}

@@ -51,8 +51,8 @@ struct ck_core {
 	int test_prearm_open_ms; /* test knob CKPT_TEST_PREARM_OPEN_MS: the pre-armed userfaultfd stays open this long */
 	/* test knob CKPT_TEST_TAKE_DELAY_MS: a pre-armed round's request is
 	 * taken this late, by a process named CKPT_TEST_TAKE_DELAY_COMM */
-	int test_ask_delay_ms;
-	char test_ask_delay_comm[16];
+	int test_take_delay_ms;
+	char test_take_delay_comm[16];
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
 	/* this round's threads run at nice -10 (ckrun's boost.c) and had
