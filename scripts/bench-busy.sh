@@ -72,20 +72,21 @@ for nice in $NICES; do
 		dur=$(awk -v n="$(jfield "$json" duration_ns 1)" 'BEGIN { printf "%.2f", n / 1e9 }')
 		frozen=$(awk -v n="$(jfield "$json" frozen_ns 1)" 'BEGIN { printf "%.0f", n / 1e6 }')
 		snap=$(sed -n 's/.*committed.*, \(write-protect snapshot\|forked snapshot\).*/\1/p' "$W/c-$shape.line" | head -1)
+		cpu=$(sed -n 's/.*committed.*), CPU \([0-9.]*\) s.*/\1/p' "$W/c-$shape.line" | head -1)
 		lost=$(awk -v a="${ckpt[$shape]}" -v b="${under[$shape]}" 'BEGIN { printf "%.2f", a - b }')
 		eval "dur_$shape=$dur lost_$shape=$lost"
-		rows+="| $shape ($([ "$shape" = busy ] && echo "$NCPU threads" || echo "1 thread")) | writer nice ${nice} | ${dur} s | ${frozen} ms | ${lost} s (${ckpt[$shape]} s, ${under[$shape]} s) | ${snap:-?} |"$'\n'
+		rows+="| $shape ($([ "$shape" = busy ] && echo "$NCPU threads" || echo "1 thread")) | writer nice ${nice} | ${dur} s | ${cpu:-?} s | ${frozen} ms | ${lost} s (${ckpt[$shape]} s, ${under[$shape]} s) | ${snap:-?} |"$'\n'
 	done
 	# shellcheck disable=SC2154 # (set by the eval above)
-	rows+="| busy / quiet | writer nice ${nice} | $(awk -v a="$dur_busy" -v b="$dur_quiet" 'BEGIN { printf "%.2fx", a / b }') (target <= 2x) | | $(awk -v a="$lost_busy" -v b="$lost_quiet" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }') (target <= 1.5x) | target: no fork |"$'\n'
+	rows+="| busy / quiet | writer nice ${nice} | $(awk -v a="$dur_busy" -v b="$dur_quiet" 'BEGIN { printf "%.2fx", a / b }') (target <= 2x) | | | $(awk -v a="$lost_busy" -v b="$lost_quiet" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }') (target <= 1.5x) | target: no fork |"$'\n'
 	unset under ckpt
 done
 table=$(
 	echo
 	echo "A job keeping every core busy (${MIB} MiB, $(date -u '+%Y-%m-%d %H:%M') UTC, ${NCPU} cores):"
 	echo
-	echo "| job | setting | checkpoint completion | frozen | progress lost (work with one checkpoint, without) | snapshot |"
-	echo "|---|---|---|---|---|---|"
+	echo "| job | setting | checkpoint completion | ckrun CPU | frozen | progress lost (work with one checkpoint, without) | snapshot |"
+	echo "|---|---|---|---|---|---|---|"
 	printf '%s' "$rows"
 )
 echo "$table"

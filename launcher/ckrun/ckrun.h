@@ -304,5 +304,6 @@ extern int ck_wake_fd[2];
 
 /* clock.c: CLOCK_MONOTONIC and CLOCK_REALTIME in nanoseconds */
 uint64_t ck_now_ns(void);
+uint64_t ck_cpu_ns(void);
 uint64_t ck_wall_ns(void);
 #endif

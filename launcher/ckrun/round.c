@@ -127,13 +127,14 @@ static int ck__round_tries(struct ckrun *c, unsigned flags, uint64_t *seq_out);
  * tries it took. */
 int ck_round(struct ckrun *c, unsigned flags, uint64_t *seq_out)
 {
-	uint64_t t0 = ck_now_ns(), seq = c->last_seq + 1;
+	uint64_t t0 = ck_now_ns(), cpu0 = ck_cpu_ns(), seq = c->last_seq + 1;
 	int r = ck__round_tries(c, flags, seq_out);
 	struct ck_tel_round tr = {.seq = seq, .ok = r == 0, .refused = r == -ENOTSUP, .stop = !!(flags & CK_ROUND_STOP)};
 
 	if (!c->tel)
 		return r;
 	tr.seconds = (double)(ck_now_ns() - t0) / 1e9;
+	tr.cpu_seconds = (double)(ck_cpu_ns() - cpu0) / 1e9;
 	if (r == 0 && c->prev) {
 		tr.seq = c->prev->seq;
 		tr.nprocs = c->prev->nprocs;
@@ -818,6 +819,7 @@ static int ck__round_once(struct ckrun *c, unsigned flags, uint64_t *seq_out, in
 	int r;
 
 	rd.t0 = ck_now_ns();
+	rd.cpu0 = ck_cpu_ns();
 	rd.req0 = ck_s3_request_count ? ck_s3_request_count() : 0;
 	if ((r = ck__round_check(c, &rd)) < 0)
 		return r;

@@ -50,6 +50,7 @@ struct ck_round {
 	/* ckrun's clock: start, request, all parked, release; pre-arming's
 	 * duration; S3 requests before the round */
 	uint64_t t0, t_ask, t_parked, t_rel, t_pre, req0;
+	uint64_t cpu0; /* ckrun's CPU time at t0 */
 	int has_clocks; /* clk_*: the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut */
 	uint64_t clk_mono, clk_boot;
 	uint64_t pre_park_us; /* the longest a process's threads were parked for its pre-arm */

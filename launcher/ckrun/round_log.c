@@ -92,9 +92,10 @@ void ck_round_print_commit(const struct ckrun *c, const struct ck_round *rd, siz
 	if (ck_s3_request_count && ck_s3_request_count() > rd->req0)
 		snprintf(req, sizeof(req), ", %" PRIu64 " S3 requests", ck_s3_request_count() - rd->req0);
 	fprintf(stderr, "ckrun: checkpoint %" PRIu64 " committed: %zu process(es), %" PRIu64
-			" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s)%s%s\n",
+			" bytes of memory, %" PRIu64 " stored, %.3f s (frozen %.3f s, all parked after %.3f s), CPU %.3f s%s%s\n",
 		m->seq, m->nprocs, m->logical_bytes, m->stored_bytes, (double)(ck_now_ns() - rd->t0) / 1e9,
-		(double)m->frozen_ns / 1e9, (double)(rd->t_parked - rd->t_ask) / 1e9, snap, req);
+		(double)m->frozen_ns / 1e9, (double)(rd->t_parked - rd->t_ask) / 1e9,
+		(double)(ck_cpu_ns() - rd->cpu0) / 1e9, snap, req);
 	if (c->verbose > 1)
 		ck__print_phases(c, m->seq, rd->t_ask, &rd->ph);
 }

@@ -39,12 +39,12 @@ struct ck_telemetry {
 	/* counters */
 	uint64_t rounds_ok, rounds_refused, rounds_failed, restores;
 	uint64_t fb_fork, fb_nosnap, fb_full;
-	double seconds_sum, frozen_sum, restore_seconds_sum;
+	double seconds_sum, frozen_sum, cpu_sum, restore_seconds_sum;
 	uint64_t logical_sum, stored_sum;
 	/* the last committed round, the last restore */
 	int have_last;
 	uint64_t last_seq, last_nprocs, last_logical, last_stored;
-	double last_time, last_seconds, last_frozen, last_restore_seconds;
+	double last_time, last_seconds, last_frozen, last_cpu, last_restore_seconds;
 };
 
 static double now_unix(void)
@@ -156,6 +156,8 @@ static char *render(const struct ck_telemetry *t, size_t *len)
 	       NULL, t->seconds_sum);
 	metric(&b, t, "ckrun_checkpoint_frozen_seconds_total", "counter", "Time the job was stopped, summed.", NULL,
 	       t->frozen_sum);
+	metric(&b, t, "ckrun_checkpoint_cpu_seconds_total", "counter",
+	       "CPU time of ckrun's own threads in rounds (reading, hashing, compressing), summed.", NULL, t->cpu_sum);
 	metric(&b, t, "ckrun_checkpoint_logical_bytes_total", "counter", "Bytes of memory saved, summed.", NULL,
 	       (double)t->logical_sum);
 	metric(&b, t, "ckrun_checkpoint_stored_bytes_total", "counter",
@@ -172,6 +174,8 @@ static char *render(const struct ck_telemetry *t, size_t *len)
 		       t->last_seconds);
 		metric(&b, t, "ckrun_last_checkpoint_frozen_seconds", "gauge", "Its frozen time.", NULL,
 		       t->last_frozen);
+		metric(&b, t, "ckrun_last_checkpoint_cpu_seconds", "gauge", "Its CPU time in ckrun.", NULL,
+		       t->last_cpu);
 		metric(&b, t, "ckrun_last_checkpoint_processes", "gauge", "Its processes.", NULL,
 		       (double)t->last_nprocs);
 		metric(&b, t, "ckrun_last_checkpoint_logical_bytes", "gauge", "Its bytes of memory.", NULL,
@@ -295,6 +299,7 @@ void ck_tel_round(struct ck_telemetry *t, const struct ck_tel_round *r)
 		t->rounds_ok++;
 		t->seconds_sum += r->seconds;
 		t->frozen_sum += r->frozen_seconds;
+		t->cpu_sum += r->cpu_seconds;
 		t->logical_sum += r->logical_bytes;
 		t->stored_sum += r->stored_bytes;
 		t->have_last = 1;
@@ -304,6 +309,7 @@ void ck_tel_round(struct ck_telemetry *t, const struct ck_tel_round *r)
 		t->last_stored = r->stored_bytes;
 		t->last_seconds = r->seconds;
 		t->last_frozen = r->frozen_seconds;
+		t->last_cpu = r->cpu_seconds;
 		t->last_time = now_unix();
 	} else if (r->refused) {
 		t->rounds_refused++;
@@ -317,9 +323,9 @@ void ck_tel_round(struct ck_telemetry *t, const struct ck_tel_round *r)
 	if (r->ok) {
 		tb_add(&b,
 		       ",\"processes\":%llu,\"logical_bytes\":%llu,\"stored_bytes\":%llu,\"seconds\":%.6f,"
-		       "\"frozen_seconds\":%.6f",
+		       "\"frozen_seconds\":%.6f,\"cpu_seconds\":%.6f",
 		       (unsigned long long)r->nprocs, (unsigned long long)r->logical_bytes,
-		       (unsigned long long)r->stored_bytes, r->seconds, r->frozen_seconds);
+		       (unsigned long long)r->stored_bytes, r->seconds, r->frozen_seconds, r->cpu_seconds);
 		event_str(&b, "snapshot", r->snapshot);
 	} else {
 		event_str(&b, "error", r->error);

@@ -23,6 +23,7 @@ struct ck_tel_round {
 	int stop;    /* the last round of a stop */
 	uint64_t nprocs, logical_bytes, stored_bytes;
 	double seconds, frozen_seconds;
+	double cpu_seconds; /* ckrun's own CPU time in it (every try) */
 	const char *snapshot; /* "write-protect", "fork", "none" */
 	const char *error;    /* !ok: why */
 };

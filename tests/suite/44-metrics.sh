@@ -102,7 +102,7 @@ case_scrape_file() {
 		h_fail metrics/file "ckrun exited $rc after SIGTERM, want 75" "$d/err"
 	elif [ "$v" != 3 ]; then
 		h_fail metrics/file "metrics file: checkpoints_total '$v', want 3 (2 asked, 1 at the stop)" "$d/m.prom"
-	elif ! "$PYTHON" - "$d/ev.json" >"$d/ev.check" 2>&1 <<'EOF'
+	elif ! "$PYTHON" - "$d/ev.json" "$d/m.prom" >"$d/ev.check" 2>&1 <<'EOF'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 kinds = [e["event"] for e in ev]
@@ -110,6 +110,11 @@ assert kinds == ["checkpoint"] * 3 + ["end"], kinds
 assert [e["seq"] for e in ev[:3]] == [1, 2, 3], ev
 assert ev[2]["stop"] is True and ev[3]["status"] == 75, ev
 assert all(e["job"] == "metricjob" and e["stored_bytes"] > 0 for e in ev[:3]), ev
+# ckrun's own CPU time in each round: read, hash, compress cost some
+assert all(0 < e["cpu_seconds"] < 60 for e in ev[:3]), ev
+cpu = sum(e["cpu_seconds"] for e in ev[:3])
+m = [l.split()[-1] for l in open(sys.argv[2]) if l.startswith("ckrun_checkpoint_cpu_seconds_total{")]
+assert m and abs(float(m[0]) - cpu) < 1e-3, (m, cpu)
 EOF
 	then
 		h_fail metrics/file "events file" "$d/ev.check" "$d/ev.json"
