@@ -19,6 +19,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "launcher/common/bigbuf.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/wpcut.h"
@@ -73,7 +74,7 @@ struct ck_wp {
 	 * pool of 2 MiB slots (huge pages: on a VM a fresh small page costs
 	 * a hypervisor trip); when it is full the job's faults wait for the
 	 * writer. Blocks the writer takes itself use the pool or malloc. */
-	uint8_t *pool, *pool_map;
+	uint8_t *pool; /* pool_len bytes, ck_bigbuf_get's */
 	size_t pool_len;
 	uint32_t *free_slot, nfree;
 	/* When the pool is full, blocks the job writes go to an unlinked
@@ -623,19 +624,15 @@ static void *ck__handler(void *arg)
 static int ck__pool_init(struct ck_wp *wp, uint64_t aside_max)
 {
 	uint32_t n = (uint32_t)(aside_max / CK__BLOCK) + CK__WRITER_SLOTS + 1; /* + the bounce slot */
-	uint8_t *m;
 
 	wp->free_slot = calloc(n, sizeof(*wp->free_slot));
-	m = mmap(NULL, (size_t)n * CK__BLOCK + CK__BLOCK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (!wp->free_slot || m == MAP_FAILED) {
+	wp->pool_len = (size_t)n * CK__BLOCK;
+	wp->pool = wp->free_slot ? ck_bigbuf_get(wp->pool_len) : NULL;
+	if (!wp->pool) {
 		free(wp->free_slot);
 		wp->free_slot = NULL;
 		return -ENOMEM;
 	}
-	wp->pool_map = m;
-	wp->pool_len = (size_t)n * CK__BLOCK + CK__BLOCK;
-	wp->pool = (uint8_t *)(((uintptr_t)m + CK__BLOCK - 1) & ~(uintptr_t)(CK__BLOCK - 1));
-	madvise(wp->pool, (size_t)n * CK__BLOCK, MADV_HUGEPAGE);
 	wp->bounce = wp->pool + (size_t)(n - 1) * CK__BLOCK;
 	for (uint32_t i = 0; i < n - 1; i++)
 		wp->free_slot[wp->nfree++] = n - 2 - i;
@@ -659,8 +656,7 @@ static int ck__wp_get(struct ck_wp **wpp, uint64_t aside_max)
 		ck_err_set("cannot start the write-protect handler: %s", strerror(errno));
 		if (wp->evfd >= 0)
 			close(wp->evfd);
-		if (wp->pool_map)
-			munmap(wp->pool_map, wp->pool_len);
+		ck_bigbuf_put(wp->pool, wp->pool_len);
 		free(wp->free_slot);
 		free(wp);
 		return -EAGAIN;
@@ -1006,8 +1002,7 @@ void ck_wp_stop(struct ck_wp *wp, struct ck_wp_counts *n)
 		ck__proc_free(p);
 	}
 	free(wp->procs);
-	if (wp->pool_map)
-		munmap(wp->pool_map, wp->pool_len);
+	ck_bigbuf_put(wp->pool, wp->pool_len);
 	free(wp->free_slot);
 	free(wp->spill_free);
 	if (wp->spill_fd >= 0)

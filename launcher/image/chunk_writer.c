@@ -23,6 +23,7 @@
 #include <zstd.h>
 
 #include "launcher/image/chunk.h"
+#include "launcher/common/bigbuf.h"
 #include "launcher/common/ck_err.h"
 
 #define CK__MAX_SLOTS 64
@@ -87,6 +88,7 @@ struct ck_writer {
 	const struct ck_manifest *prev;
 	int level;
 	size_t pack_size, pack_cap;
+	size_t buf_len; /* of each pack buffer: pack_cap in whole 2 MiB */
 
 	/* tables being built */
 	struct ck_chunk *chunks;
@@ -489,12 +491,11 @@ static int open_pack(struct ck_writer *w)
 	if (!w->cur) {
 		/* Aligned for O_DIRECT (the file store) and to 2 MiB, and backed
 		 * by huge pages where the kernel has them: on a VM each first touch
-		 * of a 4 KiB page is a trip to the hypervisor. */
-		size_t len = (w->pack_cap + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
-		w->cur = aligned_alloc(2u << 20, len);
+		 * of a 4 KiB page is a trip to the hypervisor. Kept for the next
+		 * round (bigbuf.c). */
+		w->cur = ck_bigbuf_get(w->buf_len);
 		if (!w->cur)
 			return -ENOMEM;
-		(void)madvise(w->cur, len, MADV_HUGEPAGE);
 	}
 	snprintf(name, sizeof(name), "packs/%08llu-%04u-%s.pack", (unsigned long long)w->seq, ++w->pack_no, w->wid);
 	rc = push_pack(w, name, &w->cur_idx);
@@ -774,7 +775,7 @@ static void writer_free(struct ck_writer *w)
 		for (i = 0; i < w->nupl; i++) {
 			if (w->upl[i].started)
 				pthread_join(w->upl[i].th, NULL);
-			free(w->upl[i].buf);
+			ck_bigbuf_put(w->upl[i].buf, w->buf_len);
 		}
 		free(w->upl);
 	}
@@ -797,7 +798,7 @@ static void writer_free(struct ck_writer *w)
 	free(w->chunks);
 	free(w->prev_map);
 	free(w->tab);
-	free(w->cur);
+	ck_bigbuf_put(w->cur, w->buf_len);
 	free(w->job);
 	pthread_mutex_destroy(&w->tab_lock);
 	pthread_mutex_destroy(&w->up_lock);
@@ -856,6 +857,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 		w->nthreads = 256;
 	w->pack_size = opts && opts->pack_size ? opts->pack_size : 32u << 20;
 	w->pack_cap = w->pack_size > CK_CHUNK_SIZE ? w->pack_size : CK_CHUNK_SIZE;
+	w->buf_len = (w->pack_cap + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
 	if (!w->job)
 		goto nomem;
 	{
