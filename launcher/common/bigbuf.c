@@ -6,8 +6,9 @@
  * 1 GiB job zeroing memory that was then overwritten. A buffer given back
  * is marked MADV_FREE and kept: the kernel takes its pages only under
  * memory pressure, and the next round of the same size writes over them
- * as they are, without a fault. At most CK__KEEP are kept; the oldest of
- * another size goes first. */
+ * as they are, without a fault. At most CK__KEEP are kept (a round gives
+ * back the pool and one more pack buffer than it uploads at once: 5 for
+ * S3); past that the oldest is unmapped. */
 #include "launcher/common/bigbuf.h"
 
 #include <errno.h>
@@ -17,7 +18,7 @@
 #include <sys/mman.h>
 
 #define CK__ALIGN ((size_t)2 << 20)
-#define CK__KEEP 4
+#define CK__KEEP 6
 
 struct ck__kept {
 	void *p;

@@ -1,6 +1,6 @@
 /* Large buffers kept between rounds (launcher/common/bigbuf.c): aligned to
  * 2 MiB, the same buffer back for the
- * same size, at most four kept (the oldest unmapped first), bad sizes
+ * same size, at most six kept (the oldest unmapped first), bad sizes
  * refused. */
 #include <errno.h>
 #include <stdint.h>
@@ -20,7 +20,7 @@ static int mapped(const void *p, size_t len)
 
 void ck_unit_run(void)
 {
-	uint8_t *a, *b, *c, *bufs[5];
+	uint8_t *a, *b, *c, *bufs[7];
 
 	a = ck_bigbuf_get(4 * MIB);
 	CHECK(a != NULL);
@@ -50,20 +50,20 @@ void ck_unit_run(void)
 	CHECK_EQ_INT(errno, EINVAL);
 	CHECK(ck_bigbuf_get(0) == NULL);
 
-	/* five of sizes not kept yet: the list (6 MiB, 4 MiB) overflows, and
-	 * the oldest go, 6 MiB, 4 MiB and then the first of the five */
-	for (int i = 0; i < 5; i++) {
+	/* seven of sizes not kept yet: the list (6 MiB, 4 MiB) overflows, and
+	 * the oldest go, 6 MiB, 4 MiB and then the first of the seven */
+	for (int i = 0; i < 7; i++) {
 		bufs[i] = ck_bigbuf_get((size_t)(10 + 2 * i) * MIB);
 		CHECK(bufs[i] != NULL);
 	}
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 7; i++)
 		ck_bigbuf_put(bufs[i], (size_t)(10 + 2 * i) * MIB);
 	CHECK(!mapped(b, 4 * MIB));
 	CHECK(!mapped(c, 6 * MIB));
 	CHECK(!mapped(bufs[0], 10 * MIB));
-	for (int i = 1; i < 5; i++)
+	for (int i = 1; i < 7; i++)
 		CHECK(mapped(bufs[i], (size_t)(10 + 2 * i) * MIB));
 	/* each kept one comes back for its size */
-	for (int i = 1; i < 5; i++)
+	for (int i = 1; i < 7; i++)
 		CHECK(ck_bigbuf_get((size_t)(10 + 2 * i) * MIB) == bufs[i]);
 }

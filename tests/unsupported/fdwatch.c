@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|shut-queued|lease-mapped|lease:
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|passcred-shut|dgram-peer-shut|dgram-sender-shut|dgram-shut-rd|dgram-empty-shut|shut-queued|lease-mapped|lease:
  * a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
@@ -18,6 +18,19 @@
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   by a child that has exited since
  *                   (its sender's credentials come with it);
+ *   passcred-shut   datagrams queued toward a UNIX datagram socket with
+ *                   SO_PASSCRED from a peer that then shut itself for
+ *                   writing: taken, they could not be sent back through it;
+ *   dgram-peer-shut datagrams queued toward a UNIX datagram socket from its
+ *                   peer, which then shut itself for writing (only that
+ *                   peer may send to it: nothing could be put back);
+ *   dgram-sender-shut  a datagram queued on a named unconnected socket
+ *                   from a named socket of the job that then shut itself
+ *                   for writing (it would be sent again from there);
+ *   dgram-shut-rd   a datagram queued on a named unconnected socket that
+ *                   then shut itself for reading;
+ *   dgram-empty-shut  an empty datagram queued toward a UNIX datagram
+ *                   socket that then shut itself for reading;
  *   shut-queued     records queued on a UNIX record socket whose peer
  *                   has shut it for reading (shutdown(SHUT_WR)): taken,
  *                   they could not be sent back to it;
@@ -34,6 +47,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +57,9 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -124,6 +140,58 @@ int main(int argc, char **argv)
 		else
 			memcpy(&uc, CMSG_DATA(CMSG_FIRSTHDR(&mh)), sizeof(uc));
 		rc |= uc.pid != kid || uc.uid != getuid();
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
+	if (!strcmp(mode, "passcred-shut")) {
+		char b[8];
+		int sv[2], on = 1;
+		if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) < 0 ||
+		    setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &on, sizeof(on)) < 0 || send(sv[1], "ab", 2, 0) != 2 ||
+		    send(sv[1], "c", 1, 0) != 1 || shutdown(sv[1], SHUT_WR) < 0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = recv(sv[0], b, sizeof(b), 0) != 2 || recv(sv[0], b, sizeof(b), 0) != 1 ||
+		     recv(sv[0], b, sizeof(b), MSG_DONTWAIT) != -1;
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
+	if (!strncmp(mode, "dgram-", 6)) {
+		/* a datagram queued, then a shutdown; read at the end as sent */
+		struct sockaddr_un sa = {.sun_family = AF_UNIX}, ca = {.sun_family = AF_UNIX};
+		socklen_t l = offsetof(struct sockaddr_un, sun_path) + 1 + 20;
+		int sv[2], srv, cli, empty = !strcmp(mode, "dgram-empty-shut");
+		char b[8];
+		ssize_t want = empty ? 0 : 2;
+		if (!strcmp(mode, "dgram-peer-shut") || empty) {
+			if (socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) < 0 || send(sv[1], "ab", (size_t)want, 0) != want)
+				return 1;
+			srv = sv[0];
+			cli = sv[1];
+		} else {
+			/* abstract names (nothing to remove), of this run only: a
+			 * job's pid is 2 in every run under ckrun */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			snprintf(sa.sun_path + 1, 20, "fdwatch-s-%08lx", (unsigned long)ts.tv_nsec ^ (unsigned long)getpid());
+			snprintf(ca.sun_path + 1, 20, "fdwatch-c-%08lx", (unsigned long)ts.tv_nsec ^ (unsigned long)getpid());
+			srv = socket(AF_UNIX, SOCK_DGRAM, 0);
+			cli = socket(AF_UNIX, SOCK_DGRAM, 0);
+			if (srv < 0 || cli < 0 || bind(srv, (struct sockaddr *)&sa, l) < 0 ||
+			    bind(cli, (struct sockaddr *)&ca, l) < 0 ||
+			    sendto(cli, "ab", 2, 0, (struct sockaddr *)&sa, l) != 2)
+				return 1;
+		}
+		if (shutdown(!strcmp(mode, "dgram-peer-shut") || !strcmp(mode, "dgram-sender-shut") ? cli : srv,
+			     !strcmp(mode, "dgram-peer-shut") || !strcmp(mode, "dgram-sender-shut") ? SHUT_WR : SHUT_RD) <
+		    0)
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = recv(srv, b, sizeof(b), MSG_DONTWAIT) != want || recv(srv, b, sizeof(b), MSG_DONTWAIT) != -1;
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;

@@ -138,7 +138,7 @@ int ck_sock_map_paths(struct ck_pd_fd *f, int (*map)(void *arg, const char *in, 
 /* sock_dgq.c: datagrams queued on an unconnected socket, peeked with
  * their senders (appended to *data), and sent again to the socket `to`
  * from sender()'s socket for an address (a job socket bound to it; -1:
- * none). */
+ * none; -EPIPE: a job socket shut for writing, which refuses the round). */
 int ck_dgq_peek(int fd, int32_t jpid, int sockfd, char **data, size_t *ndata);
 /* The round's way: taken and put back (sock_dgq.c says why), the senders
  * checked first. */
@@ -177,7 +177,11 @@ int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd 
  * set (SO_MARK without CAP_NET_ADMIN). */
 int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 
-/* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG). */
-int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got);
+/* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG),
+ * and its shutdown bits (*shut: CK_SOCK_RCV_SHUT | CK_SOCK_SEND_SHUT, -1
+ * where not reported; shut may be NULL). */
+#define CK_SOCK_RCV_SHUT 1  /* the kernel's RCV_SHUTDOWN */
+#define CK_SOCK_SEND_SHUT 2 /* SEND_SHUTDOWN */
+int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut);
 
 #endif

@@ -36,6 +36,7 @@ struct ck__sk {
 	char *data; /* bytes (or datagrams) in flight toward this socket */
 	size_t ndata;
 	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
+	int shut; /* UNIX datagram: its own shutdown() (CK_SOCK_RCV_SHUT, CK_SOCK_SEND_SHUT) */
 	int from; /* UNCONNECTED: data holds datagrams with their senders */
 	int creds; /* PAIRED, SO_PASSCRED: data holds the queue with its senders */
 	struct ck_sock_mark *marks; /* which records carry files in flight */
@@ -140,6 +141,14 @@ static int ck__append(struct ck__sk *s, const void *p, size_t n)
 	s->ndata += n;
 	return 0;
 }
+/* Shut for reading: its own SHUT_RD, or a record peer's SHUT_WR. */
+static int ck__shut_for_reading(const struct ck__sk *s)
+{
+	struct pollfd pf = {s->fd, POLLRDHUP, 0};
+
+	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP));
+}
+
 
 static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t jpid)
 {
@@ -181,7 +190,17 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 	v = ck__opt(s->fd, SOL_SOCKET, SO_ACCEPTCONN);
 	s->state = v ? CK_SOCK_LISTENING : s->plen ? CK_SOCK_EXTERNAL : CK_SOCK_UNCONNECTED;
 	if (s->family == AF_UNIX && s->state == CK_SOCK_EXTERNAL)
-		ck_sock_unix_diag(f->ino, &s->peer_ino, NULL, 0, NULL);
+		ck_sock_unix_diag(f->ino, &s->peer_ino, NULL, 0, NULL, NULL);
+	if (s->family == AF_UNIX && s->type == SOCK_DGRAM) {
+		/* A datagram socket's shutdown is its own (nothing reaches
+		 * its peer), and its SHUT_WR shows only here. */
+		uint64_t peer;
+		int shut = -1;
+		ck_sock_unix_diag(f->ino, &peer, NULL, 0, NULL, &shut);
+		if (shut < 0) /* no sock_diag for UNIX: what poll shows */
+			shut = ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
+		s->shut = shut;
+	}
 	/* before anything is taken: a refusal leaves the socket untouched */
 	return ck_sockopt_save(s->fd, s->family, s->type, jpid, f);
 }
@@ -208,14 +227,6 @@ static void ck__close_all(int *fds, int n)
 {
 	for (int i = 0; i < n; i++)
 		close(fds[i]);
-}
-
-/* Shut for reading: its own SHUT_RD, or a record peer's SHUT_WR. */
-static int ck__shut_for_reading(const struct ck__sk *s)
-{
-	struct pollfd pf = {s->fd, POLLRDHUP, 0};
-
-	return poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP));
 }
 
 /* One recvmsg of fd into buf (flags: MSG_PEEK or not): its length, or -1
@@ -368,6 +379,12 @@ static int ck__passcred_queue(struct ck__sk *s, struct ck__sk *peer, const struc
 		if (ck__shut_for_reading(s)) {
 			ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its "
 				   "senders' credentials (SO_PASSCRED) and is shut for reading: not supported",
+				   s->jpid, s->f->fd);
+			return -ENOTSUP;
+		}
+		if (peer && (peer->shut & CK_SOCK_SEND_SHUT)) {
+			ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) that receives its "
+				   "senders' credentials (SO_PASSCRED) from a peer shut for writing: not supported",
 				   s->jpid, s->f->fd);
 			return -ENOTSUP;
 		}
@@ -551,20 +568,29 @@ static int ck__take_and_put_back(struct ck__sk *s, struct ck__sk *peer)
 /* Datagrams (or seqpackets) queued toward s: taken, recorded as
  * u32 length + bytes, sent back through the peer in order, each with the
  * files it came with. */
-/* A socket shut for reading: nothing taken could be sent back to it, and
- * a read of its empty queue returns 0 at once instead of EAGAIN (the take
- * loop never ended there). Its queue must be empty: a record socket's
- * SIOCINQ counts every record's bytes; a datagram socket's only the
- * first's, so the peek looks. (A queue of empty records only reads as
- * empty, and is not saved.) */
-static int ck__shut_queue_empty(const struct ck__sk *s)
+/* Whether nothing is queued toward s, the job's own peek offset off for
+ * the look (a peek at an offset skips an empty datagram peeked before). A
+ * record socket's SIOCINQ counts every record's bytes; a datagram
+ * socket's only the first's, so the peek looks. To a record socket shut
+ * for reading the peek's 0 is its end of file (a queue of empty records
+ * only reads as empty, and is not saved); to a datagram socket it is an
+ * empty datagram. */
+static int ck__queue_empty(const struct ck__sk *s)
 {
-	int inq = 0;
+	int inq = 0, old = -1, off = -1, had;
+	socklen_t ol = sizeof(old);
+	ssize_t n;
 	char c;
 
 	if (ioctl(s->fd, SIOCINQ, &inq) == 0 && inq > 0)
 		return 0;
-	return recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC) <= 0;
+	had = getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0;
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	n = recv(s->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT | MSG_TRUNC);
+	if (had)
+		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, sizeof(old));
+	return s->type == SOCK_DGRAM ? n < 0 : n <= 0;
 }
 
 static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
@@ -578,7 +604,10 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 	/* a job's own peek offset would move with what is taken: off meanwhile */
 	if (getsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &old, &ol) == 0 && old >= 0)
 		setsockopt(s->fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
-	if (shut && !ck__shut_queue_empty(s)) {
+	/* A socket shut for reading: nothing taken could be sent back to it,
+	 * and a read of a record socket's empty queue returns 0 at once
+	 * instead of EAGAIN (the take loop never ended there). */
+	if (shut && !ck__queue_empty(s)) {
 		ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) shut for reading: they "
 			   "could not be put back: not supported (try again once the job has read them)",
 			   s->jpid, s->f->fd);
@@ -716,7 +745,14 @@ static uint64_t ck__shutdown_opts(const struct ck__sk *s)
 	struct pollfd pf = {s->fd, POLLRDHUP, 0};
 	uint64_t o = 0;
 
-	if (s->state != CK_SOCK_PAIRED || s->type == SOCK_DGRAM)
+	if (s->type == SOCK_DGRAM) {
+		if (s->shut & CK_SOCK_RCV_SHUT)
+			o |= CK_SOCKOPT_SHUT_RD;
+		if (s->shut & CK_SOCK_SEND_SHUT)
+			o |= CK_SOCKOPT_SHUT_WR;
+		return o;
+	}
+	if (s->state != CK_SOCK_PAIRED)
 		return 0;
 	if (poll(&pf, 1, 0) == 1 && (pf.revents & POLLRDHUP))
 		o |= CK_SOCKOPT_SHUT_RD;
@@ -808,7 +844,7 @@ static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
 				return o->fd;
 		} else if (o->llen == al && !memcmp(&o->local, a, al)) {
-			return o->fd;
+			return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
 		}
 	}
 	return -1;
@@ -953,7 +989,19 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 		}
 		switch (s->state) {
 		case CK_SOCK_PAIRED:
-			if (s->type != SOCK_STREAM) {
+			if (s->type == SOCK_DGRAM && (p->shut & CK_SOCK_SEND_SHUT)) {
+				/* Its peer shut its own sending side, and only the peer
+				 * may send to it: what is taken could not be put back
+				 * (EPIPE; the job's datagrams were lost). A peek walk
+				 * would miss an empty datagram peeked before. */
+				if (!ck__queue_empty(s)) {
+					ck_err_set("process %d: datagrams are queued on a UNIX socket (descriptor %d) from "
+						   "its peer, which has shut itself for writing: they could not be put "
+						   "back: not supported (try again once the job has read them)",
+						   s->jpid, s->f->fd);
+					r = -ENOTSUP;
+				}
+			} else if (s->type != SOCK_STREAM) {
 				r = ck__take_datagrams(s, p);
 			} else if (s->family != AF_UNIX && ck__tcp_sent_fin(ck__tcp_state(p->fd))) {
 				/* Its peer shut its sending side: nothing can be put
@@ -1002,7 +1050,13 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			if (s->type == SOCK_DGRAM) {
 				/* with their senders (also an empty datagram, which SIOCINQ does not show) */
 				struct ck__senders sd = {v, nv};
-				if ((r = ck_dgq_take(s->fd, s->jpid, s->f->fd, ck__sender, &sd, &s->data, &s->ndata)) == 0 &&
+				if ((s->shut & CK_SOCK_RCV_SHUT) && !ck__queue_empty(s)) {
+					ck_err_set("process %d: datagrams are queued on a UNIX socket (descriptor %d) shut "
+						   "for reading: they could not be put back: not supported (try again once "
+						   "the job has read them)",
+						   s->jpid, s->f->fd);
+					r = -ENOTSUP;
+				} else if ((r = ck_dgq_take(s->fd, s->jpid, s->f->fd, ck__sender, &sd, &s->data, &s->ndata)) == 0 &&
 				    s->ndata)
 					s->from = 1;
 			} else if (ioctl(s->fd, SIOCINQ, &q) == 0 && q > 0) {

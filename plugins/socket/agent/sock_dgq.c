@@ -183,7 +183,17 @@ int ck_dgq_take(int fd, int32_t jpid, int sockfd, int (*sender)(void *arg, const
 		memcpy(&alen, peek + at + 4, 4);
 		memset(&from, 0, sizeof(from));
 		memcpy(&from, peek + at + 8, alen);
-		if (sender(arg, (struct sockaddr *)&from, alen) < 0) {
+		if ((via = sender(arg, (struct sockaddr *)&from, alen)) == -EPIPE) {
+			char t[128];
+			ck__addr_text(&from, alen, t, sizeof(t));
+			ck_err_set("process %d: datagrams are queued on an unconnected socket (descriptor %d) from a "
+				   "socket of the job shut for writing (%s): they could not be put back: not supported "
+				   "(try again once the job has read them)",
+				   jpid, sockfd, t);
+			r = -ENOTSUP;
+			break;
+		}
+		if (via < 0) {
 			if ((via = ck__stand_in(dst.ss_family, (struct sockaddr *)&from, alen, 1)) < 0) {
 				char t[128];
 				ck__addr_text(&from, alen, t, sizeof(t));

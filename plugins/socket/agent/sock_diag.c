@@ -1,5 +1,7 @@
 /* A UNIX socket's peer, as sock_diag reports it: the kernel knows which
- * socket a connected UNIX socket talks to only by inode. */
+ * socket a connected UNIX socket talks to only by inode. Also its
+ * shutdown() state, which no socket option or poll bit shows whole (a
+ * datagram socket's own SHUT_WR shows nowhere else). */
 #include <errno.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -11,7 +13,7 @@
 
 #include "plugins/socket/agent/sock.h"
 
-int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got)
+int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -25,6 +27,8 @@ int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namel
 	ssize_t n;
 
 	*peer_ino = 0;
+	if (shut)
+		*shut = -1;
 	if (name_got)
 		*name_got = 0;
 	if (fd < 0)
@@ -63,6 +67,8 @@ int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namel
 		for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len)) {
 			if (a->rta_type == UNIX_DIAG_PEER)
 				*peer_ino = *(uint32_t *)RTA_DATA(a);
+			else if (a->rta_type == UNIX_DIAG_SHUTDOWN && shut && RTA_PAYLOAD(a) >= 1)
+				*shut = *(uint8_t *)RTA_DATA(a);
 			else if (a->rta_type == UNIX_DIAG_NAME && name) {
 				size_t k = RTA_PAYLOAD(a) < namelen ? RTA_PAYLOAD(a) : namelen;
 				memcpy(name, RTA_DATA(a), k);

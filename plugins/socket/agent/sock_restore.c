@@ -187,6 +187,8 @@ ok:
  * sockets that also shuts the peer's sending side, as it was). */
 static void ck__shutdown_again(int fd, const struct ck_pd_fd *f, const struct ck_pd_fd *peer)
 {
+	if (TYPE(f) == SOCK_DGRAM)
+		return; /* ck__dgram_shutdown_again, once all is sent */
 	if (f->u64[2] & CK_SOCKOPT_SHUT_WR)
 		shutdown(fd, SHUT_WR);
 	if ((f->u64[2] & CK_SOCKOPT_SHUT_RD) && !(peer->u64[2] & CK_SOCKOPT_SHUT_WR))
@@ -358,6 +360,24 @@ static int ck__fill_or_defer(struct ck_reader *rd, struct ck__obj *o, const stru
 	return 0;
 }
 
+/* A UNIX datagram socket's own shutdown(), once every datagram saved is
+ * queued again: a socket shut for writing may be the one they are sent
+ * through (its peer's queue, or a server's it was connected to). */
+static int ck__dgram_shutdown_again(struct ck_sock_set *s)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		const struct ck__obj *o = &s->v[i];
+		if (TYPE(o->f) != SOCK_DGRAM || FAMILY(o->f) != AF_UNIX || o->fd < 0)
+			continue;
+		if (((o->f->u64[2] & CK_SOCKOPT_SHUT_RD) && shutdown(o->fd, SHUT_RD) < 0) ||
+		    ((o->f->u64[2] & CK_SOCKOPT_SHUT_WR) && shutdown(o->fd, SHUT_WR) < 0)) {
+			ck_err_set("cannot shut socket %s down again: %s", o->f->path, strerror(errno));
+			return -errno;
+		}
+	}
+	return 0;
+}
+
 int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg)
 {
 	for (size_t i = 0; s && i < s->n; i++) {
@@ -381,7 +401,7 @@ int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(
 		ck__shutdown_again(o->fd, o->f, o->late_peer);
 		o->late_via = -1;
 	}
-	return 0;
+	return ck__dgram_shutdown_again(s);
 }
 
 /* A connection to a peer outside the job: a new pair whose far end
