@@ -19,7 +19,7 @@ MIB=${CKPT_BENCH_BUSY_MIB:-1024}
 PASSES=${CKPT_BENCH_BUSY_PASSES:-250}
 NICES=${CKPT_BENCH_BUSY_NICE:-default}
 NCPU=$(nproc)
-W=$(mktemp -d "$B/bench-busy.XXXXXX")
+W=$(mktemp -d "$B/bench-busy.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 . "$top/scripts/waitline.sh"
 now() { date +%s.%N; }

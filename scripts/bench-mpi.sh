@@ -20,7 +20,7 @@ out=${1:-}
 NP=${CKPT_BENCH_MPI_NP:-4}
 MIB=${CKPT_BENCH_MPI_MIB:-64}
 T=$B/tests/mpi
-W=$(mktemp -d "$B/bench-mpi.XXXXXX")
+W=$(mktemp -d "$B/bench-mpi.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 . "$top/scripts/waitline.sh"
 fail() { echo "bench-mpi: $*" >&2; exit 1; }

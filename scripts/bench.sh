@@ -10,7 +10,7 @@ B=$top/build
 MIB=${CKPT_BENCH_MIB:-4096}
 PASSES=${CKPT_BENCH_PASSES:-500}
 LOST_PASSES=${CKPT_BENCH_LOST_PASSES:-150} # the short pairs of progress lost
-work=$(mktemp -d "${CKPT_BENCH_DIR:-$top/build}/bench.XXXXXX")
+work=$(mktemp -d "${CKPT_BENCH_DIR:-$top/build}/bench.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 store=$work/store
 job=bench
 trap 'pkill -9 -f "$work" 2>/dev/null; rm -rf "$work"' EXIT

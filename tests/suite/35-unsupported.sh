@@ -5,7 +5,7 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 B=$H_BUILD
-W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-unsup.XXXXXX")
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-unsup.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 
 # refused NAME REGEX PROGRAM... [with a hook run after start: HOOK env var]

@@ -11,7 +11,7 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 B=$H_BUILD
-W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX")
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-sock.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 NSA=ckA$$ NSB=ckB$$
 PY=${PYTHON:-python3}
 FAILED=0

@@ -8,7 +8,7 @@
 . "$(dirname "$0")/../lib/harness.sh"
 top=$H_TOP
 B=$H_BUILD
-W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-attach.XXXXXX")
+W=$(mktemp -d "${TMPDIR:-/tmp}/ckrun-attach.XXXXXX") || { echo "$0: cannot make a work directory" >&2; exit 1; }
 trap 'pkill -9 -f "$W" 2>/dev/null; rm -rf "$W"' EXIT
 PY=${PYTHON:-/usr/bin/python3}
 FAILED=0
