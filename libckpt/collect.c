@@ -44,6 +44,25 @@ static uint64_t ck__next_u64(const char **p)
 	return v;
 }
 
+/* The kernel's start of this process's stack (field 28 of /proc/self/stat),
+ * 0 if unknown: with its HELLO, ckrun tells by it whether the process has
+ * exec'd since it attached (a HELLO read late, after an exec into a
+ * program without libckpt, would otherwise vouch for that program). */
+uint64_t ck__stack_start(void)
+{
+	char stat[1536];
+	const char *p;
+	uint64_t v = 0;
+
+	if (ck__read_file("/proc/self/stat", stat, sizeof(stat)) <= 0 || !(p = strrchr(stat, ')')))
+		return 0;
+	p += 2; /* field 3 (state) */
+	p++;    /* skip state letter */
+	for (int i = 4; i <= 28 && *p; i++)
+		v = ck__next_u64(&p);
+	return v;
+}
+
 static int ck__collect_mm(void)
 {
 	static char stat[4096];

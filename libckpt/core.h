@@ -141,6 +141,7 @@ int ck__pstate_loginuid_restore(uint32_t *saved, uint32_t *now) CK_HIDDEN;
 /* collect.c: process-wide state into ck__pd (threads parked); a whole
  * small file into buf, NUL-terminated: bytes read or -errno */
 long ck__read_file(const char *path, char *buf, size_t len) CK_HIDDEN;
+uint64_t ck__stack_start(void) CK_HIDDEN; /* /proc/self/stat field 28, 0 if unknown */
 /* collect.c: this round's /proc/self/maps shows a mapping of dev:ino */
 int ck__maps_has_file(uint64_t dev, uint64_t ino) CK_HIDDEN;
 int ck__collect_process(void) CK_HIDDEN;

@@ -39,7 +39,8 @@ enum ck_msg_type {
 				* before ckrun's boost (0: not boosted) */
 	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
 	/* job -> ckrun */
-	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; SCM_RIGHTS: the process's own channel */
+	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; arg1: start of its stack (/proc/self/stat
+			   * field 28; 0: unknown); SCM_RIGHTS: the process's own channel */
 	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size, arg2: held,
 			   * arg3: round, arg4: µs to park (low 32 bits) and to record (high),
 			   * arg5: µs to fork the snapshot (or to write-protect);

@@ -64,7 +64,7 @@ void ck_procs_clear(struct ckrun *c)
 /* A HELLO: a new process, or a known one that exec'd (same pid, new
  * channel). While a round asks processes to suspend, newcomers are asked
  * too. */
-static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
+static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd, uint64_t stack0)
 {
 	struct ck_jproc *p = pid > 0 ? ck_procs_find(c, pid) : NULL;
 	int one = 1;
@@ -105,7 +105,16 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd)
 	}
 	p->jpid = jpid;
 	p->fd = fd;
-	p->stack0 = ck_proc_stack_start(pid);
+	/* The stack the HELLO's sender had. Read here, it is that of a program
+	 * the process exec'd since if the HELLO is read late, and 0 when read
+	 * in the middle of that exec (the new memory has no stack yet): on a
+	 * loaded machine a round then counted on a static program as attached,
+	 * asked it in vain and committed the job without it. */
+	if (getenv("CKPT_TEST_STACK_UNREAD")) /* test: as read in the middle of an exec (0) */
+		stack0 = 0;
+	else if (!stack0) /* an older libckpt */
+		stack0 = ck_proc_stack_start(pid);
+	p->stack0 = stack0;
 	p->round.state = CK_JP_IDLE;
 	if (c->round && c->round->asking) {
 		struct ck_msg m;
@@ -207,7 +216,7 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 			memset(m, 0, __builtin_offsetof(struct ck_msg, text));
 			m->type = CK_MSG_HELLO;
 			m->arg[0] = (uint64_t)jpid;
-			ck__attach(c, *sender, jpid, chan);
+			ck__attach(c, *sender, jpid, chan, 0);
 			*from = ck_procs_find(c, *sender);
 			return 1;
 		}
@@ -239,7 +248,7 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 			if (r < 0)
 				continue;
 			if ((m->type == CK_MSG_HELLO || m->type == CK_MSG_RST_HELLO) && newfd >= 0) {
-				ck__attach(c, *sender, (int32_t)m->arg[0], newfd);
+				ck__attach(c, *sender, (int32_t)m->arg[0], newfd, m->type == CK_MSG_HELLO ? m->arg[1] : 0);
 				*from = ck_procs_find(c, *sender);
 				return 1;
 			}

@@ -286,8 +286,9 @@ static pid_t ck__round_stray(struct ckrun *c, const char **why)
 		return 0; /* the cut lists them again */
 	for (size_t i = 0; !found && i < nlive; i++) {
 		struct ck_jproc *p = ck_procs_find(c, live[i]);
-		if (p && (!p->stack0 || ck_proc_stack_start(p->pid) == p->stack0))
+		if (p && p->stack0 && ck_proc_stack_start(p->pid) == p->stack0)
 			continue; /* attached, and has not exec'd since */
+		/* (a stack not known: whether libckpt is mapped says) */
 		if ((*why = ck_proc_never_attaches(live[i])))
 			found = live[i];
 	}

@@ -106,6 +106,12 @@ CHILD=nolibckpt-child HOOK=child_exec refused nolibckpt-noenv 'process [0-9]+ \(
 	"$B/tests/unsupported/nolibckpt" noenv
 CHILD=nolibckpt-child HOOK=child_exec refused nolibckpt-static 'process [0-9]+ \(nolibckpt-child\) of the job runs without libckpt \(a static program, into which libckpt cannot be loaded\)' \
 	"$B/tests/unsupported/nolibckpt" static "$B/tests/unsupported/nolibckpt-static"
+# The same where ckrun's own read of the stack start of the child finds
+# none (as in the middle of its exec, on a loaded machine): the round took
+# it for attached, asked it in vain and committed the job without it.
+CKPT_TEST_STACK_UNREAD=1 CHILD=nolibckpt-child HOOK=child_exec refused nolibckpt-static-unread \
+	'process [0-9]+ \(nolibckpt-child\) of the job runs without libckpt \(a static program, into which libckpt cannot be loaded\)' \
+	"$B/tests/unsupported/nolibckpt" static "$B/tests/unsupported/nolibckpt-static"
 # A strict-mode thread cannot even park: refused before anything is asked.
 refused seccomp-strict 'process [0-9]+ of the job \(thread [0-9]+ here\) is in seccomp strict mode' \
 	"$B/tests/unsupported/seccomp_strict"
