@@ -44,6 +44,20 @@ static uint64_t ck__next_u64(const char **p)
 	return v;
 }
 
+/* Fields 4 to upto (< 64) of /proc/self/stat into f[], read into buf. */
+static int ck__self_stat(char *buf, size_t len, uint64_t *f, int upto)
+{
+	const char *p;
+
+	if (ck__read_file("/proc/self/stat", buf, len) <= 0 || !(p = strrchr(buf, ')')))
+		return -EIO;
+	p += 2; /* field 3 (state) */
+	p++;    /* skip state letter */
+	for (int i = 4; i <= upto && *p; i++)
+		f[i] = ck__next_u64(&p);
+	return 0;
+}
+
 /* The kernel's start of this process's stack (field 28 of /proc/self/stat),
  * 0 if unknown: with its HELLO, ckrun tells by it whether the process has
  * exec'd since it attached (a HELLO read late, after an exec into a
@@ -51,34 +65,18 @@ static uint64_t ck__next_u64(const char **p)
 uint64_t ck__stack_start(void)
 {
 	char stat[1536];
-	const char *p;
-	uint64_t v = 0;
+	uint64_t f[29] = {0};
 
-	if (ck__read_file("/proc/self/stat", stat, sizeof(stat)) <= 0 || !(p = strrchr(stat, ')')))
-		return 0;
-	p += 2; /* field 3 (state) */
-	p++;    /* skip state letter */
-	for (int i = 4; i <= 28 && *p; i++)
-		v = ck__next_u64(&p);
-	return v;
+	return ck__self_stat(stat, sizeof(stat), f, 28) < 0 ? 0 : f[28];
 }
 
 static int ck__collect_mm(void)
 {
 	static char stat[4096];
-	const char *p;
 	uint64_t f[64];
-	int i;
 
-	if (ck__read_file("/proc/self/stat", stat, sizeof(stat)) <= 0)
+	if (ck__self_stat(stat, sizeof(stat), f, 63) < 0)
 		return -EIO;
-	p = strrchr(stat, ')');
-	if (!p)
-		return -EIO;
-	p += 2; /* field 3 (state) */
-	p++;    /* skip state letter */
-	for (i = 4; i < 64 && *p; i++)
-		f[i] = ck__next_u64(&p);
 	ck__pd.start_code = f[26];
 	ck__pd.end_code = f[27];
 	ck__pd.start_stack = f[28];

@@ -189,17 +189,17 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 	}
 	v = ck__opt(s->fd, SOL_SOCKET, SO_ACCEPTCONN);
 	s->state = v ? CK_SOCK_LISTENING : s->plen ? CK_SOCK_EXTERNAL : CK_SOCK_UNCONNECTED;
-	if (s->family == AF_UNIX && s->state == CK_SOCK_EXTERNAL)
-		ck_sock_unix_diag(f->ino, &s->peer_ino, NULL, 0, NULL, NULL);
-	if (s->family == AF_UNIX && s->type == SOCK_DGRAM) {
-		/* A datagram socket's shutdown is its own (nothing reaches
-		 * its peer), and its SHUT_WR shows only here. */
+	if (s->family == AF_UNIX && (s->state == CK_SOCK_EXTERNAL || s->type == SOCK_DGRAM)) {
+		/* One question for both: the peer of one connected outside,
+		 * and a datagram socket's shutdown, which is its own (nothing
+		 * reaches its peer) and whose SHUT_WR shows only here. */
 		uint64_t peer;
 		int shut = -1;
 		ck_sock_unix_diag(f->ino, &peer, NULL, 0, NULL, &shut);
-		if (shut < 0) /* no sock_diag for UNIX: what poll shows */
-			shut = ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
-		s->shut = shut;
+		if (s->state == CK_SOCK_EXTERNAL)
+			s->peer_ino = peer;
+		if (s->type == SOCK_DGRAM) /* (no sock_diag for UNIX: what poll shows) */
+			s->shut = shut >= 0 ? shut : ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
 	}
 	/* before anything is taken: a refusal leaves the socket untouched */
 	return ck_sockopt_save(s->fd, s->family, s->type, jpid, f);

@@ -371,8 +371,9 @@ static int ck__dgram_shutdown_again(struct ck_sock_set *s)
 			continue;
 		if (((o->f->u64[2] & CK_SOCKOPT_SHUT_RD) && shutdown(o->fd, SHUT_RD) < 0) ||
 		    ((o->f->u64[2] & CK_SOCKOPT_SHUT_WR) && shutdown(o->fd, SHUT_WR) < 0)) {
-			ck_err_set("cannot shut socket %s down again: %s", o->f->path, strerror(errno));
-			return -errno;
+			int e = errno;
+			ck_err_set("cannot shut socket %s down again: %s", o->f->path, strerror(e));
+			return -e;
 		}
 	}
 	return 0;
