@@ -19,6 +19,16 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
+static void ck__send_restarted(void)
+{
+	static struct ck_msg m;
+
+	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
+	m.type = CK_MSG_RESTARTED;
+	m.arg[0] = (uint64_t)(uintptr_t)&ck__semundo;
+	ck__send(&m);
+}
+
 static void ck__send_simple(uint32_t type, const char *text)
 {
 	static struct ck_msg m;
@@ -314,6 +324,17 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck_exit_group(128 + (-e & 0x3f));
 		}
 		{
+			int32_t set = 0;
+			if ((e = ck__semundo_restore(&set)) < 0) {
+				static char line[160];
+				snprintf(line, sizeof(line),
+					 "process restart: cannot set its adjustments (SEM_UNDO) of System V semaphore set %d again (errno %d)",
+					 set, -e);
+				ck__send_simple(CK_MSG_RST_ERROR, line);
+				ck_exit_group(128 + (-e & 0x3f));
+			}
+		}
+		{
 			unsigned cmd = 0;
 			if ((e = ck__membarrier_restore(&cmd)) < 0) {
 				static char line[160];
@@ -326,7 +347,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	}
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
-	ck__send_simple(CK_MSG_RESTARTED, NULL);
+	ck__send_restarted();
 	/* Every process of the job runs again at once, when ckrun says so;
 	 * before that, the environment ckrun's --env gives it (env.c: no
 	 * malloc, the job's threads still parked). */

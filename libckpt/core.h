@@ -10,6 +10,7 @@
 
 #include "ckrun/plugin.h"
 #include "ckrun/procdesc.h"
+#include "ckrun/semundo.h"
 #include "ckrun/proto.h"
 #include "libckpt/ctx.h"
 
@@ -256,6 +257,11 @@ long ck__syscall_fail(long r) CK_HIDDEN;
 void ck__membarrier_note(long cmd, long r) CK_HIDDEN;
 void ck__membarrier_collect(void) CK_HIDDEN;
 int ck__membarrier_restore(unsigned *failed) CK_HIDDEN;
+/* semundo.c: the process's System V semaphore adjustments */
+extern struct ck_semundo ck__semundo CK_HIDDEN;
+void ck__semundo_parked(void *ucv) CK_HIDDEN;
+int ck__semundo_restore(int32_t *failed) CK_HIDDEN;
+const char *ck__semundo_env(void) CK_HIDDEN;
 long ck__syscall_record(long nr, long a0, long a1, long a2) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,11 +37,13 @@ static size_t ck__count(char *const envp[])
 	return n;
 }
 
-/* Copies envp into out (room for count + CK__NVARS + 1), adding what is
+/* Copies envp into out (room for count + CK__NVARS + 2), adding what is
  * missing. A job that sets LD_PRELOAD itself gets libckpt's entry in front
- * of its list. */
-static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, size_t preload_len)
+ * of its list. An exec (same_process: not a spawn) also hands on the
+ * process's semaphore adjustments, which the kernel keeps (semundo.c). */
+static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, size_t preload_len, int same_process)
 {
+	const char *semundo = same_process ? ck__semundo_env() : NULL;
 	size_t n = 0;
 	int have[CK__NVARS] = {0};
 
@@ -54,6 +57,8 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 		/* the job took the channel's number (fdhide.c moved the channel,
 		 * close-on-exec): the new program attaches through the attach
 		 * socket, never through what the job holds at that number */
+		if (!strncmp(e, "CKPT_SEMUNDO=", 13))
+			continue; /* ours, from this process's account only */
 		if (ck__core.ctl_fd != CK_CTL_FD && !strncmp(e, CK_CTL_ENV "=", sizeof(CK_CTL_ENV)))
 			e = CK_CTL_ENV "=-1";
 		if (!strncmp(e, "LD_PRELOAD=", 11) && ck__vars[0] && !strstr(e, "libckpt.so")) {
@@ -71,14 +76,18 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 	for (int k = 0; k < CK__NVARS; k++)
 		if (!have[k] && ck__vars[k])
 			out[n++] = k == 1 && ck__core.ctl_fd != CK_CTL_FD ? (char *)CK_CTL_ENV "=-1" : ck__vars[k];
+	if (semundo)
+		out[n++] = (char *)semundo;
 	out[n] = NULL;
 	return out;
 }
 
-#define CK__FIXED_ENV(envp)                                                                                   \
-	char **ck__out = __builtin_alloca((ck__count(envp) + CK__NVARS + 1) * sizeof(char *));                \
+#define CK__FIXED_ENV_OF(envp, same)                                                                          \
+	char **ck__out = __builtin_alloca((ck__count(envp) + CK__NVARS + 2) * sizeof(char *));                \
 	char ck__pre[4096];                                                                                   \
-	char *const *fixed = ck__fix(envp, ck__out, ck__pre, sizeof(ck__pre))
+	char *const *fixed = ck__fix(envp, ck__out, ck__pre, sizeof(ck__pre), same)
+#define CK__FIXED_ENV(envp) CK__FIXED_ENV_OF(envp, 1)
+#define CK__SPAWN_ENV(envp) CK__FIXED_ENV_OF(envp, 0)
 
 int execve(const char *path, char *const argv[], char *const envp[])
 {
@@ -115,7 +124,7 @@ int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *
 {
 	static int (*real)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
 			   char *const[], char *const[]);
-	CK__FIXED_ENV(envp);
+	CK__SPAWN_ENV(envp);
 
 	if (!real)
 		real = dlsym(RTLD_NEXT, "posix_spawn");
@@ -127,9 +136,69 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 {
 	static int (*real)(pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *,
 			   char *const[], char *const[]);
-	CK__FIXED_ENV(envp);
+	CK__SPAWN_ENV(envp);
 
 	if (!real)
 		real = dlsym(RTLD_NEXT, "posix_spawnp");
 	return real(pid, file, fa, at, argv, fixed);
+}
+
+/* The C library's exec*() that take `environ` call its own execve inside
+ * it, not ours: they come here so that an exec hands on what ck__fix adds
+ * (the semaphore adjustments; the rest `environ` already holds). */
+extern char **environ;
+
+int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* argv of execl*(): arg, then the variadic ones up to NULL; then, for
+ * execle, the environment after it. */
+#define CK__LIST_ARGS(arg, ap, argv, envp_out, with_env)                                                              \
+	size_t ck__n = 1;                                                                                     \
+	va_start(ap, arg);                                                                                    \
+	while (va_arg(ap, char *))                                                                            \
+		ck__n++;                                                                                      \
+	va_end(ap);                                                                                           \
+	char **argv = __builtin_alloca((ck__n + 1) * sizeof(char *));                                        \
+	va_start(ap, arg);                                                                                    \
+	argv[0] = (char *)arg;                                                                                \
+	for (size_t ck__i = 1; ck__i <= ck__n; ck__i++)                                                       \
+		argv[ck__i] = va_arg(ap, char *);                                                             \
+	envp_out = (with_env) ? va_arg(ap, char **) : NULL;                                                   \
+	va_end(ap)
+
+int execl(const char *path, const char *arg, ...)
+{
+	char **envp;
+	va_list ap;
+	CK__LIST_ARGS(arg, ap, argv, envp, 0);
+
+	(void)envp;
+	return execve(path, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	char **envp;
+	va_list ap;
+	CK__LIST_ARGS(arg, ap, argv, envp, 0);
+
+	(void)envp;
+	return execvpe(file, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	char **envp;
+	va_list ap;
+	CK__LIST_ARGS(arg, ap, argv, envp, 1);
+
+	return execve(path, argv, envp);
 }

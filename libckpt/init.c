@@ -80,6 +80,7 @@ static int ck__attach(int inherited)
 	m.type = CK_MSG_HELLO;
 	m.arg[0] = (uint64_t)getpid();
 	m.arg[1] = ck__stack_start();
+	m.arg[2] = (uint64_t)(uintptr_t)&ck__semundo;
 	r = ck_send_with_creds_fd(inherited, &m, __builtin_offsetof(struct ck_msg, text), sp[1]);
 	ck_close(sp[1]);
 	if (r < 0) {

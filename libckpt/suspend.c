@@ -55,6 +55,9 @@ static int ck__reissue_ok(long nr)
 	case SYS_epoll_wait: case SYS_epoll_pwait: case SYS_epoll_pwait2:
 	case SYS_nanosleep: case SYS_clock_nanosleep: case SYS_futex:
 	case SYS_pause: case SYS_rt_sigtimedwait: case SYS_io_getevents:
+	/* System V waits: never restarted after a handler (signal(7)); a
+	 * semtimedop's timeout starts again */
+	case SYS_semop: case SYS_semtimedop: case SYS_msgrcv: case SYS_msgsnd:
 		return 1;
 	}
 	return 0;
@@ -226,6 +229,7 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	(void)si;
 	if (!ck__core.suspending || !(t = ck__slot_of(tid)))
 		return; /* stray or late signal: nothing to do */
+	ck__semundo_parked(ucv); /* before the thread's state is read */
 	again = ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
 	ck__save_kernel_thread_state(t);
 	{

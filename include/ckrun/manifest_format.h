@@ -52,6 +52,9 @@ static_assert(CK_CHUNK_SIZE / CK_DELTA_PAGE <= 64, "a delta's page map is 64 bit
  * order, each a u64 length, a u64 priority and its bytes; id, key and pad
  * are 0 */
 #define CK_SYSV_PMQ 0x4
+/* the record is a System V semaphore set: pad is its number of
+ * semaphores, its chunks hold their values (u16 each) */
+#define CK_SYSV_SEM 0x8
 
 #define CK_MF_MAGIC {'C', 'K', 'P', 'T', 'M', 'A', 'N', '\n'}
 

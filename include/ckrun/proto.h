@@ -40,7 +40,8 @@ enum ck_msg_type {
 	CK_MSG_DONE,           /* arg0: 0 saved, else -errno: round over, resume */
 	/* job -> ckrun */
 	CK_MSG_HELLO,     /* libckpt initialised; arg0: pid in job ns; arg1: start of its stack (/proc/self/stat
-			   * field 28; 0: unknown); SCM_RIGHTS: the process's own channel */
+			   * field 28; 0: unknown); arg2: its semaphore adjustments' account
+			   * (ckrun/semundo.h; 0: none); SCM_RIGHTS: the process's own channel */
 	CK_MSG_SNAPSHOT,  /* sent by the process to read; arg0: desc addr, arg1: desc size, arg2: held,
 			   * arg3: round, arg4: µs to park (low 32 bits) and to record (high),
 			   * arg5: µs to fork the snapshot (or to write-protect);
@@ -48,7 +49,7 @@ enum ck_msg_type {
 			   * text: struct ck_wp_info (a pre-armed one: the info
 			   * without a descriptor, ckrun has it already) */
 	CK_MSG_FAILED,    /* text: why the round cannot be done */
-	CK_MSG_RESTARTED, /* restored process runs again */
+	CK_MSG_RESTARTED, /* restored process runs again; arg0: as HELLO's arg2 */
 	CK_MSG_REQUEST,   /* ckpt_request() from the job */
 	/* ckrun <-> restorer */
 	CK_MSG_RST_HELLO,   /* restorer -> ckrun: ready for the layout */

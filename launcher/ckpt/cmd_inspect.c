@@ -165,7 +165,7 @@ int ckpt_cmd_inspect(int argc, char **argv)
 		}
 	}
 	if (m->nshms) {
-		printf("\nIPC        %zu System V shared memory segments and message queues, POSIX message queues\n",
+		printf("\nIPC        %zu System V shared memory segments, message queues and semaphore sets, POSIX message queues\n",
 		       m->nshms);
 		for (i = 0; i < m->nshms; i++) {
 			const struct ck_sysv_shm *x = &m->shms[i];
@@ -173,6 +173,11 @@ int ckpt_cmd_inspect(int argc, char **argv)
 			if (x->flags & CK_SYSV_PMQ) {
 				printf("  POSIX queue mode %03o owner %u:%u, %llu bytes of attributes, name and messages\n",
 				       x->mode, x->uid, x->gid, (unsigned long long)x->size);
+				continue;
+			}
+			if (x->flags & CK_SYSV_SEM) {
+				printf("  semaphore set id %d key %#x mode %03o owner %u:%u, %u semaphores\n", x->id,
+				       (unsigned)x->key, x->mode, x->uid, x->gid, x->pad);
 				continue;
 			}
 			printf("  %s id %d key %#x mode %03o %s %llu%s\n", (x->flags & CK_SYSV_MSG) ? "queue" : "segment",

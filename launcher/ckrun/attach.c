@@ -51,7 +51,7 @@ int ck_attach_open(struct ckrun *c)
 	return 0;
 }
 
-int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid)
+int ck_attach_accept(struct ckrun *c, pid_t *pid, struct ck_msg *hello)
 {
 	struct ucred cr;
 	socklen_t l = sizeof(cr);
@@ -81,7 +81,7 @@ int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid)
 			close(chan);
 		goto refuse;
 	}
-	*jpid = (int32_t)m.arg[0];
+	*hello = m;
 	close(cfd);
 	return chan;
 refuse:

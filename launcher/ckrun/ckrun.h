@@ -51,6 +51,7 @@ struct ck_jproc {
 	int fd;       /* its control channel */
 	uint64_t stack0; /* its stack start when it attached: another means it exec'd since */
 	uint64_t pd_addr;
+	uint64_t semundo_addr; /* its semaphore adjustments' account (include/ckrun/semundo.h); 0: none */
 	/* its descriptor: a buffer kept (and pre-touched) across rounds, filled
 	 * by each round's cut */
 	struct ck_procdesc *pd;
@@ -265,7 +266,7 @@ int ck_sysv_remove_marked(struct ckrun *c, struct ck_manifest *m);
 int ck_attach_open(struct ckrun *c);
 /* A connection on the attach socket: its HELLO, if it comes from a process
  * of the job. Returns the new channel (and *pid, *jpid) or -errno. */
-int ck_attach_accept(struct ckrun *c, pid_t *pid, int32_t *jpid);
+int ck_attach_accept(struct ckrun *c, pid_t *pid, struct ck_msg *hello);
 /* prearm.c: PREARM to every process while the job runs, and their
  * answers (p->prearm, p->wp_pre); 0, or -errno when ckrun cannot wait. */
 struct ck_round;

@@ -29,7 +29,7 @@ enum {
 	CK_IPC_OK,
 	CK_IPC_E_USERNS,
 	CK_IPC_E_IPCNS,
-	CK_IPC_E_SEM,
+	CK_IPC_E_SEMREAD,
 	CK_IPC_E_READ,
 	CK_IPC_E_MSGREAD,
 	CK_IPC_E_MSGBIG,
@@ -67,6 +67,14 @@ int64_t ck_ipc_read_num(const char *file);
 int ck_ipc_write_num(const char *file, uint32_t u);
 /* Runs the helper for v; 0, or -errno with the reason set. */
 int ck_ipc_run(struct ckrun *c, struct ck_ipc_visit *v);
+
+/* sem_sysv.c: LIST reads every semaphore set into v->seg; MAKE makes
+ * one again (run by the helper). ckrun's side: every process's SEM_UNDO
+ * adjustments can be set again at a restore, given the n objects listed;
+ * else one line, -ENOTSUP. */
+int ck_sem_list(struct ck_ipc_visit *v);
+int ck_sem_make(struct ck_ipc_visit *v, struct ck_ipc_obj *s);
+int ck_semundo_check(struct ckrun *c, const struct ck_ipc_obj *seg, size_t n);
 
 /* mq_posix.c, run by the helper: LIST mounts the mqueue file system
  * (once) and reads every queue into v->seg after the System V objects;

@@ -64,7 +64,7 @@ void ck_procs_clear(struct ckrun *c)
 /* A HELLO: a new process, or a known one that exec'd (same pid, new
  * channel). While a round asks processes to suspend, newcomers are asked
  * too. */
-static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd, uint64_t stack0)
+static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd, uint64_t stack0, uint64_t semundo)
 {
 	struct ck_jproc *p = pid > 0 ? ck_procs_find(c, pid) : NULL;
 	int one = 1;
@@ -115,6 +115,7 @@ static int ck__attach(struct ckrun *c, pid_t pid, int32_t jpid, int fd, uint64_t
 	else if (!stack0) /* an older libckpt */
 		stack0 = ck_proc_stack_start(pid);
 	p->stack0 = stack0;
+	p->semundo_addr = semundo;
 	p->round.state = CK_JP_IDLE;
 	if (c->round && c->round->asking) {
 		struct ck_msg m;
@@ -208,15 +209,11 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 		for (int i = 0; i < nextra; i++)
 			extra[i].revents = pf[i].revents;
 		if (pf[n - 1].revents & POLLIN) {
-			int32_t jpid = 0;
-			int chan = ck_attach_accept(c, sender, &jpid);
+			int chan = ck_attach_accept(c, sender, m);
 			free(pf);
 			if (chan < 0)
 				continue;
-			memset(m, 0, __builtin_offsetof(struct ck_msg, text));
-			m->type = CK_MSG_HELLO;
-			m->arg[0] = (uint64_t)jpid;
-			ck__attach(c, *sender, jpid, chan, 0);
+			ck__attach(c, *sender, (int32_t)m->arg[0], chan, m->arg[1], m->arg[2]);
 			*from = ck_procs_find(c, *sender);
 			return 1;
 		}
@@ -248,7 +245,8 @@ int ck_procs_wait(struct ckrun *c, struct pollfd *extra, int nextra, int timeout
 			if (r < 0)
 				continue;
 			if ((m->type == CK_MSG_HELLO || m->type == CK_MSG_RST_HELLO) && newfd >= 0) {
-				ck__attach(c, *sender, (int32_t)m->arg[0], newfd, m->type == CK_MSG_HELLO ? m->arg[1] : 0);
+				ck__attach(c, *sender, (int32_t)m->arg[0], newfd, m->type == CK_MSG_HELLO ? m->arg[1] : 0,
+					   m->type == CK_MSG_HELLO ? m->arg[2] : 0);
 				*from = ck_procs_find(c, *sender);
 				return 1;
 			}

@@ -292,6 +292,7 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 			/* its saved stack start, set again by the restart code:
 			 * not an exec since it attached (round.c) */
 			from->stack0 = ck_proc_stack_start(from->pid);
+			from->semundo_addr = msg.arg[0];
 			restarted++;
 		}
 	}

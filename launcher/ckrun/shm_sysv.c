@@ -7,7 +7,7 @@
  * Message queues likewise: their messages copied at the checkpoint
  * (msgrcv MSG_COPY, which leaves them queued), each queue made again with
  * its id (msg_next_id), key, size limit, owner and mode, and its messages
- * sent again in order. Semaphores are refused. POSIX message queues:
+ * sent again in order. Semaphore sets: sem_sysv.c. POSIX message queues:
  * mq_posix.c, through the same helper.
  *
  * Entering the job's IPC namespace takes CAP_SYS_ADMIN over it and in
@@ -45,13 +45,6 @@
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/ipcns.h"
 
-union ck__semun {
-	int val;
-	struct semid_ds *buf;
-	unsigned short *array;
-	struct seminfo *__buf;
-};
-
 int ck_ipc_failed(struct ck_ipc_visit *v, int what, int32_t id)
 {
 	v->fail = what;
@@ -62,14 +55,12 @@ int ck_ipc_failed(struct ck_ipc_visit *v, int what, int32_t id)
 
 static int ck__list(struct ck_ipc_visit *v)
 {
-	struct seminfo si;
 	struct msginfo mi;
 	struct shm_info inf;
-	union ck__semun su = {.__buf = &si};
 	int max;
 
-	if (semctl(0, 0, SEM_INFO, su) >= 0 && si.semusz > 0)
-		return ck_ipc_failed(v, CK_IPC_E_SEM, 0);
+	if (ck_sem_list(v))
+		return 1;
 	max = shmctl(0, SHM_INFO, (struct shmid_ds *)(void *)&inf);
 	for (int idx = 0; idx <= max; idx++) {
 		struct shmid_ds ds;
@@ -274,6 +265,11 @@ static int ck__make(struct ck_ipc_visit *v)
 				return 1;
 			continue;
 		}
+		if (s->x.flags & CK_SYSV_SEM) {
+			if (ck_sem_make(v, s))
+				return 1;
+			continue;
+		}
 		if (ck__next_id("/proc/sys/kernel/shm_next_id", s->x.id) < 0)
 			return ck_ipc_failed(v, CK_IPC_E_NEXTID, s->x.id);
 		id = shmget((s->x.flags & CK_SYSV_DEST) ? IPC_PRIVATE : s->x.key, s->x.size, IPC_CREAT | IPC_EXCL | 0600);
@@ -326,7 +322,7 @@ static void ck__say(const struct ck_ipc_visit *v)
 	switch (v->fail) {
 	case CK_IPC_E_USERNS: ck_err_set("cannot enter the job's user namespace (for its IPC namespace): %s", e); break;
 	case CK_IPC_E_IPCNS: ck_err_set("cannot enter the job's IPC namespace: %s", e); break;
-	case CK_IPC_E_SEM: ck_err_set("the job has System V semaphores: not supported yet"); break;
+	case CK_IPC_E_SEMREAD: ck_err_set("cannot read System V semaphore set %d: %s", v->id, e); break;
 	case CK_IPC_E_READ: ck_err_set("cannot read System V shared memory segment %d: %s", v->id, e); break;
 	case CK_IPC_E_MSGREAD: ck_err_set("cannot copy the messages of System V message queue %d: %s", v->id, e); break;
 	case CK_IPC_E_MSGBIG:
@@ -392,7 +388,7 @@ int ck_ipc_run(struct ckrun *c, struct ck_ipc_visit *v)
 	if (v->fail != CK_IPC_OK) {
 		ck__say(v);
 		r = v->err ? -v->err : -ENOTSUP;
-		if (v->fail == CK_IPC_E_SEM || v->fail == CK_IPC_E_MSGBIG)
+		if (v->fail == CK_IPC_E_MSGBIG)
 			r = -ENOTSUP;
 	} else if (!WIFEXITED(st) || WEXITSTATUS(st)) {
 		ck_err_set("the helper for the job's IPC namespace failed (status %d)", st);
@@ -415,7 +411,7 @@ static void ck__detach(struct ck_ipc_obj *seg, size_t n)
 	for (size_t i = 0; i < n; i++) {
 		if (!seg[i].addr || seg[i].addr == (void *)-1)
 			continue;
-		if (!(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ)))
+		if (!(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM)))
 			shmdt(seg[i].addr);
 		else if (seg[i].maplen)
 			munmap(seg[i].addr, seg[i].maplen);
@@ -478,7 +474,7 @@ int ck_sysv_save(struct ckrun *c, struct ck_writer *w, struct ck_manifest *m)
 	}
 	if (r < 0)
 		goto out;
-	if ((r = ck_pmq_check_fds(c, seg, v.n, mq_dir >= 0)) < 0)
+	if ((r = ck_pmq_check_fds(c, seg, v.n, mq_dir >= 0)) < 0 || (r = ck_semundo_check(c, seg, v.n)) < 0)
 		goto out;
 	if (v.n && !(m->shms = calloc(v.n, sizeof(*m->shms)))) {
 		r = -ENOMEM;
@@ -509,8 +505,8 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 	r = 0;
 	for (size_t i = 0; i < m->nshms; i++) {
 		seg[i].x = m->shms[i];
-		/* a queue's messages, for the helper to send */
-		if (r == 0 && (seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ))) {
+		/* a queue's messages, for the helper to send; a set's values */
+		if (r == 0 && (seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM))) {
 			if (!(seg[i].addr = malloc(seg[i].x.size + 1)))
 				r = -ENOMEM;
 			else if (seg[i].x.nchunks)
@@ -524,7 +520,7 @@ int ck_sysv_make(struct ckrun *c, struct ck_reader *rd, struct ck_manifest *m)
 	if (r == 0)
 		r = ck_ipc_run(c, &v);
 	for (size_t i = 0; r == 0 && i < v.n; i++)
-		if (seg[i].x.nchunks && !(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ)))
+		if (seg[i].x.nchunks && !(seg[i].x.flags & (CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM)))
 			r = ck_reader_read(rd, seg[i].x.first_chunk, seg[i].x.nchunks, ck_mem_sink, seg[i].addr);
 	ck__detach(seg, m->nshms);
 	free(seg);

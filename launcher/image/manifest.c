@@ -612,7 +612,8 @@ static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
 		x->first_chunk = le64toh(w.first_chunk);
 		x->nchunks = le32toh(w.nchunks);
 		x->pad = le32toh(w.pad);
-		if (x->id < 0 || (x->flags & ~(uint32_t)(CK_SYSV_DEST | CK_SYSV_MSG | CK_SYSV_PMQ)) ||
+		if (x->id < 0 || (x->flags & ~(uint32_t)(CK_SYSV_DEST | CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM)) ||
+		    ((x->flags & CK_SYSV_SEM) && (x->flags != CK_SYSV_SEM || x->size != (uint64_t)x->pad * 2)) ||
 		    ((x->flags & CK_SYSV_MSG) && (x->flags & CK_SYSV_DEST)) ||
 		    ((x->flags & CK_SYSV_PMQ) && x->flags != CK_SYSV_PMQ) || x->first_chunk + x->nchunks > m->nchunks ||
 		    x->first_chunk + x->nchunks < x->first_chunk)
@@ -768,10 +769,10 @@ static int validate(const struct ck_manifest *m)
 	for (i = 0; i < m->nshms; i++) {
 		const struct ck_sysv_shm *x = &m->shms[i];
 		uint64_t bytes = upto[x->first_chunk + x->nchunks] - upto[x->first_chunk];
-		int msg = (x->flags & (CK_SYSV_MSG | CK_SYSV_PMQ)) != 0;
+		int msg = (x->flags & (CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM)) != 0;
 
 		if (msg ? (bytes != x->size || x->size > INT32_MAX) : bytes > x->size) {
-			rc = bad("SysV %s %d: %llu bytes of chunks for a size of %llu", msg ? "queue" : "segment", x->id,
+			rc = bad("SysV %s %d: %llu bytes of chunks for a size of %llu", msg ? "queue or set" : "segment", x->id,
 				 (unsigned long long)bytes, (unsigned long long)x->size);
 			goto out;
 		}

@@ -69,12 +69,12 @@ struct ck_sysv_shm {
 	int32_t id, key;
 	uint32_t mode;  /* permission bits */
 	uint32_t flags; /* CK_SYSV_DEST: marked for removal; CK_SYSV_MSG: a message queue;
-			 * CK_SYSV_PMQ: a POSIX message queue */
+			 * CK_SYSV_PMQ: a POSIX message queue; CK_SYSV_SEM: a semaphore set */
 	uint32_t uid, gid;
 	uint64_t size;
 	uint64_t first_chunk;
 	uint32_t nchunks;
-	uint32_t pad; /* CK_SYSV_MSG: the queue's msg_qbytes */
+	uint32_t pad; /* CK_SYSV_MSG: the queue's msg_qbytes; CK_SYSV_SEM: its number of semaphores */
 };
 
 /* A file the checkpoint relies on for content it did not save

@@ -1,23 +1,40 @@
-/* sysvsem: a System V semaphore set in use while a checkpoint is asked for:
- * the round must be refused naming it, and the job must go on. */
+/* sysvsem: a child holds a SEM_UNDO adjustment of a System V semaphore,
+ * and the parent then sets the semaphore's value (SETVAL), which the kernel
+ * makes clear every process's adjustment of it. libckpt's account cannot
+ * tell what is left of the child's: every round must be refused naming
+ * it, and the job must go on (the value stays the parent's after the
+ * child's exit: nothing left to undo). */
 #include <stdio.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int main(void)
 {
-	int id = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
-	struct sembuf up = {0, 1, 0}, down = {0, -1, 0};
+	int id = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600), ready[2], go[2], st;
+	struct sembuf take = {0, -1, SEM_UNDO};
+	char b = 0;
+	pid_t kid;
 
-	if (id < 0)
+	if (id < 0 || semctl(id, 0, SETVAL, 1) < 0 || pipe(ready) < 0 || pipe(go) < 0)
+		return 1;
+	if ((kid = fork()) == 0) {
+		if (semop(id, &take, 1) < 0 || write(ready[1], "r", 1) != 1)
+			_exit(1);
+		_exit(read(go[0], &b, 1) == 1 ? 0 : 1);
+	}
+	if (kid < 0 || read(ready[0], &b, 1) != 1 || semctl(id, 0, SETVAL, 5) < 0)
 		return 1;
 	for (int i = 0; i < 25; i++) {
+		struct sembuf up = {0, 1, 0}, down = {0, -1, 0};
 		if (semop(id, &up, 1) < 0 || semop(id, &down, 1) < 0)
 			return 1;
 		usleep(100000);
 	}
+	if (write(go[1], "g", 1) != 1 || waitpid(kid, &st, 0) != kid || !WIFEXITED(st) || WEXITSTATUS(st))
+		return 1;
+	printf("sysvsem: 25 rounds, value %d after the child's exit\n", semctl(id, 0, GETVAL));
 	semctl(id, 0, IPC_RMID);
-	printf("sysvsem: 25 rounds\n");
 	return 0;
 }
