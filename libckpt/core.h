@@ -262,6 +262,7 @@ extern struct ck_semundo ck__semundo CK_HIDDEN;
 void ck__semundo_parked(void *ucv) CK_HIDDEN;
 int ck__semundo_restore(int32_t *failed) CK_HIDDEN;
 const char *ck__semundo_env(void) CK_HIDDEN;
+void ck__semundo_atfork_child(void) CK_HIDDEN;
 long ck__syscall_record(long nr, long a0, long a1, long a2) CK_HIDDEN;
 void *ck__manager(void *arg) CK_HIDDEN;
 /* env.c: "NAME=VALUE\0" entries (len bytes) into environ, without malloc

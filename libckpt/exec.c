@@ -1,8 +1,9 @@
 /* exec with an environment of the job's own choosing (execve, execvpe,
  * fexecve, posix_spawn[p]) must still load libckpt in the new program:
  * the variables it needs (LD_PRELOAD with libckpt, the channel, the
- * suspend signal, the attach socket) are put back into that environment, as DMTCP does. exec*() that
- * take `environ` need nothing: it still holds them. Runs in vfork children
+ * suspend signal, the attach socket) are put back into that environment, as DMTCP does; an exec
+ * also hands on the process's semaphore adjustments (semundo.c). exec*()
+ * that take `environ` come here too (at the end). Runs in vfork children
  * too: the new array lives on the stack, nothing is allocated. */
 #include <dlfcn.h>
 #include <errno.h>

@@ -49,6 +49,7 @@ struct ck__semcall {
 	const struct sembuf *sops;
 	size_t n;
 	uint64_t t0;
+	int64_t rt0;
 	long res; /* 1 until the system call returns: then its result */
 };
 static __thread struct ck__semcall ck__sc __attribute__((tls_model("initial-exec")));
@@ -78,6 +79,14 @@ static uint64_t ck__mono(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static int64_t ck__real_sec(void)
+{
+	struct timespec ts;
+
+	ck_sys2(SYS_clock_gettime, CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
 static void ck__block_all(sigset_t *old)
 {
 	sigset_t all;
@@ -104,17 +113,28 @@ static void ck__unlock(void)
 }
 
 /* A fork's child holds its parent's account in its memory, and no
- * adjustment in the kernel: it starts its own. Locked. */
-static void ck__own(void)
+ * adjustment in the kernel: it starts its own. A vfork child (or a raw
+ * clone's), whose pid libckpt's fork handler did not note, shares its
+ * parent's memory: it counts nothing (-1). Locked. */
+static int ck__own(void)
 {
 	int pid = (int)ck_sys0(SYS_getpid);
 	struct ck_semundo *t = &ck__semundo;
 
+	if (pid != ck__core.pid)
+		return -1;
 	if (t->owner == pid)
-		return;
+		return 0;
 	memset(t, 0, sizeof(*t));
 	t->magic = CK_SEMUNDO_MAGIC;
 	t->owner = pid;
+	return 0;
+}
+
+/* init.c's fork handler: a thread of the parent may have held the lock. */
+void ck__semundo_atfork_child(void)
+{
+	ck__su_lock = 0;
 }
 
 static struct ck_semundo_adj *ck__find(int id, unsigned num)
@@ -131,11 +151,12 @@ static void ck__drop(struct ck_semundo_adj *a)
 }
 
 /* Locked, signals blocked. */
-static void ck__count(int id, const struct sembuf *sops, size_t n, uint64_t t0)
+static void ck__count(int id, const struct sembuf *sops, size_t n, uint64_t t0, int64_t rt0)
 {
 	uint64_t now = ck__mono();
 
-	ck__own();
+	if (ck__own() < 0)
+		return;
 	for (size_t i = 0; i < n; i++) {
 		struct ck_semundo_adj *a;
 		if (!(sops[i].sem_flg & SEM_UNDO) || !sops[i].sem_op)
@@ -150,6 +171,7 @@ static void ck__count(int id, const struct sembuf *sops, size_t n, uint64_t t0)
 			a->semid = id;
 			a->num = sops[i].sem_num;
 			a->t_first = t0;
+			a->rt_first = rt0;
 		}
 		a->adj -= sops[i].sem_op;
 		a->t_last = now;
@@ -181,7 +203,7 @@ void ck__semundo_parked(void *ucv)
 	if (res != 0)
 		return; /* not made yet, failed, or interrupted (issued again) */
 	ck__lock();
-	ck__count(ck__sc.id, ck__sc.sops, ck__sc.n, ck__sc.t0);
+	ck__count(ck__sc.id, ck__sc.sops, ck__sc.n, ck__sc.t0, ck__sc.rt0);
 	ck__unlock();
 	__atomic_store_n(&ck__sc.state, CK__SC_COUNTED, __ATOMIC_SEQ_CST);
 }
@@ -202,13 +224,14 @@ int semtimedop(int id, struct sembuf *sops, size_t n, const struct timespec *tim
 	ck__sc.sops = sops;
 	ck__sc.n = n;
 	ck__sc.t0 = ck__mono();
+	ck__sc.rt0 = ck__real_sec();
 	ck__sc.res = 1;
 	__atomic_store_n(&ck__sc.state, CK__SC_ISSUING, __ATOMIC_SEQ_CST);
 	r = ck__semop_stub(id, sops, (long)n, timeout, &ck__sc.res);
 	ck__block_all(&old);
 	if (r == 0 && __atomic_load_n(&ck__sc.state, __ATOMIC_SEQ_CST) == CK__SC_ISSUING) {
 		ck__lock();
-		ck__count(id, sops, n, ck__sc.t0);
+		ck__count(id, sops, n, ck__sc.t0, ck__sc.rt0);
 		ck__unlock();
 	}
 	__atomic_store_n(&ck__sc.state, CK__SC_IDLE, __ATOMIC_SEQ_CST);
@@ -234,7 +257,8 @@ static int ck__clear_begin(int id, unsigned num)
 	int slot = -1;
 	uint64_t oldest = CK_SEMUNDO_PENDING;
 
-	ck__own();
+	if (ck__own() < 0)
+		return -1;
 	for (uint32_t i = 0; i < t->nclear && slot < 0; i++)
 		if (t->clear[i].semid == -1 ||
 		    (t->clear[i].semid == id && t->clear[i].num == num && t->clear[i].t_end != CK_SEMUNDO_PENDING))
@@ -276,8 +300,10 @@ static void ck__clear_end(int slot, int id, unsigned num, int done, uint64_t t_s
 			ck__drop(a);
 			continue;
 		}
-		if (a->semid == id && (num == CK_SEMUNDO_ALL || a->num == num))
+		if (a->semid == id && (num == CK_SEMUNDO_ALL || a->num == num)) {
 			a->t_first = t_start;
+			a->ctime_ok = 0;
+		}
 		i++;
 	}
 	t->clear[slot].t_end = ck__mono();
@@ -334,6 +360,7 @@ int ck__semundo_restore(int32_t *failed)
 {
 	struct ck_semundo *t = &ck__semundo;
 	uint64_t now = ck__mono();
+	int64_t rt = ck__real_sec();
 
 	if (t->magic != CK_SEMUNDO_MAGIC || t->owner != ck__core.pid)
 		return 0;
@@ -360,6 +387,11 @@ int ck__semundo_restore(int32_t *failed)
 			return (int)r;
 		}
 		a->t_first = a->t_last = now;
+		a->rt_first = rt;
+		{ /* the restore's SETALL and IPC_SET changed it: no reset */
+			struct semid_ds ds;
+			a->ctime_ok = ck_sys4(SYS_semctl, a->semid, 0, IPC_STAT, &ds) == 0 ? (int64_t)ds.sem_ctime : 0;
+		}
 		i++;
 	}
 	t->nclear = 0;
@@ -372,27 +404,48 @@ int ck__semundo_restore(int32_t *failed)
  * vfork child, or the process about to be replaced). */
 const char *ck__semundo_env(void)
 {
-	static char buf[64 + CK_SEMUNDO_MAX * 88 + CK_SEMUNDO_CLEARS * 48];
+	static char buf[64 + CK_SEMUNDO_MAX * 128 + CK_SEMUNDO_CLEARS * 48];
 	struct ck_semundo *t = &ck__semundo;
+	uint64_t now = ck__mono();
+	const char *r = NULL;
+	sigset_t old;
 	size_t at;
 
-	if (t->owner != (int)ck_sys0(SYS_getpid) || (!t->nadj && !t->nclear && !t->overflow && !t->t_forgot))
-		return NULL;
-	at = (size_t)snprintf(buf, sizeof(buf), "CKPT_SEMUNDO=o%u f%llu", t->overflow,
+	ck__block_all(&old);
+	ck__lock();
+	if (t->owner != (int)ck_sys0(SYS_getpid) || t->owner != ck__core.pid ||
+	    (!t->nadj && !t->nclear && !t->overflow && !t->t_forgot))
+		goto out;
+	/* the pid: only this process's next program takes it */
+	at = (size_t)snprintf(buf, sizeof(buf), "CKPT_SEMUNDO=p%d o%u f%llu", t->owner, t->overflow,
 			      (unsigned long long)t->t_forgot);
-	for (uint32_t i = 0; i < t->nadj && at < sizeof(buf); i++)
-		at += (size_t)snprintf(buf + at, sizeof(buf) - at, " a%d,%u,%d,%llu,%llu", t->adj[i].semid,
-				       t->adj[i].num, t->adj[i].adj, (unsigned long long)t->adj[i].t_first,
-				       (unsigned long long)t->adj[i].t_last);
+	for (uint32_t i = 0; i < t->nadj && at < sizeof(buf); i++) {
+		const struct ck_semundo_adj *a = &t->adj[i];
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, " a%d,%u,%d,%llu,%llu,%lld,%lld", a->semid, a->num,
+				       a->adj, (unsigned long long)a->t_first, (unsigned long long)a->t_last,
+				       (long long)a->rt_first, (long long)a->ctime_ok);
+	}
+	/* a reset under way in another thread ends by the time exec has
+	 * ended every other thread: "now" is no earlier than its end */
 	for (uint32_t i = 0; i < t->nclear && at < sizeof(buf); i++)
 		if (t->clear[i].semid != -1)
 			at += (size_t)snprintf(buf + at, sizeof(buf) - at, " c%d,%u,%llu", t->clear[i].semid,
-					       t->clear[i].num, (unsigned long long)t->clear[i].t_end);
-	return at < sizeof(buf) ? buf : NULL;
+					       t->clear[i].num,
+					       (unsigned long long)(t->clear[i].t_end == CK_SEMUNDO_PENDING
+									    ? now
+									    : t->clear[i].t_end));
+	r = at < sizeof(buf) ? buf : NULL;
+out:
+	ck__unlock();
+	ck__unblock(&old);
+	return r;
 }
 
-/* The account an exec handed on; the variable leaves the environment. */
-__attribute__((constructor)) static void ck__semundo_init(void)
+/* The account an exec of this process handed on (its pid in it: a
+ * program that kept the variable and started another must not give it
+ * away); the variable leaves the environment. Before ck__init attaches:
+ * no round may find it half read. */
+__attribute__((constructor(101))) static void ck__semundo_init(void)
 {
 	const char *s = getenv("CKPT_SEMUNDO");
 	struct ck_semundo *t = &ck__semundo;
@@ -400,7 +453,14 @@ __attribute__((constructor)) static void ck__semundo_init(void)
 
 	if (!s)
 		return;
+	if (s[0] != 'p' || strtol(s + 1, &end, 10) != (long)ck_sys0(SYS_getpid)) {
+		unsetenv("CKPT_SEMUNDO");
+		return;
+	}
 	t->owner = (int)ck_sys0(SYS_getpid);
+	s = end;
+	while (*s == ' ')
+		s++;
 	while (*s) {
 		char k = *s++;
 		if (k == 'o')
@@ -414,6 +474,8 @@ __attribute__((constructor)) static void ck__semundo_init(void)
 			a->adj = (int32_t)strtol(end + (*end == ','), &end, 10);
 			a->t_first = strtoull(end + (*end == ','), &end, 10);
 			a->t_last = strtoull(end + (*end == ','), &end, 10);
+			a->rt_first = strtoll(end + (*end == ','), &end, 10);
+			a->ctime_ok = strtoll(end + (*end == ','), &end, 10);
 		} else if (k == 'c' && t->nclear < CK_SEMUNDO_CLEARS) {
 			struct ck_semundo_clear *c = &t->clear[t->nclear++];
 			c->semid = (int32_t)strtol(s, &end, 10);

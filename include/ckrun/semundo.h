@@ -8,8 +8,10 @@
  * which the kernel applies to every process's account. ckrun reads each
  * process's table at the cut (its address: HELLO's arg2, RESTARTED's
  * arg0) and refuses the round where another process's reset may have
- * cleared part of an adjustment; a restored process sets its adjustments
- * again before any of its threads runs.
+ * cleared part of an adjustment (or the set's change time, sem_ctime, is
+ * not older than the adjustment: a reset by a process gone since); a
+ * restored process sets its adjustments again before any of its threads
+ * runs.
  *
  * Times are CLOCK_MONOTONIC nanoseconds of the job. */
 #ifndef CK_CONTRACT_SEMUNDO_H
@@ -30,6 +32,11 @@ struct ck_semundo_adj {
 	uint32_t pad;
 	uint64_t t_first; /* before the call that made it non-zero */
 	uint64_t t_last;  /* after the last call that changed it */
+	/* A reset by a process whose account is gone by the cut shows only
+	 * in the set's sem_ctime (seconds): rt_first is t_first's
+	 * CLOCK_REALTIME second; ctime_ok a sem_ctime known to be no reset
+	 * (the restore's own, 0: none) */
+	int64_t rt_first, ctime_ok;
 };
 
 struct ck_semundo_clear {

@@ -22,6 +22,7 @@ struct ck_ipc_obj {
 	void *addr;
 	size_t maplen;
 	uint64_t dev; /* a POSIX queue at a checkpoint: its file's device */
+	int64_t ctime; /* a semaphore set at a checkpoint: sem_ctime */
 };
 
 enum { CK_IPC_LIST, CK_IPC_MAKE, CK_IPC_REMOVE, CK_IPC_OPENMQ };

@@ -11,8 +11,10 @@
  * by the restored process. ckrun reads every account at the cut and
  * refuses the round where it may be wrong: another process reset the
  * semaphore (SETVAL, SETALL, IPC_RMID: the kernel clears every process's
- * adjustment of it) after the adjustment began, or setting it again could
- * not keep the value in range. Not saved: the sets' times and last pids
+ * adjustment of it) after the adjustment began, or the set's change time
+ * (sem_ctime, in seconds) is not older than the adjustment (a reset by a
+ * process gone since, whose account went with it), or setting it again
+ * could not keep the value in range. Not saved: the sets' times and last pids
  * (those of the restore). */
 #include <errno.h>
 #include <stdio.h>
@@ -62,6 +64,7 @@ int ck_sem_list(struct ck_ipc_visit *v)
 		s->x.gid = ds.sem_perm.gid;
 		s->x.pad = (uint32_t)ds.sem_nsems;
 		s->x.size = ds.sem_nsems * sizeof(unsigned short);
+		s->ctime = (int64_t)ds.sem_ctime;
 		s->maplen = s->x.size ? s->x.size : 1;
 		s->addr = mmap(NULL, s->maplen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (s->addr == MAP_FAILED) {
@@ -187,6 +190,17 @@ int ck_semundo_check(struct ckrun *c, const struct ck_ipc_obj *seg, size_t n)
 				ck_err_set("process %d: its SEM_UNDO adjustment of System V semaphore %d[%u] cannot be known: "
 					   "process %d reset that semaphore (semctl SETVAL, SETALL or IPC_RMID) after it began",
 					   c->procs[i].jpid, a->semid, a->num, by);
+				r = -ENOTSUP;
+				goto out;
+			}
+			/* a reset by a process whose account is gone (it exited,
+			 * or reset through a raw system call) shows only here, to
+			 * the second; so does a mode change (IPC_SET) */
+			if (s->ctime >= a->rt_first && s->ctime != a->ctime_ok) {
+				ck_err_set("process %d: its SEM_UNDO adjustment of System V semaphore %d[%u] cannot be known: "
+					   "the set was changed (semctl SETVAL, SETALL or IPC_SET) in or after the second "
+					   "the adjustment began",
+					   c->procs[i].jpid, a->semid, a->num);
 				r = -ENOTSUP;
 				goto out;
 			}

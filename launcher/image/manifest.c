@@ -613,7 +613,8 @@ static int decode_sysv(struct ck__rd *r, struct ck_manifest *m)
 		x->nchunks = le32toh(w.nchunks);
 		x->pad = le32toh(w.pad);
 		if (x->id < 0 || (x->flags & ~(uint32_t)(CK_SYSV_DEST | CK_SYSV_MSG | CK_SYSV_PMQ | CK_SYSV_SEM)) ||
-		    ((x->flags & CK_SYSV_SEM) && (x->flags != CK_SYSV_SEM || x->size != (uint64_t)x->pad * 2)) ||
+		    ((x->flags & CK_SYSV_SEM) && (x->flags != CK_SYSV_SEM || !x->pad || x->pad > 32000 ||
+						  x->size != (uint64_t)x->pad * 2)) ||
 		    ((x->flags & CK_SYSV_MSG) && (x->flags & CK_SYSV_DEST)) ||
 		    ((x->flags & CK_SYSV_PMQ) && x->flags != CK_SYSV_PMQ) || x->first_chunk + x->nchunks > m->nchunks ||
 		    x->first_chunk + x->nchunks < x->first_chunk)

@@ -14,7 +14,8 @@
 #                   a checkpoint), forktree (a process tree), mp_sysvshm (System V
 #                   shared memory between processes), sysv_msgq (System V
 #                   message queues, one filled to the default limit: a
-#                   user's restore may not raise it), mp_mqueue (POSIX
+#                   user's restore may not raise it), mp_sysvsem (System V
+#                   semaphore sets and SEM_UNDO adjustments), mp_mqueue (POSIX
 #                   message queues), file_lease (read and
 #                   write leases on files the user owns), seccomp_filters (the
 #                   job's filters installed again): checkpoint, kill -9,
@@ -140,6 +141,9 @@ as_user() {
 		cycle user/forktree forktree 0.6
 		cycle user/mp_sysvshm mp_sysvshm 1
 		cycle user/sysv_msgq sysv_msgq 1
+		# semaphore sets made again with their ids (sem_next_id) and each
+		# process's SEM_UNDO adjustments, inside the job's namespaces
+		cycle user/mp_sysvsem mp_sysvsem 0.6
 		# POSIX message queues made again, owned and opened by name, from
 		# inside the job's user and IPC namespaces
 		cycle user/mp_mqueue mp_mqueue 0.6
@@ -194,7 +198,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_mqueue file_lease mp_scm_stream dgram_queue seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream dgram_queue seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"

@@ -44,6 +44,7 @@ refused io_uring 'io_uring' "$B/tests/unsupported/uring"
 refused fdpass 'process [0-9]+: socket \(descriptor [0-9]+\) has a descriptor in flight \(SCM_RIGHTS\) that cannot be saved: a socket' "$B/tests/unsupported/fdpass"
 refused sockfilter 'socket \(descriptor [0-9]+\) has a BPF filter attached \(SO_ATTACH_FILTER\)' "$B/tests/unsupported/sockfilter"
 refused sysvsem 'process [0-9]+: its SEM_UNDO adjustment of System V semaphore [0-9]+\[0\] cannot be known: process [0-9]+ reset that semaphore' "$B/tests/unsupported/sysvsem"
+refused sysvsem-gone 'process [0-9]+: its SEM_UNDO adjustment of System V semaphore [0-9]+\[0\] cannot be known: the set was changed' "$B/tests/unsupported/sysvsem" gone
 refused aio 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+: not restored' "$B/tests/unsupported/aio"
 # (PIDFD_THREAD: Linux 6.9)
 if "$B/tests/unsupported/pidfd_thread" | grep -q held; then

@@ -3,15 +3,31 @@
  * makes clear every process's adjustment of it. libckpt's account cannot
  * tell what is left of the child's: every round must be refused naming
  * it, and the job must go on (the value stays the parent's after the
- * child's exit: nothing left to undo). */
+ * child's exit: nothing left to undo). With "gone", a second child sets
+ * the value and exits: its account is gone by the cut, and only the set's
+ * change time tells. */
 #include <stdio.h>
+#include <string.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-int main(void)
+static int setval(int id, int v, int by_child)
 {
+	pid_t k;
+	int st;
+
+	if (!by_child)
+		return semctl(id, 0, SETVAL, v);
+	if ((k = fork()) == 0)
+		_exit(semctl(id, 0, SETVAL, v) < 0);
+	return k > 0 && waitpid(k, &st, 0) == k && WIFEXITED(st) && !WEXITSTATUS(st) ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+	int gone = argc > 1 && !strcmp(argv[1], "gone");
 	int id = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600), ready[2], go[2], st;
 	struct sembuf take = {0, -1, SEM_UNDO};
 	char b = 0;
@@ -24,7 +40,7 @@ int main(void)
 			_exit(1);
 		_exit(read(go[0], &b, 1) == 1 ? 0 : 1);
 	}
-	if (kid < 0 || read(ready[0], &b, 1) != 1 || semctl(id, 0, SETVAL, 5) < 0)
+	if (kid < 0 || read(ready[0], &b, 1) != 1 || setval(id, 5, gone) < 0)
 		return 1;
 	for (int i = 0; i < 25; i++) {
 		struct sembuf up = {0, 1, 0}, down = {0, -1, 0};
