@@ -183,5 +183,7 @@ int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 #define CK_SOCK_RCV_SHUT 1  /* the kernel's RCV_SHUTDOWN */
 #define CK_SOCK_SEND_SHUT 2 /* SEND_SHUTDOWN */
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut);
+/* A UDP socket's shutdown bits, by inode (*shut -1: not found); 0 or -errno. */
+int ck_sock_udp_shut(int family, uint64_t ino, int *shut);
 
 #endif

@@ -36,7 +36,7 @@ struct ck__sk {
 	char *data; /* bytes (or datagrams) in flight toward this socket */
 	size_t ndata;
 	int peer_closed; /* EXTERNAL: the peer closed its end (POLLRDHUP) */
-	int shut; /* UNIX datagram: its own shutdown() (CK_SOCK_RCV_SHUT, CK_SOCK_SEND_SHUT) */
+	int shut; /* UNIX datagram, UDP: its own shutdown() (CK_SOCK_RCV_SHUT, CK_SOCK_SEND_SHUT) */
 	int from; /* UNCONNECTED: data holds datagrams with their senders */
 	int creds; /* PAIRED, SO_PASSCRED: data holds the queue with its senders */
 	struct ck_sock_mark *marks; /* which records carry files in flight */
@@ -200,6 +200,11 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 			s->peer_ino = peer;
 		if (s->type == SOCK_DGRAM) /* (no sock_diag for UNIX: what poll shows) */
 			s->shut = shut >= 0 ? shut : ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
+	}
+	if (s->family != AF_UNIX && s->type == SOCK_DGRAM) { /* UDP: the same, from inet_diag */
+		int shut = -1;
+		ck_sock_udp_shut(s->family, f->ino, &shut);
+		s->shut = shut >= 0 ? shut : ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
 	}
 	/* before anything is taken: a refusal leaves the socket untouched */
 	return ck_sockopt_save(s->fd, s->family, s->type, jpid, f);
@@ -810,8 +815,10 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		 s->state == CK_SOCK_LISTENING   ? "listening"
 		 : s->state == CK_SOCK_PAIRED    ? "connected in the job"
 		 : s->state == CK_SOCK_PENDING   ? "waiting to be accepted"
-		 : s->state == CK_SOCK_EXTERNAL  ? "peer outside the job: reset at restart"
-						 : "unconnected");
+		 : s->state == CK_SOCK_EXTERNAL && s->type == SOCK_DGRAM && s->family != AF_UNIX
+			 ? "connected to an address: connected again at restart"
+		 : s->state == CK_SOCK_EXTERNAL ? "peer outside the job: reset at restart"
+						: "unconnected");
 	memcpy(f->path + CK_SOCK_ADDR_OFF, &s->local, s->llen);
 	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
 }
@@ -1051,10 +1058,10 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				/* with their senders (also an empty datagram, which SIOCINQ does not show) */
 				struct ck__senders sd = {v, nv};
 				if ((s->shut & CK_SOCK_RCV_SHUT) && !ck__queue_empty(s)) {
-					ck_err_set("process %d: datagrams are queued on a UNIX socket (descriptor %d) shut "
+					ck_err_set("process %d: datagrams are queued on a %s socket (descriptor %d) shut "
 						   "for reading: they could not be put back: not supported (try again once "
 						   "the job has read them)",
-						   s->jpid, s->f->fd);
+						   s->jpid, ck__kind(s->family, s->type), s->f->fd);
 					r = -ENOTSUP;
 				} else if ((r = ck_dgq_take(s->fd, s->jpid, s->f->fd, ck__sender, &sd, &s->data, &s->ndata)) == 0 &&
 				    s->ndata)
@@ -1079,7 +1086,8 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			r = ck__add_rights(s, w);
 		else if (s->ndata)
 			r = ck_writer_add(w, s->ndata, ck_mem_src, s->data, &s->f->data_chunk, &s->f->data_nchunks);
-		if (r == 0 && s->state == CK_SOCK_EXTERNAL && m) {
+		/* (a UDP socket is connected again: nothing is lost) */
+		if (r == 0 && s->state == CK_SOCK_EXTERNAL && m && !(s->type == SOCK_DGRAM && s->family != AF_UNIX)) {
 			struct ck_skip *k = realloc(m->skips, (m->nskips + 1) * sizeof(*k));
 			char what[320];
 			if (!k) {

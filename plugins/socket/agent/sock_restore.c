@@ -360,17 +360,20 @@ static int ck__fill_or_defer(struct ck_reader *rd, struct ck__obj *o, const stru
 	return 0;
 }
 
-/* A UNIX datagram socket's own shutdown(), once every datagram saved is
- * queued again: a socket shut for writing may be the one they are sent
- * through (its peer's queue, or a server's it was connected to). */
+/* A datagram socket's own shutdown() (UNIX, UDP), once every datagram
+ * saved is queued again: a socket shut for writing may be the one they are
+ * sent through (its peer's queue, or a server's it was connected to). An
+ * unconnected UDP socket's shutdown sets its bits and says ENOTCONN. */
 static int ck__dgram_shutdown_again(struct ck_sock_set *s)
 {
 	for (size_t i = 0; s && i < s->n; i++) {
 		const struct ck__obj *o = &s->v[i];
-		if (TYPE(o->f) != SOCK_DGRAM || FAMILY(o->f) != AF_UNIX || o->fd < 0)
+		int udp;
+		if (TYPE(o->f) != SOCK_DGRAM || o->fd < 0)
 			continue;
-		if (((o->f->u64[2] & CK_SOCKOPT_SHUT_RD) && shutdown(o->fd, SHUT_RD) < 0) ||
-		    ((o->f->u64[2] & CK_SOCKOPT_SHUT_WR) && shutdown(o->fd, SHUT_WR) < 0)) {
+		udp = FAMILY(o->f) != AF_UNIX;
+		if (((o->f->u64[2] & CK_SOCKOPT_SHUT_RD) && shutdown(o->fd, SHUT_RD) < 0 && !(udp && errno == ENOTCONN)) ||
+		    ((o->f->u64[2] & CK_SOCKOPT_SHUT_WR) && shutdown(o->fd, SHUT_WR) < 0 && !(udp && errno == ENOTCONN))) {
 			int e = errno;
 			ck_err_set("cannot shut socket %s down again: %s", o->f->path, strerror(e));
 			return -e;
@@ -500,6 +503,64 @@ static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 	return -1;
 }
 
+/* A UDP socket connected to an address no socket of the job connects
+ * back from (a server outside the job, or a job socket not connected to
+ * it): UDP has no connection to lose, so it is made with its own name and
+ * connected to that address again. What was queued toward it is sent to
+ * it first, while it still takes any sender's: by the job's socket of
+ * that address where there is one, else by one of ours. */
+static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct ck__obj *o)
+{
+	struct sockaddr_storage aa;
+	socklen_t al = sizeof(aa);
+	size_t bytes = 0;
+	int tmp = -1, r;
+
+	for (size_t j = 0; j < s->n; j++) {
+		struct ck__obj *b = &s->v[j];
+		if (b != o && b->fd >= 0 && FAMILY(b->f) == FAMILY(o->f) && TYPE(b->f) == SOCK_DGRAM &&
+		    STATE(b->f) == CK_SOCK_UNCONNECTED && LLEN(b->f) == PLEN(o->f) &&
+		    !memcmp(LOCAL(b->f), PEER(o->f), PLEN(o->f)))
+			return ck__connect_to(rd, o, b);
+	}
+	if ((o->fd = ck__new(o->f)) < 0)
+		return -errno;
+	if (LLEN(o->f) > sizeof(sa_family_t) && (r = ck__bind(o->fd, o->f)) < 0)
+		return r;
+	if (o->f->data_nchunks) {
+		if ((tmp = socket(FAMILY(o->f), SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
+		    getsockname(o->fd, (struct sockaddr *)&aa, &al) < 0) {
+			r = -errno;
+			goto out;
+		}
+		if (FAMILY(o->f) == AF_INET && ((struct sockaddr_in *)&aa)->sin_addr.s_addr == htonl(INADDR_ANY))
+			((struct sockaddr_in *)&aa)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&aa)->sin6_addr, &in6addr_any, 16))
+			((struct sockaddr_in6 *)&aa)->sin6_addr = in6addr_loopback;
+		if ((r = ck__fill_to(rd, o->f, tmp, &bytes, (struct sockaddr *)&aa, al)) < 0)
+			goto out;
+	}
+	if (connect(o->fd, (const struct sockaddr *)PEER(o->f), PLEN(o->f)) < 0) {
+		/* that address is not reachable from this host (a job moved):
+		 * as a lost connection, its datagrams from a closed port */
+		fprintf(stderr, "ckrun: warning: socket %s: cannot connect to its peer's address again here (%s); "
+			"connected to a closed port on loopback instead\n", o->f->path, strerror(errno));
+		close(o->fd);
+		if ((o->fd = ck__external_socket(rd, o->f)) < 0) {
+			r = o->fd;
+			goto out;
+		}
+	}
+	if ((r = ck__options(o->fd, o->f)) < 0)
+		goto out;
+	ck__buffers(o->fd, o->f);
+	r = 0;
+out:
+	if (tmp >= 0)
+		close(tmp);
+	return r;
+}
+
 int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t n, struct ck_sock_set **out)
 {
 	struct ck_sock_set *s = calloc(1, sizeof(*s));
@@ -586,6 +647,10 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 	/* connections waiting in a listener's queue, and resets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
 		struct ck__obj *o = &s->v[i], *l = NULL;
+		if (STATE(o->f) == CK_SOCK_EXTERNAL && TYPE(o->f) == SOCK_DGRAM && FAMILY(o->f) != AF_UNIX) {
+			r = ck__udp_connected(s, rd, o);
+			continue;
+		}
 		if (STATE(o->f) == CK_SOCK_EXTERNAL) {
 			if ((o->fd = ck__external_socket(rd, o->f)) < 0)
 				r = o->fd;
