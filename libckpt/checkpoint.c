@@ -324,6 +324,18 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			ck_exit_group(128 + (-e & 0x3f));
 		}
 		{
+			uint64_t ctx = 0;
+			if ((e = ck__aio_restore(&ctx)) < 0) {
+				static char line[200];
+				snprintf(line, sizeof(line),
+					 "process restart: cannot make its Linux AIO context 0x%llx again%s (errno %d)",
+					 (unsigned long long)ctx,
+					 e == -ENOSPC ? ": this host's ring for it would be larger (more CPUs)" : "", -e);
+				ck__send_simple(CK_MSG_RST_ERROR, line);
+				ck_exit_group(128 + (-e & 0x3f));
+			}
+		}
+		{
 			int32_t set = 0;
 			if ((e = ck__semundo_restore(&set)) < 0) {
 				static char line[160];

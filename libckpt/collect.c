@@ -211,6 +211,7 @@ static int ck__collect_plugin_skips(void)
 	long n = ck__maps_len = ck__read_file("/proc/self/maps", maps, sizeof(ck__maps));
 
 	ck__pd.nskips = 0;
+	ck__aio_rings = 0;
 	ck__pd.nsysv = 0;
 	if (n < 0) {
 		ck__core.hold = 1;
@@ -251,12 +252,25 @@ static int ck__collect_plugin_skips(void)
 		len = (size_t)(eol - path) < sizeof(name) - 1 ? (size_t)(eol - path) : sizeof(name) - 1;
 		memcpy(name, path, len);
 		name[len] = 0;
-		/* A Linux AIO context's ring (io_setup): made by the kernel, its
-		 * requests in flight invisible; restored as plain memory it would
-		 * be no context at all (io_getevents: EINVAL). */
+		/* A Linux AIO context's ring (io_setup): made by the kernel;
+		 * restored as plain memory it would be no context at all
+		 * (io_getevents: EINVAL). Left out, made again (aio.c). */
 		if (!strcmp(name, "/[aio] (deleted)")) {
-			ck__failf("a Linux AIO context (io_setup) at 0x%llx: not restored", (unsigned long long)start);
-			return -ENOTSUP;
+			struct ck_pd_skip *k;
+			int r = ck__aio_ring_check(start, end);
+			if (r < 0)
+				return r;
+			if (ck__pd.nskips >= CK_PD_MAX_SKIPS) {
+				ck__failf("more than %d mappings left out (AIO rings and plugins')", CK_PD_MAX_SKIPS);
+				return -E2BIG;
+			}
+			k = &ck__pd.skips[ck__pd.nskips++];
+			k->start = start;
+			k->end = end;
+			snprintf(k->why, sizeof(k->why), "a Linux AIO context's ring: made again at restart");
+			ck__aio_rings++;
+			p = *eol ? eol + 1 : eol;
+			continue;
 		}
 		if (!strncmp(name, "/SYSV", 5) && ck__pd.nsysv < CK_MAX_SYSV_MAPS) {
 			ck__sysv_maps[ck__pd.nsysv].start = start;

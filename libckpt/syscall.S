@@ -1,4 +1,6 @@
-/* syscall(3), interposed for the job's seccomp filters (seccomp.c): a
+/* syscall(3), interposed for the job's seccomp filters (seccomp.c): the
+ * io_* calls of Linux AIO (io_setup to io_cancel, io_pgetevents) go to
+ * ck__syscall_aio (aio.c), which counts what may be in flight; a
  * SYS_seccomp, SYS_prctl or SYS_membarrier call goes to
  * ck__syscall_record, which records what it installs or registers (for a
  * prctl, only its first three arguments matter: prctl(2) takes five, and
@@ -21,6 +23,12 @@ syscall:
 	je ck__syscall_record
 	cmpq $SYS_membarrier, %rdi
 	je ck__syscall_record
+	cmpq $SYS_io_setup, %rdi
+	jb 2f
+	cmpq $SYS_io_cancel, %rdi
+	jbe ck__syscall_aio
+2:	cmpq $SYS_io_pgetevents, %rdi
+	je ck__syscall_aio
 	movq %rdi, %rax
 	movq %rsi, %rdi
 	movq %rdx, %rsi

@@ -143,8 +143,10 @@ int ck__wp_scan(uint64_t sp)
 int ck__wp_refusal(void)
 {
 	/* Plugins that leave mappings out (device memory) and pinned pages:
-	 * DMA writes are invisible to write protection. */
-	return ck__pd.nskips || ck__wp_pinned() ? -ENOTSUP : 0;
+	 * DMA writes are invisible to write protection. (An AIO ring is left
+	 * out too, but only the kernel writes it, and it is not saved; what
+	 * AIO reads into the job's memory takes its pages by write faults.) */
+	return ck__pd.nskips > ck__aio_rings || ck__wp_pinned() ? -ENOTSUP : 0;
 }
 
 long ck__wp_new(int devfd)

@@ -26,7 +26,7 @@
 #             children all the time while the pre-armed userfaultfd is open
 #             (CKPT_TEST_PREARM_OPEN_MS holds it 300 ms): a child forked
 #             then must not keep it (its next round would refuse it).
-#   refused-remap  every round refused by a child (an AIO context) while
+#   refused-remap  every round refused by a child (an AIO context made by a bare system call) while
 #             the pre-armed parent maps pages anew inside its protected
 #             memory and takes its request late (CKPT_TEST_TAKE_DELAY_MS):
 #             the round's end must leave nothing of it protected; the

@@ -45,7 +45,8 @@ refused fdpass 'process [0-9]+: socket \(descriptor [0-9]+\) has a descriptor in
 refused sockfilter 'socket \(descriptor [0-9]+\) has a BPF filter attached \(SO_ATTACH_FILTER\)' "$B/tests/unsupported/sockfilter"
 refused sysvsem 'process [0-9]+: its SEM_UNDO adjustment of System V semaphore [0-9]+\[0\] cannot be known: process [0-9]+ reset that semaphore' "$B/tests/unsupported/sysvsem"
 refused sysvsem-gone 'process [0-9]+: its SEM_UNDO adjustment of System V semaphore [0-9]+\[0\] cannot be known: the set was changed' "$B/tests/unsupported/sysvsem" gone
-refused aio 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+: not restored' "$B/tests/unsupported/aio"
+refused aio-raw 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+ made by a call libckpt did not see' "$B/tests/unsupported/aio" raw
+refused aio-unread 'process [0-9]+: a Linux AIO context \(io_setup\) at 0x[0-9a-f]+ has 1 request\(s\) that may be in flight' "$B/tests/unsupported/aio" unread
 # (PIDFD_THREAD: Linux 6.9)
 if "$B/tests/unsupported/pidfd_thread" | grep -q held; then
 	refused pidfd-thread 'process [0-9]+: descriptor [0-9]+ is a pidfd of a thread \(PIDFD_THREAD\): not restored' \
