@@ -61,6 +61,11 @@ static void ck__note_setup(unsigned nr, uint64_t id)
 		memset(ck__aios, 0, sizeof(ck__aios));
 		ck__aio_owner = ck__core.pid;
 	}
+	/* the kernel gave this address anew: a context noted there was
+	 * destroyed by a call libckpt did not see */
+	for (int i = 0; i < CK__AIO_MAX; i++)
+		__atomic_compare_exchange_n(&ck__aios[i].id, &(uint64_t){id}, 0, 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST);
 	for (int i = 0; i < CK__AIO_MAX; i++)
 		if (__atomic_compare_exchange_n(&ck__aios[i].id, &(uint64_t){0}, id, 0, __ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST)) {
@@ -117,6 +122,16 @@ long ck__syscall_aio(long nr, long a0, long a1, long a2, long a3, long a4, long 
 	if (r < 0 && r > -4096)
 		return ck__syscall_fail(r);
 	return r;
+}
+
+/* The round's collection begins: a context the last round saved and this
+ * one does not see (destroyed by a bare system call) is not made again. */
+void ck__aio_round_begin(void)
+{
+	if (ck__aio_owner != ck__core.pid)
+		return;
+	for (int i = 0; i < CK__AIO_MAX; i++)
+		ck__aios[i].saved = 0;
 }
 
 /* The round (threads parked): the ring [start, end) of /proc/self/maps.

@@ -212,6 +212,7 @@ static int ck__collect_plugin_skips(void)
 
 	ck__pd.nskips = 0;
 	ck__aio_rings = 0;
+	ck__aio_round_begin();
 	ck__pd.nsysv = 0;
 	if (n < 0) {
 		ck__core.hold = 1;

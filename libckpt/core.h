@@ -266,6 +266,7 @@ void ck__semundo_atfork_child(void) CK_HIDDEN;
 long ck__syscall_record(long nr, long a0, long a1, long a2) CK_HIDDEN;
 /* aio.c: Linux AIO contexts */
 long ck__syscall_aio(long nr, long a0, long a1, long a2, long a3, long a4, long a5) CK_HIDDEN;
+void ck__aio_round_begin(void) CK_HIDDEN;
 int ck__aio_ring_check(uint64_t start, uint64_t end) CK_HIDDEN;
 extern uint32_t ck__aio_rings CK_HIDDEN; /* of ck__pd.skips, the AIO rings (the rest: device memory) */
 int ck__aio_restore(uint64_t *failed) CK_HIDDEN;
