@@ -186,7 +186,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	ck__core.fail[0] = 0;
 	ck__core.hold = 0;
 	r = ck__plugins_event(CK_EV_PRESUSPEND);
-	if (r < 0)
+	if (r < 0 || (r = ck__mqnotify_parkable()) < 0)
 		goto fail_resume;
 	r = ck__suspend_all(park_ms ? park_ms : CK_PARK_TIMEOUT_MS, bound_ms ? bound_ms : CK_PARK_TIMEOUT_MS);
 	if (r < 0)

@@ -167,6 +167,13 @@ long ck__epoll_restore(const struct ck_procdesc *pd, const char **why) CK_HIDDEN
 /* inotify.c: the watches of an instance (the round: its fdinfo text;
  * restart: before the threads, -errno with *why and *path) */
 void ck__inotify_reset(void) CK_HIDDEN;
+/* mqnotify.c: mq_notify registrations noted (the round: a queue's
+ * descriptor; restart: registered again) */
+void ck__mqnotify_closed(unsigned first, unsigned last) CK_HIDDEN;
+void ck__mqnotify_atfork_child(void) CK_HIDDEN;
+int ck__mqnotify_parkable(void) CK_HIDDEN;
+void ck__mqnotify_collect(struct ck_pd_fd *f) CK_HIDDEN;
+long ck__mqnotify_restore(const struct ck_procdesc *pd, const char **why, const char **path) CK_HIDDEN;
 void ck__inotify_atfork_child(void) CK_HIDDEN;
 void ck__inotify_closed(unsigned first, unsigned last) CK_HIDDEN; /* close, dup2/3 over, close_range */
 int ck__inotify_collect(struct ck_pd_fd *f, const char *info) CK_HIDDEN;

@@ -303,6 +303,7 @@ static int ck__classify(int fd, int dirfd)
 				return -ENOTSUP;
 			}
 			f->kind = CK_FD_MQUEUE;
+			ck__mqnotify_collect(f);
 			return 0;
 		}
 		if (ck__startswith(f->path, "/memfd:") || ck__endswith(f->path, " (deleted)"))

@@ -198,6 +198,7 @@ static void ck__atfork_child(void)
 	ck__semundo_atfork_child();
 	ck__seccomp_atfork_child();
 	ck__inotify_atfork_child();
+	ck__mqnotify_atfork_child();
 	ck__core.fork_lock = 0; /* the parent's, taken for this fork */
 	ck__priv_forget();
 	/* the parent's manager sat in recvmsg, or a thread was sending: not

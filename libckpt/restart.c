@@ -382,6 +382,8 @@ __attribute__((noreturn, used, visibility("hidden"))) void ck__restart_main(stru
 			ck__restart_fail2(why, path, r);
 		if ((r = ck__inotify_restore(pd, &why, &path)) < 0)
 			ck__restart_fail2(why, path, r);
+		if ((r = ck__mqnotify_restore(pd, &why, &path)) < 0)
+			ck__restart_fail2(why, path, r);
 		if ((r = ck__epoll_restore(pd, &why)) < 0)
 			ck__restart_fail(why, r);
 		/* with the restorer's credentials still: a process whose ids

@@ -116,6 +116,13 @@ struct ck_pd_fd {
  * a fork): pipe_off is its key, the same in every holder (ckrun sets it at
  * the round with kcmp); a restore makes it once and hands it to each. */
 #define CK_PD_FD_SHARED 0x2
+/* A POSIX message queue's descriptor through which the process registered
+ * for its notification (libckpt/mqnotify.c): u64[0] the signal's value,
+ * u64[1] sigev_notify | sigev_signo << 32, u64[2] the note's order.
+ * MQ_NOTIFY (set by ckrun at the round on the note that matches the
+ * kernel's registration): the restored process registers again. */
+#define CK_PD_FD_MQ_NOTE 0x4
+#define CK_PD_FD_MQ_NOTIFY 0x8
 /* Never in an image: ckrun marks, at a restore, a descriptor whose path
  * --map-path rewrote (its inode and mtime are another site's). */
 #define CK_PD_FD_MAPPED 0x80000000u

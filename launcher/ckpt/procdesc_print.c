@@ -2,6 +2,7 @@
  * recorded for a process. */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -35,6 +36,13 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 			fprintf(f, " (ckrun's stdio: the restoring ckrun's unless it is this file)");
 		if (d->kind == CK_FD_DELETED || d->kind == CK_FD_MEMFD)
 			fprintf(f, " (%" PRIu64 " bytes saved)", d->size);
+		if (d->kind == CK_FD_MQUEUE && (d->xflags & CK_PD_FD_MQ_NOTIFY)) {
+			if ((uint32_t)d->u64[1] == SIGEV_SIGNAL)
+				fprintf(f, " (notification registered: signal %u, value 0x%" PRIx64 ")",
+					(unsigned)(d->u64[1] >> 32), d->u64[0]);
+			else
+				fprintf(f, " (notification registered: none sent)");
+		}
 		break;
 	case CK_FD_PIPE:
 	case CK_FD_SOCKET:

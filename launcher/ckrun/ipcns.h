@@ -23,6 +23,9 @@ struct ck_ipc_obj {
 	size_t maplen;
 	uint64_t dev; /* a POSIX queue at a checkpoint: its file's device */
 	int64_t ctime; /* a semaphore set at a checkpoint: sem_ctime */
+	/* a POSIX queue at a checkpoint: the process registered for its
+	 * notification (in ckrun's pid namespace; 0: none), and how */
+	int32_t notify_pid, notify, signo;
 };
 
 enum { CK_IPC_LIST, CK_IPC_MAKE, CK_IPC_REMOVE, CK_IPC_OPENMQ };
@@ -40,6 +43,7 @@ enum {
 	CK_IPC_E_MSGSEND,
 	/* POSIX message queues, named by visit.name */
 	CK_IPC_E_PMQNOTIFY,
+	CK_IPC_E_PMQTHREAD,
 	CK_IPC_E_PMQREAD,
 	CK_IPC_E_PMQSEND,
 	CK_IPC_E_PMQMAKE,

@@ -169,6 +169,9 @@ int ck_ptys_prepare(struct ck_reader *rd, struct ck_objs *o);
 /* mq_posix.c: a descriptor of a POSIX message queue, opened again by name
  * inside the job's IPC namespace (the queues are made by then) */
 int ck_mqueue_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
+/* the queue notifications the round kept (CK_PD_FD_MQ_NOTIFY), into the
+ * restored process's own descriptor, which its restart reads */
+int ck_mqueue_notify_give(pid_t pid, const struct ck_proc *p, const struct ck_procdesc *pd);
 /* Restore: the job process jpid led the session of a pair's slave: 1 with
  * the new slave in *fd (ckrun's, not to be closed) and the foreground
  * group in *fg (0: none), 0 if it led none, or -errno. */

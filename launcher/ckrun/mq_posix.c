@@ -11,7 +11,8 @@
  * order they came: the queue's own order (priority, then age), so the
  * queue is as it was. Taking and putting back would send a notification
  * a process registered (mq_notify: sent when a message arrives in an
- * empty queue): such a queue is refused. The helper shares ckrun's memory
+ * empty queue): such a queue is saved only empty, and its registration
+ * is made again by its process (libckpt/mqnotify.c). The helper shares ckrun's memory
  * and is not killed with it, so the messages go back even if ckrun dies
  * between.
  *
@@ -27,6 +28,8 @@
 #include <fcntl.h>
 #include <mqueue.h>
 #include <sched.h>
+#include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -67,27 +70,25 @@ void ck_pmq_mount(struct ck_ipc_visit *v)
 		v->mq_unseen = errno;
 }
 
-/* The process registered for the queue's notification, 0 if none: the
- * queue file reads "QSIZE:... NOTIFY:... SIGNO:... NOTIFY_PID:...". */
-static long ck__notify_pid(int dir, const char *name)
+/* The queue's notification: the process registered (0 if none), how
+ * (sigev_notify) and its signal; the queue file reads "QSIZE:...
+ * NOTIFY:... SIGNO:... NOTIFY_PID:...". */
+static int ck__notify_of(int dir, const char *name, struct ck_ipc_obj *s)
 {
-	char b[256], *p;
+	char b[256];
 	int fd = openat(dir, name, O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, b, sizeof(b) - 1) : -1;
-	long pid = 0;
+	const char *p;
 
 	if (fd >= 0)
 		close(fd);
 	if (n <= 0)
 		return -1;
 	b[n] = 0;
-	if (!(p = strstr(b, "NOTIFY_PID:")))
+	if (!(p = strstr(b, "NOTIFY:")) || sscanf(p, "NOTIFY:%d SIGNO:%d NOTIFY_PID:%d", &s->notify, &s->signo,
+						 &s->notify_pid) != 3)
 		return -1;
-	for (p += 11; *p == ' '; p++)
-		;
-	for (; *p >= '0' && *p <= '9'; p++)
-		pid = pid * 10 + (*p - '0');
-	return pid;
+	return 0;
 }
 
 /* Sends the messages of a record (from offset at) into q, in order. */
@@ -127,9 +128,13 @@ static int ck__take(struct ck_ipc_visit *v, const char *name)
 
 	memset(s, 0, sizeof(*s));
 	ck__name(v, name, len);
-	if (ck__notify_pid(v->mq_dir, name) != 0) {
+	if (ck__notify_of(v->mq_dir, name, s) < 0) {
+		errno = EBADMSG;
+		return ck_ipc_failed(v, CK_IPC_E_PMQREAD, 0);
+	}
+	if (s->notify_pid && s->notify == SIGEV_THREAD) {
 		errno = 0;
-		return ck_ipc_failed(v, CK_IPC_E_PMQNOTIFY, 0);
+		return ck_ipc_failed(v, CK_IPC_E_PMQTHREAD, 0);
 	}
 	if (fstatat(v->mq_dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		return ck_ipc_failed(v, CK_IPC_E_PMQREAD, 0);
@@ -138,6 +143,13 @@ static int ck__take(struct ck_ipc_visit *v, const char *name)
 		return ck_ipc_failed(v, CK_IPC_E_PMQREAD, 0);
 	if (syscall(SYS_mq_getsetattr, q, NULL, &a) < 0) {
 		r = ck_ipc_failed(v, CK_IPC_E_PMQREAD, 0);
+		goto out;
+	}
+	/* the first message put back would send the notification: a queue
+	 * with one is saved only empty (its process registers again) */
+	if (s->notify_pid && a.mq_curmsgs) {
+		errno = 0;
+		r = ck_ipc_failed(v, CK_IPC_E_PMQNOTIFY, 0);
 		goto out;
 	}
 	s->maplen = CK__PMQ_HEAD + len + (size_t)a.mq_curmsgs * (16 + (size_t)a.mq_msgsize);
@@ -284,8 +296,15 @@ int ck_pmq_say(const struct ck_ipc_visit *v)
 
 	switch (v->fail) {
 	case CK_IPC_E_PMQNOTIFY:
-		ck_err_set("POSIX message queue /%s of the job has a notification registered (mq_notify), which a "
-			   "checkpoint would send or a restore lose: not supported", v->name);
+		ck_err_set("POSIX message queue /%s of the job has a notification registered (mq_notify) and messages "
+			   "queued, which a checkpoint would send by taking them: not supported (try again once the job "
+			   "has read them)",
+			   v->name);
+		return 1;
+	case CK_IPC_E_PMQTHREAD:
+		ck_err_set("POSIX message queue /%s of the job has a notification registered to start a thread "
+			   "(mq_notify, SIGEV_THREAD: the C library's own socket and thread): not supported",
+			   v->name);
 		return 1;
 	case CK_IPC_E_PMQREAD: ck_err_set("cannot read POSIX message queue /%s of the job: %s", v->name, e); return 1;
 	case CK_IPC_E_PMQSEND:
@@ -297,28 +316,76 @@ int ck_pmq_say(const struct ck_ipc_visit *v)
 	return 0;
 }
 
+/* The saved queue a descriptor names, or NULL. */
+static const struct ck_ipc_obj *ck__queue_of(const struct ck_ipc_obj *seg, size_t n, const struct ck_pd_fd *f)
+{
+	size_t len = strlen(f->path + 1);
+
+	for (size_t j = 0; j < n; j++) {
+		const char *p = seg[j].addr;
+		uint64_t head[3];
+
+		if (!(seg[j].x.flags & CK_SYSV_PMQ) || !p || seg[j].dev != f->dev)
+			continue;
+		memcpy(head, p, sizeof(head));
+		if (head[2] == len && !memcmp(p + CK__PMQ_HEAD, f->path + 1, len))
+			return &seg[j];
+	}
+	return NULL;
+}
+
+/* A queue's notification: the registering process's latest note of it
+ * (libckpt/mqnotify.c) that says what the kernel says is marked for its
+ * restore to register again. */
+static int ck__notify_keep(struct ckrun *c, const struct ck_ipc_obj *seg, size_t n, const struct ck_ipc_obj *q)
+{
+	const char *name = (const char *)q->addr + CK__PMQ_HEAD;
+	uint64_t len;
+	struct ck_pd_fd *best = NULL;
+	size_t i;
+
+	memcpy(&len, (const char *)q->addr + 16, 8);
+	for (i = 0; i < c->nprocs && c->procs[i].pid != q->notify_pid; i++)
+		;
+	if (i == c->nprocs) {
+		ck_err_set("POSIX message queue /%.*s of the job has a notification registered (mq_notify) by process %d, "
+			   "which is not one of the job's: not supported",
+			   (int)len, name, q->notify_pid);
+		return -ENOTSUP;
+	}
+	for (uint32_t k = 0; k < c->procs[i].pd->nfds; k++) {
+		struct ck_pd_fd *f = &c->procs[i].pd->fds[k];
+		uint32_t how = (uint32_t)f->u64[1], sig = (uint32_t)(f->u64[1] >> 32);
+
+		if (f->kind != CK_FD_MQUEUE || !(f->xflags & CK_PD_FD_MQ_NOTE) || ck__queue_of(seg, n, f) != q ||
+		    how != (uint32_t)q->notify || (how == SIGEV_SIGNAL && sig != (uint32_t)q->signo))
+			continue;
+		if (!best || f->u64[2] > best->u64[2])
+			best = f;
+	}
+	if (!best) {
+		ck_err_set("process %d: POSIX message queue /%.*s has a notification (mq_notify) it registered through a "
+			   "call libckpt did not see (a bare system call, or before an exec): it could not be made again: "
+			   "not supported",
+			   (int)c->procs[i].pd->pid, (int)len, name);
+		return -ENOTSUP;
+	}
+	best->xflags |= CK_PD_FD_MQ_NOTIFY;
+	return 0;
+}
+
 int ck_pmq_check_fds(struct ckrun *c, const struct ck_ipc_obj *seg, size_t n, int listed)
 {
+	int r;
+
 	for (size_t i = 0; i < c->nprocs; i++) {
-		const struct ck_procdesc *pd = c->procs[i].pd;
+		struct ck_procdesc *pd = c->procs[i].pd;
 
 		for (uint32_t k = 0; k < pd->nfds; k++) {
-			const struct ck_pd_fd *f = &pd->fds[k];
-			size_t j, len = strlen(f->path + 1);
+			struct ck_pd_fd *f = &pd->fds[k];
 
-			if (f->kind != CK_FD_MQUEUE)
-				continue;
-			for (j = 0; j < n; j++) {
-				const char *p = seg[j].addr;
-				uint64_t head[3];
-
-				if (!(seg[j].x.flags & CK_SYSV_PMQ) || !p || seg[j].dev != f->dev)
-					continue;
-				memcpy(head, p, sizeof(head));
-				if (head[2] == len && !memcmp(p + CK__PMQ_HEAD, f->path + 1, len))
-					break;
-			}
-			if (j < n)
+			f->xflags &= ~CK_PD_FD_MQ_NOTIFY;
+			if (f->kind != CK_FD_MQUEUE || ck__queue_of(seg, n, f))
 				continue;
 			if (!listed)
 				ck_err_set("process %d: descriptor %d: POSIX message queue %s cannot be saved: the job's "
@@ -329,6 +396,10 @@ int ck_pmq_check_fds(struct ckrun *c, const struct ck_ipc_obj *seg, size_t n, in
 			return -ENOTSUP;
 		}
 	}
+	for (size_t j = 0; j < n; j++)
+		if ((seg[j].x.flags & CK_SYSV_PMQ) && seg[j].addr && seg[j].notify_pid &&
+		    (r = ck__notify_keep(c, seg, n, &seg[j])) < 0)
+			return r;
 	return 0;
 }
 
@@ -355,5 +426,24 @@ int ck_mqueue_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd
 		return r;
 	}
 	*fd = v.got;
+	return 0;
+}
+
+int ck_mqueue_notify_give(pid_t pid, const struct ck_proc *p, const struct ck_procdesc *pd)
+{
+	for (uint32_t k = 0; k < pd->nfds; k++) {
+		const struct ck_pd_fd *f = &pd->fds[k];
+		uint64_t at = p->restart_arg + offsetof(struct ck_procdesc, fds) + k * sizeof(*f) +
+			      offsetof(struct ck_pd_fd, xflags);
+		int r;
+
+		if (f->kind != CK_FD_MQUEUE || !(f->xflags & CK_PD_FD_MQ_NOTIFY))
+			continue;
+		if ((r = ck_mem_write(pid, at, &f->xflags, sizeof(f->xflags))) < 0) {
+			ck_err_set("cannot give process %d its notification of POSIX message queue %s: %s", p->pid,
+				   f->path, strerror(-r));
+			return r;
+		}
+	}
 	return 0;
 }

@@ -101,6 +101,8 @@ static int ck__restore_one(struct ck_reader *rd, struct ck_jproc *jp, const stru
 		goto out;
 	if (mapped && (r = ck_mappath_write_proc(jp->pid, p, pd)) < 0)
 		goto out;
+	if ((r = ck_mqueue_notify_give(jp->pid, p, pd)) < 0)
+		goto out;
 	/* where its timers count from, into libckpt's descriptor (at
 	 * restart_arg, restored with its memory) */
 	if (pd->rst_mono &&

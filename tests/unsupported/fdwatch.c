@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify|passcred|passcred-shut|dgram-peer-shut|dgram-sender-shut|dgram-shut-rd|dgram-empty-shut|shut-queued|lease-mapped|lease:
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify-queued|mqueue-notify-thread|mqueue-notify-raw|passcred|passcred-shut|dgram-peer-shut|dgram-sender-shut|dgram-shut-rd|dgram-empty-shut|shut-queued|lease-mapped|lease:
  * a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
@@ -12,9 +12,14 @@
  *                   made again by number);
  *   memfd-sealed    a writable shared mapping of a memfd sealed after it
  *                   with F_SEAL_FUTURE_WRITE (a restore seals, then maps);
- *   mqueue-notify   a POSIX message queue where the process registered
- *                   for a notification (mq_notify): a round's taking and
- *                   putting back its messages would send it;
+ *   mqueue-notify-queued  a POSIX message queue where the process
+ *                   registered for a notification (mq_notify) while a
+ *                   message is queued: a round's taking and putting back
+ *                   its messages would send it;
+ *   mqueue-notify-thread  the same on an empty queue, SIGEV_THREAD (the C
+ *                   library's own socket and thread);
+ *   mqueue-notify-raw  the same, SIGEV_SIGNAL, registered by a bare system
+ *                   call (libckpt does not know the signal's value);
  *   passcred        a message queued toward a UNIX socket with SO_PASSCRED
  *                   by a child that has exited since
  *                   (its sender's credentials come with it);
@@ -68,6 +73,12 @@ static volatile sig_atomic_t notified;
 static void on_notify(int sig)
 {
 	(void)sig;
+	notified++;
+}
+
+static void on_notify_thread(union sigval v)
+{
+	(void)v;
 	notified++;
 }
 
@@ -210,19 +221,29 @@ int main(int argc, char **argv)
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;
 	}
-	if (!strcmp(mode, "mqueue-notify")) {
+	if (!strncmp(mode, "mqueue-notify-", 14)) {
 		static char got[65536]; /* at least the queue's message size */
+		int thread = !strcmp(mode, "mqueue-notify-thread"), queued = !strcmp(mode, "mqueue-notify-queued");
 		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
 		struct sigaction sa = {.sa_handler = on_notify, .sa_flags = SA_RESTART};
 		char name[64];
 		mqd_t q;
+		if (thread) {
+			ev.sigev_notify = SIGEV_THREAD;
+			ev.sigev_notify_function = on_notify_thread;
+		}
 		snprintf(name, sizeof(name), "/fdwatch-notify-%d", (int)getpid());
 		if (sigaction(SIGUSR1, &sa, NULL) < 0 ||
-		    (q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 || mq_notify(q, &ev) < 0)
+		    (q = mq_open(name, O_RDWR | O_CREAT | O_EXCL, 0600, NULL)) == (mqd_t)-1 ||
+		    (queued && mq_send(q, "first", 5, 1) < 0) ||
+		    (!strcmp(mode, "mqueue-notify-raw") ? syscall(SYS_mq_notify, q, &ev) : mq_notify(q, &ev)) < 0)
 			return 1;
 		for (int i = 0; i < 25; i++)
 			usleep(100000);
-		rc = notified != 0 || mq_send(q, "queued", 6, 1) < 0; /* nothing sent it; now it comes */
+		/* nothing sent it, the message is there; now it comes */
+		rc = notified != 0 ||
+		     (queued && (mq_receive(q, got, sizeof(got), NULL) != 5 || memcmp(got, "first", 5))) ||
+		     mq_send(q, "queued", 6, 1) < 0;
 		for (int i = 0; i < 100 && !notified; i++)
 			usleep(10000);
 		rc |= notified != 1 || mq_receive(q, got, sizeof(got), NULL) != 6 || memcmp(got, "queued", 6);

@@ -810,7 +810,8 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 	memset(f->path, 0, sizeof(f->path));
 	ck__addr_str(&s->local, s->llen, la, sizeof(la));
 	ck__addr_str(&s->peer, s->plen, pa, sizeof(pa));
-	snprintf(f->path, CK_SOCK_ADDR_OFF, "%s %s%s%s (%s)", ck__kind(s->family, s->type), la, s->plen ? " -> " : "",
+	/* for people (ckpt inspect): a long pair of addresses may be cut */
+	if (snprintf(f->path, CK_SOCK_ADDR_OFF, "%s %s%s%s (%s)", ck__kind(s->family, s->type), la, s->plen ? " -> " : "",
 		 s->plen ? pa : "",
 		 s->state == CK_SOCK_LISTENING   ? "listening"
 		 : s->state == CK_SOCK_PAIRED    ? "connected in the job"
@@ -818,7 +819,8 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 		 : s->state == CK_SOCK_EXTERNAL && s->type == SOCK_DGRAM && s->family != AF_UNIX
 			 ? "connected to an address: connected again at restart"
 		 : s->state == CK_SOCK_EXTERNAL ? "peer outside the job: reset at restart"
-						: "unconnected");
+						: "unconnected") >= CK_SOCK_ADDR_OFF)
+		f->path[CK_SOCK_ADDR_OFF - 1] = 0;
 	memcpy(f->path + CK_SOCK_ADDR_OFF, &s->local, s->llen);
 	memcpy(f->path + CK_SOCK_PEER_OFF, &s->peer, s->plen);
 }
