@@ -169,7 +169,6 @@ long ck__epoll_restore(const struct ck_procdesc *pd, const char **why) CK_HIDDEN
 void ck__inotify_reset(void) CK_HIDDEN;
 /* mqnotify.c: mq_notify registrations noted (the round: a queue's
  * descriptor; restart: registered again) */
-void ck__mqnotify_closed(unsigned first, unsigned last) CK_HIDDEN;
 void ck__mqnotify_atfork_child(void) CK_HIDDEN;
 int ck__mqnotify_parkable(void) CK_HIDDEN;
 void ck__mqnotify_collect(struct ck_pd_fd *f) CK_HIDDEN;

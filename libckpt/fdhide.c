@@ -174,13 +174,6 @@ static int ck__claim(int r, int min)
 	return to;
 }
 
-/* [first, last] closed or replaced: the notes kept by descriptor go */
-static void ck__fds_closed(unsigned first, unsigned last)
-{
-	ck__inotify_closed(first, last);
-	ck__mqnotify_closed(first, last);
-}
-
 int close(int fd)
 {
 	CK_REAL(close);
@@ -190,7 +183,7 @@ int close(int fd)
 		errno = EBADF;
 		return -1;
 	}
-	ck__fds_closed((unsigned)fd, (unsigned)fd);
+	ck__inotify_closed((unsigned)fd, (unsigned)fd);
 	return real(fd);
 }
 
@@ -212,7 +205,7 @@ static long ck__close_range2(unsigned first, unsigned last, int flags)
 int close_range(unsigned first, unsigned last, int flags)
 {
 	if (!(flags & 4 /* CLOSE_RANGE_CLOEXEC */))
-		ck__fds_closed(first, last);
+		ck__inotify_closed(first, last);
 	return (int)ck__seterr(ck__close_range2(first, last, flags));
 }
 
@@ -254,7 +247,7 @@ int dup2(int oldfd, int newfd)
 	}
 	r = real(oldfd, newfd);
 	if (r >= 0 && oldfd != newfd)
-		ck__fds_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
+		ck__inotify_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
 	if (r < 0 && moved)
 		ck_close(newfd); /* the channel's old entry */
 	return r;
@@ -276,7 +269,7 @@ int dup3(int oldfd, int newfd, int flags)
 	}
 	r = real(oldfd, newfd, flags);
 	if (r >= 0 && oldfd != newfd)
-		ck__fds_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
+		ck__inotify_closed((unsigned)newfd, (unsigned)newfd); /* what it held went */
 	if (r < 0 && moved)
 		ck_close(newfd); /* the channel's old entry */
 	return r;

@@ -2,8 +2,8 @@
  * registration per queue and shows who made it and how (the queue file's
  * "NOTIFY: SIGNO: NOTIFY_PID:"), but not the value the signal carries
  * (sigev_value), so libckpt notes each registration the job makes through
- * the C library (mq_notify is interposed), by descriptor, in its own
- * memory, which the image holds. At the round ckrun keeps the note that
+ * the C library (mq_notify is interposed), by queue, in its own memory,
+ * which the image holds. At the round ckrun keeps the note that
  * matches the kernel's registration (launcher/ckrun/mq_posix.c; a queue
  * with one is saved only while empty: taking its messages would send the
  * notification), and the restored process registers again, with the same
@@ -14,6 +14,7 @@
 #include <mqueue.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 
 #include "libckpt/ck_sys.h"
@@ -21,20 +22,22 @@
 
 #define CK__MAX_NOTES 64
 
-/* A registration the job made; seq (written last, 0: none) orders them. */
+/* A registration the job made, by queue (its file's device and inode: the
+ * kernel holds one per queue, whichever descriptor made it); seq (written
+ * last, 0: none) orders them. */
 struct ck__mqnote {
-	int32_t fd;
+	uint64_t dev, ino;
 	int32_t notify, signo;
 	uint64_t value;
 	volatile uint64_t seq;
 };
 
 static struct ck__mqnote ck__mqnotes[CK__MAX_NOTES];
+static uint64_t ck__mqseq;
+static volatile int ck__mqlock;
 /* the C library's notification thread may run (SIGEV_THREAD asked for):
  * it blocks every signal, for good, so no round can park it */
 static volatile int ck__mqthread;
-static uint64_t ck__mqseq;
-static volatile int ck__mqlock;
 
 /* Every signal blocked for the whole call, the kernel's part included: a
  * round never finds a registration made and not noted. */
@@ -53,23 +56,29 @@ static void ck__unblock(const uint64_t *old)
 	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, 8);
 }
 
-static struct ck__mqnote *ck__note_of(int fd, int any_free)
+/* The queue's note; else, with any_free, a free one, else the oldest: a
+ * note outlives its registration (one sent, or dropped by a close, is not
+ * seen), and ckrun uses one only where the kernel shows a registration
+ * that matches it. */
+static struct ck__mqnote *ck__note_of(uint64_t dev, uint64_t ino, int any_free)
 {
-	struct ck__mqnote *free_one = NULL;
+	struct ck__mqnote *spare = NULL;
 
 	for (int i = 0; i < CK__MAX_NOTES; i++) {
-		if (ck__mqnotes[i].seq && ck__mqnotes[i].fd == fd)
-			return &ck__mqnotes[i];
-		if (!ck__mqnotes[i].seq && !free_one)
-			free_one = &ck__mqnotes[i];
+		struct ck__mqnote *n = &ck__mqnotes[i];
+		if (n->seq && n->dev == dev && n->ino == ino)
+			return n;
+		if (!spare || (spare->seq && (!n->seq || n->seq < spare->seq)))
+			spare = n;
 	}
-	return any_free ? free_one : NULL;
+	return any_free ? spare : NULL;
 }
 
 int mq_notify(mqd_t q, const struct sigevent *sev)
 {
 	CK_REAL(mq_notify);
 	struct ck__mqnote *n;
+	struct stat st;
 	uint64_t old;
 	long r;
 
@@ -79,39 +88,25 @@ int mq_notify(mqd_t q, const struct sigevent *sev)
 	}
 	ck__block(&old);
 	r = ck_sys2(SYS_mq_notify, q, sev);
-	if (r == 0 && (n = ck__note_of(q, sev != NULL))) {
+	/* a vfork child's registration is its own, and gone with it */
+	if (r == 0 && ck_sys0(SYS_getpid) == ck__core.pid && ck_sys2(SYS_fstat, q, &st) == 0 &&
+	    (n = ck__note_of(st.st_dev, st.st_ino, sev != NULL))) {
 		n->seq = 0;
 		if (sev) {
-			n->fd = q;
+			n->dev = st.st_dev;
+			n->ino = st.st_ino;
 			n->notify = sev->sigev_notify;
 			n->signo = sev->sigev_signo;
 			n->value = (uint64_t)(uintptr_t)sev->sigev_value.sival_ptr;
 			__atomic_store_n(&n->seq, ++ck__mqseq, __ATOMIC_RELEASE);
 		}
 	}
-	/* (a full table: the round names the queue as registered unseen) */
 	ck__unblock(&old);
 	if (r < 0) {
 		errno = (int)-r;
 		return -1;
 	}
 	return 0;
-}
-
-/* Descriptors [first, last] closed or replaced (fdhide.c): the kernel
- * drops a registration when its process closes any descriptor of the
- * queue, and the number may name another queue next. */
-void ck__mqnotify_closed(unsigned first, unsigned last)
-{
-	uint64_t old;
-
-	if (!ck__mqseq)
-		return;
-	ck__block(&old);
-	for (int i = 0; i < CK__MAX_NOTES; i++)
-		if (ck__mqnotes[i].seq && (unsigned)ck__mqnotes[i].fd >= first && (unsigned)ck__mqnotes[i].fd <= last)
-			ck__mqnotes[i].seq = 0;
-	ck__unblock(&old);
 }
 
 /* A fork's child: a registration is its maker's, never the child's, and
@@ -134,11 +129,11 @@ int ck__mqnotify_parkable(void)
 	return -ENOTSUP;
 }
 
-/* The round (threads parked): the note of a queue's descriptor, for
- * ckrun to match with the kernel's registration. */
+/* The round (threads parked): the note of a queue's descriptor's queue,
+ * for ckrun to match with the kernel's registration. */
 void ck__mqnotify_collect(struct ck_pd_fd *f)
 {
-	const struct ck__mqnote *n = ck__note_of(f->fd, 0);
+	const struct ck__mqnote *n = ck__note_of(f->dev, f->ino, 0);
 
 	if (!n)
 		return;

@@ -4,8 +4,12 @@
  *
  * State exercised: two queues. In each period of 10 steps (100 ms each)
  * the process registers for queue A's notification with SIGUSR1 and the
- * period's value (SIGEV_SIGNAL, sival_int), and for queue B's with
- * SIGEV_NONE. At every step a second registration must fail with EBUSY
+ * period's value (SIGEV_SIGNAL, sival_int), through A's descriptor in
+ * even periods and through a duplicate of it (dup) in odd ones (the
+ * kernel holds one registration per queue, whichever descriptor made it),
+ * and for queue B's with SIGEV_NONE. At every step a vfork child closes
+ * the duplicate and exits (a close by another process leaves the
+ * registration). At every step a second registration must fail with EBUSY
  * (the registration is there) and no signal has come. At the period's end
  * a message sent to each queue sends the notifications: exactly one
  * SIGUSR1, with si_code SI_MESGQ and the period's value; queue B's is
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,12 +63,12 @@ int main(int argc, char **argv)
 	struct mq_attr at = {.mq_maxmsg = 4, .mq_msgsize = 16};
 	struct timespec nap = {0, 100 * 1000000L};
 	char na[64], nb[64], buf[16];
-	mqd_t a, b;
+	mqd_t a, b, a2;
 
 	snprintf(na, sizeof(na), "/mq_notify-a-%d", (int)getpid());
 	snprintf(nb, sizeof(nb), "/mq_notify-b-%d", (int)getpid());
 	if (sigaction(SIGUSR1, &sa, NULL) < 0 || (a = mq_open(na, O_RDWR | O_CREAT | O_EXCL, 0600, &at)) == (mqd_t)-1 ||
-	    (b = mq_open(nb, O_RDWR | O_CREAT | O_EXCL, 0600, &at)) == (mqd_t)-1)
+	    (b = mq_open(nb, O_RDWR | O_CREAT | O_EXCL, 0600, &at)) == (mqd_t)-1 || (a2 = dup(a)) < 0)
 		return fail("mq_open", 0, -1);
 	for (int p = 0; p < periods && !bad; p++) {
 		struct sigevent sig = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGUSR1};
@@ -72,13 +77,20 @@ int main(int argc, char **argv)
 		long r;
 
 		sig.sigev_value.sival_int = value;
-		if ((r = mq_notify(a, &sig)) != 0)
+		if ((r = mq_notify(p % 2 ? a2 : a, &sig)) != 0)
 			bad = fail("registering for queue A", p * PERIOD, r);
 		else if ((r = mq_notify(b, &none)) != 0)
 			bad = fail("registering for queue B", p * PERIOD, r);
 		for (int s = 0; s < PERIOD && !bad; s++) {
-			int step = p * PERIOD + s;
-			if (mq_notify(a, &sig) != -1 || errno != EBUSY)
+			int step = p * PERIOD + s, st = 0;
+			pid_t kid = vfork();
+			if (kid == 0) {
+				close(a2);
+				_exit(0);
+			}
+			if (kid < 0 || waitpid(kid, &st, 0) != kid || st != 0)
+				bad = fail("a vfork child closing the duplicate", step, kid);
+			else if (mq_notify(a, &sig) != -1 || errno != EBUSY)
 				bad = fail("queue A's registration still there (EBUSY)", step, 0);
 			else if (mq_notify(b, &none) != -1 || errno != EBUSY)
 				bad = fail("queue B's registration still there (EBUSY)", step, 0);
