@@ -202,8 +202,14 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 			s->shut = shut >= 0 ? shut : ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
 	}
 	if (s->family != AF_UNIX && s->type == SOCK_DGRAM) { /* UDP: the same, from inet_diag */
-		int shut = -1;
-		ck_sock_udp_shut(s->family, f->ino, &shut);
+		static int said;
+		int shut = -1, e = ck_sock_udp_shut(s->family, f->ino, &shut);
+		/* (-ENOENT: an unbound socket, in no table: its SHUT_WR is not seen) */
+		if (e < 0 && e != -ENOENT && !said) {
+			fprintf(stderr, "ckrun: warning: cannot read UDP sockets' shutdown (inet_diag: %s): a SHUT_WR "
+				"of one is not saved\n", strerror(-e));
+			said = 1;
+		}
 		s->shut = shut >= 0 ? shut : ck__shut_for_reading(s) ? CK_SOCK_RCV_SHUT : 0;
 	}
 	/* before anything is taken: a refusal leaves the socket untouched */
@@ -613,9 +619,9 @@ static int ck__take_datagrams(struct ck__sk *s, struct ck__sk *peer)
 	 * and a read of a record socket's empty queue returns 0 at once
 	 * instead of EAGAIN (the take loop never ended there). */
 	if (shut && !ck__queue_empty(s)) {
-		ck_err_set("process %d: messages are queued on a UNIX socket (descriptor %d) shut for reading: they "
+		ck_err_set("process %d: messages are queued on a %s socket (descriptor %d) shut for reading: they "
 			   "could not be put back: not supported (try again once the job has read them)",
-			   s->jpid, s->f->fd);
+			   s->jpid, ck__kind(s->family, s->type), s->f->fd);
 		r = -ENOTSUP;
 	}
 	while (!shut) {
@@ -846,12 +852,12 @@ static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 			const struct sockaddr_in *x = (const void *)&o->local, *y = (const void *)a;
 			if (x->sin_port == y->sin_port &&
 			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
-				return o->fd;
+				return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
 		} else if (a->sa_family == AF_INET6) {
 			const struct sockaddr_in6 *x = (const void *)&o->local, *y = (const void *)a;
 			if (x->sin6_port == y->sin6_port &&
 			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
-				return o->fd;
+				return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
 		} else if (o->llen == al && !memcmp(&o->local, a, al)) {
 			return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
 		}
@@ -1004,10 +1010,10 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				 * (EPIPE; the job's datagrams were lost). A peek walk
 				 * would miss an empty datagram peeked before. */
 				if (!ck__queue_empty(s)) {
-					ck_err_set("process %d: datagrams are queued on a UNIX socket (descriptor %d) from "
+					ck_err_set("process %d: datagrams are queued on a %s socket (descriptor %d) from "
 						   "its peer, which has shut itself for writing: they could not be put "
 						   "back: not supported (try again once the job has read them)",
-						   s->jpid, s->f->fd);
+						   s->jpid, ck__kind(s->family, s->type), s->f->fd);
 					r = -ENOTSUP;
 				}
 			} else if (s->type != SOCK_STREAM) {

@@ -149,6 +149,9 @@ static int ck__bind(int fd, const struct ck_pd_fd *f)
 		return -errno;
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* a member of a SO_REUSEPORT group joins it only if set before bind */
+	if (f->u64[2] & CK_SOCKOPT_REUSEPORT)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	/* The killed job's own listener may take a moment to go. */
 	for (int tries = 0; tries < 40; tries++) {
 		if (bind(fd, (struct sockaddr *)&a, l) == 0)
@@ -503,18 +506,74 @@ static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 	return -1;
 }
 
+/* The address a v4-mapped IPv6 address names, as AF_INET (else a copy). */
+static socklen_t ck__unmapped(const struct sockaddr *a, socklen_t al, struct sockaddr_storage *out)
+{
+	const struct sockaddr_in6 *x = (const void *)a;
+
+	memset(out, 0, sizeof(*out));
+	if (a->sa_family == AF_INET6 && al >= sizeof(*x) && IN6_IS_ADDR_V4MAPPED(&x->sin6_addr)) {
+		struct sockaddr_in *y = (struct sockaddr_in *)out;
+		y->sin_family = AF_INET;
+		y->sin_port = x->sin6_port;
+		memcpy(&y->sin_addr, &x->sin6_addr.s6_addr[12], 4);
+		return sizeof(*y);
+	}
+	memcpy(out, a, al < sizeof(*out) ? al : sizeof(*out));
+	return al;
+}
+
+/* Where a socket of family fam reaches the socket bound to a (of o's
+ * family; its wildcard address: loopback), into *to; 0 if it cannot. */
+static socklen_t ck__reach(int fam, const struct sockaddr_storage *a, struct sockaddr_storage *to)
+{
+	socklen_t l = ck__unmapped((const struct sockaddr *)a, sizeof(*a), to);
+
+	if (to->ss_family == AF_INET) {
+		struct sockaddr_in *y = (struct sockaddr_in *)to;
+		if (y->sin_addr.s_addr == htonl(INADDR_ANY))
+			y->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		if (fam == AF_INET)
+			return sizeof(*y);
+		/* an IPv6 sender: as v4-mapped */
+		struct sockaddr_in6 m = {.sin6_family = AF_INET6, .sin6_port = y->sin_port};
+		m.sin6_addr.s6_addr[10] = m.sin6_addr.s6_addr[11] = 0xff;
+		memcpy(&m.sin6_addr.s6_addr[12], &y->sin_addr, 4);
+		memcpy(to, &m, sizeof(m));
+		return sizeof(m);
+	}
+	if (to->ss_family == AF_INET6) {
+		struct sockaddr_in6 *y = (struct sockaddr_in6 *)to;
+		if (!memcmp(&y->sin6_addr, &in6addr_any, 16)) {
+			if (fam == AF_INET) { /* a dual-stack socket: its IPv4 side */
+				struct sockaddr_in v = {.sin_family = AF_INET, .sin_port = y->sin6_port};
+				v.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+				memset(to, 0, sizeof(*to));
+				memcpy(to, &v, sizeof(v));
+				return sizeof(v);
+			}
+			y->sin6_addr = in6addr_loopback;
+		}
+		return fam == AF_INET6 ? sizeof(*y) : 0;
+	}
+	return fam == to->ss_family ? l : 0;
+}
+
 /* A UDP socket connected to an address no socket of the job connects
  * back from (a server outside the job, or a job socket not connected to
  * it): UDP has no connection to lose, so it is made with its own name and
  * connected to that address again. What was queued toward it is sent to
  * it first, while it still takes any sender's: by the job's socket of
- * that address where there is one, else by one of ours. */
+ * that address (a wildcard or v4-mapped one too) where there is one,
+ * else by one of ours. Its buffers and options come before the datagrams
+ * and the connect (a receive buffer too small drops datagrams; a
+ * broadcast address needs SO_BROADCAST first). */
 static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct ck__obj *o)
 {
-	struct sockaddr_storage aa;
-	socklen_t al = sizeof(aa);
+	struct sockaddr_storage aa, to, peer;
+	socklen_t al = sizeof(aa), pl, tl;
 	size_t bytes = 0;
-	int tmp = -1, r;
+	int tmp = -1, via, r;
 
 	for (size_t j = 0; j < s->n; j++) {
 		struct ck__obj *b = &s->v[j];
@@ -527,17 +586,30 @@ static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct
 		return -errno;
 	if (LLEN(o->f) > sizeof(sa_family_t) && (r = ck__bind(o->fd, o->f)) < 0)
 		return r;
+	if ((r = ck__options(o->fd, o->f)) < 0)
+		return r;
+	ck__buffers(o->fd, o->f);
 	if (o->f->data_nchunks) {
-		if ((tmp = socket(FAMILY(o->f), SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
-		    getsockname(o->fd, (struct sockaddr *)&aa, &al) < 0) {
-			r = -errno;
-			goto out;
+		if (getsockname(o->fd, (struct sockaddr *)&aa, &al) < 0)
+			return -errno;
+		/* the sender: the job's socket of the peer's address */
+		pl = ck__unmapped((const struct sockaddr *)PEER(o->f), PLEN(o->f), &peer);
+		via = ck__sender(s, (const struct sockaddr *)&peer, pl);
+		if (via < 0 && peer.ss_family == AF_INET && FAMILY(o->f) == AF_INET6)
+			via = ck__sender(s, (const struct sockaddr *)PEER(o->f), PLEN(o->f));
+		if (via >= 0) {
+			struct sockaddr_storage vs;
+			socklen_t vl = sizeof(vs);
+			if (getsockname(via, (struct sockaddr *)&vs, &vl) < 0 || !(tl = ck__reach(vs.ss_family, &aa, &to)))
+				via = -1;
 		}
-		if (FAMILY(o->f) == AF_INET && ((struct sockaddr_in *)&aa)->sin_addr.s_addr == htonl(INADDR_ANY))
-			((struct sockaddr_in *)&aa)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&aa)->sin6_addr, &in6addr_any, 16))
-			((struct sockaddr_in6 *)&aa)->sin6_addr = in6addr_loopback;
-		if ((r = ck__fill_to(rd, o->f, tmp, &bytes, (struct sockaddr *)&aa, al)) < 0)
+		if (via < 0) {
+			if ((tmp = socket(FAMILY(o->f), SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+				return -errno;
+			via = tmp;
+			tl = ck__reach(FAMILY(o->f), &aa, &to);
+		}
+		if ((r = ck__fill_to(rd, o->f, via, &bytes, (struct sockaddr *)&to, tl)) < 0)
 			goto out;
 	}
 	if (connect(o->fd, (const struct sockaddr *)PEER(o->f), PLEN(o->f)) < 0) {
@@ -550,10 +622,10 @@ static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct
 			r = o->fd;
 			goto out;
 		}
+		if ((r = ck__options(o->fd, o->f)) < 0)
+			goto out;
+		ck__buffers(o->fd, o->f);
 	}
-	if ((r = ck__options(o->fd, o->f)) < 0)
-		goto out;
-	ck__buffers(o->fd, o->f);
 	r = 0;
 out:
 	if (tmp >= 0)
