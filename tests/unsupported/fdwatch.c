@@ -1,4 +1,4 @@
-/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify-queued|mqueue-notify-thread|mqueue-notify-raw|passcred|passcred-shut|dgram-peer-shut|dgram-sender-shut|dgram-shut-rd|dgram-empty-shut|shut-queued|lease-mapped|lease:
+/* fdwatch inotify|inotify-raw|inotify-orphan|epoll-moved|memfd-sealed|mqueue-notify-queued|mqueue-notify-thread|mqueue-notify-raw|passcred|passcred-shut|dgram-peer-shut|dgram-sender-shut|dgram-shut-rd|dgram-empty-shut|udp-sender-shut|shut-queued|lease-mapped|lease:
  * a descriptor whose
  * state a checkpoint cannot restore exactly:
  *   inotify         an instance holding an event the job has not read
@@ -36,6 +36,9 @@
  *                   then shut itself for reading;
  *   dgram-empty-shut  an empty datagram queued toward a UNIX datagram
  *                   socket that then shut itself for reading;
+ *   udp-sender-shut a datagram queued toward an unconnected UDP socket from
+ *                   a UDP socket of the job that then shut itself for
+ *                   writing (it could not be sent again through it);
  *   shut-queued     records queued on a UNIX record socket whose peer
  *                   has shut it for reading (shutdown(SHUT_WR)): taken,
  *                   they could not be sent back to it;
@@ -50,6 +53,7 @@
  * broken (the child's open still waits), and once given up the child's
  * open goes through. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -58,6 +62,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <mqueue.h>
+#include <netinet/in.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -203,6 +208,25 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 25; i++)
 			usleep(100000);
 		rc = recv(srv, b, sizeof(b), MSG_DONTWAIT) != want || recv(srv, b, sizeof(b), MSG_DONTWAIT) != -1;
+		clean();
+		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
+		return rc;
+	}
+	if (!strcmp(mode, "udp-sender-shut")) {
+		/* a UDP socket of the job sends, then shuts itself for writing
+		 * (ENOTCONN, unconnected, but the bit is set) */
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		socklen_t l = sizeof(a);
+		int r = socket(AF_INET, SOCK_DGRAM, 0), w = socket(AF_INET, SOCK_DGRAM, 0);
+		char b[8];
+		if (r < 0 || w < 0 || bind(r, (struct sockaddr *)&a, l) < 0 || bind(w, (struct sockaddr *)&a, l) < 0 ||
+		    getsockname(r, (struct sockaddr *)&a, &l) < 0 || sendto(w, "ab", 2, 0, (struct sockaddr *)&a, l) != 2 ||
+		    (shutdown(w, SHUT_WR) < 0 && errno != ENOTCONN))
+			return 1;
+		for (int i = 0; i < 25; i++)
+			usleep(100000);
+		rc = recv(r, b, sizeof(b), MSG_DONTWAIT) != 2 || recv(r, b, sizeof(b), MSG_DONTWAIT) != -1 ||
+		     sendto(w, "c", 1, 0, (struct sockaddr *)&a, l) != -1 || errno != EPIPE;
 		clean();
 		printf("fdwatch %s: %s\n", mode, rc ? "FAIL" : "still in place");
 		return rc;
