@@ -61,8 +61,11 @@ static int ck__options(int fd, const struct ck_pd_fd *f)
 	if ((o & CK_SOCKOPT_NODELAY) && FAMILY(f) != AF_UNIX)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, (o & CK_SOCKOPT_KEEPALIVE) ? &one : &zero, sizeof(int));
-	if (o & CK_SOCKOPT_REUSEADDR)
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	/* the job's own, now that a listener listens: ck__bind binds with it
+	 * set, and listen() checks the port again with what is set then (the
+	 * dead job's connections in TIME_WAIT on it refused a listener whose
+	 * job had not set it) */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, (o & CK_SOCKOPT_REUSEADDR) ? &one : &zero, sizeof(int));
 	if (o & CK_SOCKOPT_REUSEPORT)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one));
 	if (o & CK_SOCKOPT_LINGER)
@@ -178,9 +181,7 @@ moved:
 	fprintf(stderr, "ckrun: warning: socket %s: its address is not free on this host; bound elsewhere\n",
 		f->path);
 ok:
-	if (!(f->u64[2] & CK_SOCKOPT_REUSEADDR))
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &(int){0}, sizeof(int));
-	return 0;
+	return 0; /* (SO_REUSEADDR stays set until ck__options) */
 }
 
 /* A connected pair of this family and type: UNIX by socketpair, TCP
