@@ -172,6 +172,14 @@ static void ck__count(int id, const struct sembuf *sops, size_t n, uint64_t t0, 
 			a->num = sops[i].sem_num;
 			a->t_first = t0;
 			a->rt_first = rt0;
+			/* the set's change time as this adjustment begins: a reset
+			 * made before it in the same second (the usual SETVAL or
+			 * SETALL, then the first semop) is no reset of it */
+			{
+				struct semid_ds ds;
+				if (ck_sys4(SYS_semctl, id, 0, IPC_STAT, &ds) == 0 && (int64_t)ds.sem_ctime <= rt0)
+					a->ctime_ok = (int64_t)ds.sem_ctime;
+			}
 		}
 		a->adj -= sops[i].sem_op;
 		a->t_last = now;

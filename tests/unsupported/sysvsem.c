@@ -4,13 +4,15 @@
  * tell what is left of the child's: every round must be refused naming
  * it, and the job must go on (the value stays the parent's after the
  * child's exit: nothing left to undo). With "gone", a second child sets
- * the value and exits: its account is gone by the cut, and only the set's
- * change time tells. */
+ * the value, in the second after the first child's adjustment began, and
+ * exits: its account is gone by the cut, and only the set's change time
+ * tells (to the second: one in the same second is not seen). */
 #include <stdio.h>
 #include <string.h>
 #include <sys/ipc.h>
 #include <sys/sem.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static int setval(int id, int v, int by_child)
@@ -40,7 +42,11 @@ int main(int argc, char **argv)
 			_exit(1);
 		_exit(read(go[0], &b, 1) == 1 ? 0 : 1);
 	}
-	if (kid < 0 || read(ready[0], &b, 1) != 1 || setval(id, 5, gone) < 0)
+	if (kid < 0 || read(ready[0], &b, 1) != 1)
+		return 1;
+	for (time_t t0 = time(NULL); gone && time(NULL) <= t0;)
+		usleep(10000);
+	if (setval(id, 5, gone) < 0)
 		return 1;
 	for (int i = 0; i < 25; i++) {
 		struct sembuf up = {0, 1, 0}, down = {0, -1, 0};
