@@ -128,7 +128,7 @@ ckonly_one() {
 # conf_one VARIANT/APP
 conf_one() {
 	local variant=${1%%/*} app=${1#*/} name dir store out err sched down
-	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 why ends
+	local bare_ms bare_rc limit win mode cycle kill_at n t t0 i rc=0 finished=0 retried=0 used_tmp=0 redone=0 late=0 why ends
 	local -a OPTS times extra
 	if [ "$variant" = ckonly ]; then
 		ckonly_one "$app"
@@ -251,11 +251,14 @@ conf_one() {
 			# removed a file in TMPDIR that its checkpoints map (before
 			# it printed its END line, and so soon that the check before
 			# the kill found the file gone already): the documented
-			# limit above, met one run late. The restore names it.
-			if (( rc == 99 && redone < 3 )) &&
+			# limit above, met one run late. The restore names it. (A
+			# count of its own: on a loaded machine the start-overs
+			# above may all be spent by then, and this one is no less
+			# the limit.)
+			if (( rc == 99 && late < 3 )) &&
 				tail -n 1 "$err" | grep -qF -e "$TMPDIR/" && tail -n 1 "$err" | grep -q 'is not here (No such file or directory)'; then
 				start_over "run $cycle: its checkpoint needs a file the app removed at its end before the kill landed; start over"
-				redone=$(( redone + 1 )) used_tmp=0
+				late=$(( late + 1 )) redone=$(( redone + 1 )) used_tmp=0
 				continue
 			fi
 			finished=1
