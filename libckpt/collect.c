@@ -77,6 +77,9 @@ static int ck__collect_mm(void)
 
 	if (ck__self_stat(stat, sizeof(stat), f, 63) < 0)
 		return -EIO;
+	/* not getppid(): a job's seccomp filter may forbid it (/proc is the
+	 * job's pid namespace's: the same number) */
+	ck__pd.ppid = (int32_t)f[4];
 	ck__pd.start_code = f[26];
 	ck__pd.end_code = f[27];
 	ck__pd.start_stack = f[28];
@@ -315,7 +318,6 @@ int ck__collect_process(void)
 	ck__pd.version = CK_PD_VERSION;
 	ck__pd.size = sizeof(ck__pd);
 	ck__pd.pid = ck__core.pid;
-	ck__pd.ppid = (int32_t)ck_sys0(SYS_getppid);
 	r = ck__collect_mm();
 	if (r < 0) {
 		ck__failf("cannot read /proc/self/stat");

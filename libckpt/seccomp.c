@@ -179,7 +179,7 @@ static const struct {
 	const char *name;
 } ck__round_calls[] = {
 #define C(n) {SYS_##n, #n}
-	C(futex), C(tgkill), C(gettid), C(getpid), C(getppid), C(getuid), C(getgid), C(getresuid),
+	C(futex), C(tgkill), C(gettid), C(getpid), C(getuid), C(getgid), C(getresuid),
 	C(getresgid), C(getgroups), C(capget), C(setfsuid), C(setfsgid), C(prctl), C(arch_prctl), C(get_robust_list), C(personality),
 	C(rt_sigreturn), C(rt_sigprocmask), C(rt_sigaction), C(rt_sigtimedwait), C(rt_sigqueueinfo),
 	C(rt_tgsigqueueinfo), C(openat), C(read), C(write), C(close), C(lseek), C(fstat), C(newfstatat),

@@ -44,7 +44,7 @@ static const int allowed[] = {
 	SYS_seccomp, SYS_getpid, SYS_gettid, SYS_sched_yield, SYS_wait4,
 	/* a checkpoint's, libckpt's own when it takes its channel again, and a
 	 * forked child's manager thread's (libckpt/seccomp.c: ck__round_calls) */
-	SYS_tgkill, SYS_getppid, SYS_getuid, SYS_getgid, SYS_getresuid, SYS_getresgid, SYS_getgroups,
+	SYS_tgkill, SYS_getuid, SYS_getgid, SYS_getresuid, SYS_getresgid, SYS_getgroups,
 	SYS_capget, SYS_setfsuid, SYS_setfsgid, SYS_arch_prctl, SYS_get_robust_list, SYS_personality, SYS_rt_sigtimedwait,
 	SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo, SYS_getdents64, SYS_readlinkat, SYS_getcwd, SYS_fcntl,
 	SYS_dup3, SYS_ioctl, SYS_flock, SYS_kcmp, SYS_umask, SYS_prlimit64, SYS_mincore, SYS_userfaultfd,
