@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -77,9 +78,12 @@ static int ck__collect_mm(void)
 
 	if (ck__self_stat(stat, sizeof(stat), f, 63) < 0)
 		return -EIO;
-	/* not getppid(): a job's seccomp filter may forbid it (/proc is the
-	 * job's pid namespace's: the same number) */
+	/* not getppid(): a job's seccomp filter may forbid it. /proc is the
+	 * job's pid namespace's, where both agree; a process in a pid
+	 * namespace of its own (the /proc of another) asks the kernel */
 	ck__pd.ppid = (int32_t)f[4];
+	if (strtol(stat, NULL, 10) != ck__core.pid)
+		ck__pd.ppid = (int32_t)ck_sys0(SYS_getppid);
 	ck__pd.start_code = f[26];
 	ck__pd.end_code = f[27];
 	ck__pd.start_stack = f[28];

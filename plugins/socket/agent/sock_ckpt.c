@@ -844,24 +844,27 @@ static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 
 	if (al <= sizeof(sa_family_t))
 		return -1;
-	for (size_t i = 0; i < sd->n; i++) {
-		struct ck__sk *o = &sd->v[i];
-		if (o->type != SOCK_DGRAM || o->family != a->sa_family || o->llen <= sizeof(sa_family_t))
-			continue;
-		if (a->sa_family == AF_INET) {
-			const struct sockaddr_in *x = (const void *)&o->local, *y = (const void *)a;
-			if (x->sin_port == y->sin_port &&
-			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+	/* one bound to that very address first, else one bound to every
+	 * address (a shut one of those must not refuse for another's) */
+	for (int any = 0; any < 2; any++)
+		for (size_t i = 0; i < sd->n; i++) {
+			struct ck__sk *o = &sd->v[i];
+			int hit = 0;
+			if (o->type != SOCK_DGRAM || o->family != a->sa_family || o->llen <= sizeof(sa_family_t))
+				continue;
+			if (a->sa_family == AF_INET) {
+				const struct sockaddr_in *x = (const void *)&o->local, *y = (const void *)a;
+				hit = x->sin_port == y->sin_port &&
+				      (any ? x->sin_addr.s_addr == htonl(INADDR_ANY) : x->sin_addr.s_addr == y->sin_addr.s_addr);
+			} else if (a->sa_family == AF_INET6) {
+				const struct sockaddr_in6 *x = (const void *)&o->local, *y = (const void *)a;
+				hit = x->sin6_port == y->sin6_port && !memcmp(&x->sin6_addr, any ? &in6addr_any : &y->sin6_addr, 16);
+			} else {
+				hit = !any && o->llen == al && !memcmp(&o->local, a, al);
+			}
+			if (hit)
 				return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
-		} else if (a->sa_family == AF_INET6) {
-			const struct sockaddr_in6 *x = (const void *)&o->local, *y = (const void *)a;
-			if (x->sin6_port == y->sin6_port &&
-			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
-				return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
-		} else if (o->llen == al && !memcmp(&o->local, a, al)) {
-			return o->shut & CK_SOCK_SEND_SHUT ? -EPIPE : o->fd;
 		}
-	}
 	return -1;
 }
 

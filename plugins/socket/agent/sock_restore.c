@@ -332,19 +332,28 @@ static int ck__fill_to(struct ck_reader *rd, const struct ck_pd_fd *toward, int 
 		       const struct sockaddr *to, socklen_t tl)
 {
 	struct ck__wsink w = {via, TYPE(toward) != SOCK_STREAM, NULL, 0, to, tl};
-	int r = 0, big;
+	int r = 0, big, old = 0;
+	socklen_t ol = sizeof(old);
 
 	*bytes = 0;
 
 	if (!toward->data_nchunks)
 		return 0;
 	r = ck_reader_read(rd, toward->data_chunk, toward->data_nchunks, ck__sink, &w);
+	/* room for all of it at once; then the sender's own again (it may be
+	 * a socket of the job: its SO_SNDBUF is the job's to read) */
+	if (getsockopt(via, SOL_SOCKET, SO_SNDBUF, &old, &ol) < 0)
+		old = 0;
 	big = (int)(w.npend * 2 + 65536);
 	setsockopt(via, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
 	if (r == 0 && (toward->u64[2] & CK_SOCKOPT_RIGHTS))
 		r = ck_rights_deliver(w.pend, w.npend, w.dgram, via, to, tl); /* with the files in flight */
 	else if (r == 0)
 		r = ck__deliver(&w);
+	if (old > 0) {
+		old /= 2; /* (the kernel reports twice what was set) */
+		setsockopt(via, SOL_SOCKET, SO_SNDBUF, &old, sizeof(old));
+	}
 	if (r == 0 && !w.dgram)
 		*bytes = w.npend;
 	if (r < 0 && !strstr(ck_err_msg(), "socket"))
@@ -477,33 +486,36 @@ static int ck__connect_to(struct ck_reader *rd, struct ck__obj *a, struct ck__ob
 	return ck__fill_to(rd, a->f, b->fd, &bytes, (struct sockaddr *)&aa, al);
 }
 
-/* The job's own socket bound to address a (made already; an IP socket
- * bound to every address counts), or -1. */
+/* The job's own socket bound to address a (made already), or -1: one
+ * bound to that very address first, else one bound to every address
+ * (the kernel sends from such a socket with the address it routes by). */
 static int ck__sender(void *arg, const struct sockaddr *a, socklen_t al)
 {
 	struct ck_sock_set *s = arg;
 
-	for (size_t i = 0; i < s->n; i++) {
-		const struct ck_pd_fd *f = s->v[i].f;
-		struct sockaddr_storage l;
-		if (s->v[i].fd < 0 || TYPE(f) != SOCK_DGRAM || FAMILY(f) != a->sa_family || al <= sizeof(sa_family_t))
-			continue;
-		memset(&l, 0, sizeof(l));
-		memcpy(&l, LOCAL(f), LLEN(f) < sizeof(l) ? LLEN(f) : sizeof(l));
-		if (a->sa_family == AF_INET) {
-			const struct sockaddr_in *x = (const void *)&l, *y = (const void *)a;
-			if (x->sin_port == y->sin_port &&
-			    (x->sin_addr.s_addr == y->sin_addr.s_addr || x->sin_addr.s_addr == htonl(INADDR_ANY)))
+	for (int any = 0; any < 2; any++)
+		for (size_t i = 0; i < s->n; i++) {
+			const struct ck_pd_fd *f = s->v[i].f;
+			struct sockaddr_storage l;
+			if (s->v[i].fd < 0 || TYPE(f) != SOCK_DGRAM || FAMILY(f) != a->sa_family ||
+			    al <= sizeof(sa_family_t))
+				continue;
+			memset(&l, 0, sizeof(l));
+			memcpy(&l, LOCAL(f), LLEN(f) < sizeof(l) ? LLEN(f) : sizeof(l));
+			if (a->sa_family == AF_INET) {
+				const struct sockaddr_in *x = (const void *)&l, *y = (const void *)a;
+				if (x->sin_port == y->sin_port &&
+				    (any ? x->sin_addr.s_addr == htonl(INADDR_ANY) : x->sin_addr.s_addr == y->sin_addr.s_addr))
+					return s->v[i].fd;
+			} else if (a->sa_family == AF_INET6) {
+				const struct sockaddr_in6 *x = (const void *)&l, *y = (const void *)a;
+				if (x->sin6_port == y->sin6_port &&
+				    !memcmp(&x->sin6_addr, any ? &in6addr_any : &y->sin6_addr, 16))
+					return s->v[i].fd;
+			} else if (!any && LLEN(f) == al && !memcmp(&l, a, al)) {
 				return s->v[i].fd;
-		} else if (a->sa_family == AF_INET6) {
-			const struct sockaddr_in6 *x = (const void *)&l, *y = (const void *)a;
-			if (x->sin6_port == y->sin6_port &&
-			    (!memcmp(&x->sin6_addr, &y->sin6_addr, 16) || !memcmp(&x->sin6_addr, &in6addr_any, 16)))
-				return s->v[i].fd;
-		} else if (LLEN(f) == al && !memcmp(&l, a, al)) {
-			return s->v[i].fd;
+			}
 		}
-	}
 	return -1;
 }
 
@@ -525,10 +537,19 @@ static socklen_t ck__unmapped(const struct sockaddr *a, socklen_t al, struct soc
 }
 
 /* Where a socket of family fam reaches the socket bound to a (of o's
- * family; its wildcard address: loopback), into *to; 0 if it cannot. */
-static socklen_t ck__reach(int fam, const struct sockaddr_storage *a, struct sockaddr_storage *to)
+ * family; its wildcard address: loopback, IPv4's where its peer is a
+ * v4-mapped one), into *to; 0 if it cannot. */
+static socklen_t ck__reach(int fam, const struct sockaddr_storage *a, int mapped, struct sockaddr_storage *to)
 {
 	socklen_t l = ck__unmapped((const struct sockaddr *)a, sizeof(*a), to);
+
+	if (mapped && to->ss_family == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)to)->sin6_addr, &in6addr_any, 16)) {
+		/* a dual-stack socket whose peer speaks IPv4: its IPv4 side */
+		struct sockaddr_in v = {.sin_family = AF_INET, .sin_port = ((struct sockaddr_in6 *)to)->sin6_port};
+		v.sin_addr.s_addr = htonl(INADDR_ANY);
+		memset(to, 0, sizeof(*to));
+		memcpy(to, &v, sizeof(v));
+	}
 
 	if (to->ss_family == AF_INET) {
 		struct sockaddr_in *y = (struct sockaddr_in *)to;
@@ -574,7 +595,7 @@ static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct
 	struct sockaddr_storage aa, to, peer;
 	socklen_t al = sizeof(aa), pl, tl;
 	size_t bytes = 0;
-	int tmp = -1, via, r;
+	int tmp = -1, via, mapped = 0, r;
 
 	for (size_t j = 0; j < s->n; j++) {
 		struct ck__obj *b = &s->v[j];
@@ -595,20 +616,26 @@ static int ck__udp_connected(struct ck_sock_set *s, struct ck_reader *rd, struct
 			return -errno;
 		/* the sender: the job's socket of the peer's address */
 		pl = ck__unmapped((const struct sockaddr *)PEER(o->f), PLEN(o->f), &peer);
+		mapped = peer.ss_family == AF_INET && FAMILY(o->f) == AF_INET6;
 		via = ck__sender(s, (const struct sockaddr *)&peer, pl);
-		if (via < 0 && peer.ss_family == AF_INET && FAMILY(o->f) == AF_INET6)
+		if (via < 0 && mapped)
 			via = ck__sender(s, (const struct sockaddr *)PEER(o->f), PLEN(o->f));
 		if (via >= 0) {
 			struct sockaddr_storage vs;
-			socklen_t vl = sizeof(vs);
-			if (getsockname(via, (struct sockaddr *)&vs, &vl) < 0 || !(tl = ck__reach(vs.ss_family, &aa, &to)))
+			socklen_t vl = sizeof(vs), v6l = sizeof(int);
+			int v6only = 0;
+			/* (an IPv6-only sender cannot reach an IPv4 side) */
+			if (getsockname(via, (struct sockaddr *)&vs, &vl) < 0 ||
+			    (mapped && vs.ss_family == AF_INET6 &&
+			     (getsockopt(via, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &v6l) < 0 || v6only)) ||
+			    !(tl = ck__reach(vs.ss_family, &aa, mapped, &to)))
 				via = -1;
 		}
 		if (via < 0) {
 			if ((tmp = socket(FAMILY(o->f), SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
 				return -errno;
 			via = tmp;
-			tl = ck__reach(FAMILY(o->f), &aa, &to);
+			tl = ck__reach(FAMILY(o->f), &aa, mapped, &to);
 		}
 		if ((r = ck__fill_to(rd, o->f, via, &bytes, (struct sockaddr *)&to, tl)) < 0)
 			goto out;
