@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/ipc.h>
 
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/image/manifest.h"
@@ -67,6 +68,10 @@ struct ck_ipc_visit {
 
 /* Records a failure in v (errno its cause); 1. */
 int ck_ipc_failed(struct ck_ipc_visit *v, int what, int32_t id);
+/* The next record for object ID (owner and mode from PERM, FLAGS), zeroed;
+ * NULL when the list is full: the object is counted, ckrun comes again
+ * with room. */
+struct ck_ipc_obj *ck_ipc_slot(struct ck_ipc_visit *v, int32_t id, const struct ipc_perm *perm, uint32_t flags);
 /* Reads or writes a number in a /proc/sys file (-1: cannot). */
 int64_t ck_ipc_read_num(const char *file);
 int ck_ipc_write_num(const char *file, uint32_t u);

@@ -52,16 +52,8 @@ int ck_sem_list(struct ck_ipc_visit *v)
 		su.buf = &ds;
 		if ((id = semctl(idx, 0, SEM_STAT, su)) < 0)
 			continue;
-		if (v->total++ >= v->cap)
-			continue; /* counted: ckrun comes again with room */
-		s = &v->seg[v->n];
-		memset(s, 0, sizeof(*s));
-		s->x.id = id;
-		s->x.key = ds.sem_perm.__key;
-		s->x.mode = ds.sem_perm.mode & 0777;
-		s->x.flags = CK_SYSV_SEM;
-		s->x.uid = ds.sem_perm.uid;
-		s->x.gid = ds.sem_perm.gid;
+		if (!(s = ck_ipc_slot(v, id, &ds.sem_perm, CK_SYSV_SEM)))
+			continue;
 		s->x.pad = (uint32_t)ds.sem_nsems;
 		s->x.size = ds.sem_nsems * sizeof(unsigned short);
 		s->ctime = (int64_t)ds.sem_ctime;

@@ -53,6 +53,23 @@ int ck_ipc_failed(struct ck_ipc_visit *v, int what, int32_t id)
 	return 1;
 }
 
+struct ck_ipc_obj *ck_ipc_slot(struct ck_ipc_visit *v, int32_t id, const struct ipc_perm *perm, uint32_t flags)
+{
+	struct ck_ipc_obj *s;
+
+	if (v->total++ >= v->cap)
+		return NULL;
+	s = &v->seg[v->n];
+	memset(s, 0, sizeof(*s));
+	s->x.id = id;
+	s->x.key = perm->__key;
+	s->x.mode = perm->mode & 0777;
+	s->x.flags = flags;
+	s->x.uid = perm->uid;
+	s->x.gid = perm->gid;
+	return s;
+}
+
 static int ck__list(struct ck_ipc_visit *v)
 {
 	struct msginfo mi;
@@ -68,16 +85,9 @@ static int ck__list(struct ck_ipc_visit *v)
 		int id = shmctl(idx, SHM_STAT, &ds); /* an index in, the id out */
 		if (id < 0)
 			continue;
-		if (v->total++ >= v->cap)
-			continue; /* counted: ckrun comes again with room */
-		s = &v->seg[v->n];
-		memset(s, 0, sizeof(*s));
-		s->x.id = id;
-		s->x.key = ds.shm_perm.__key;
-		s->x.mode = ds.shm_perm.mode & 0777;
-		s->x.flags = (ds.shm_perm.mode & SHM_DEST) ? CK_SYSV_DEST : 0;
-		s->x.uid = ds.shm_perm.uid;
-		s->x.gid = ds.shm_perm.gid;
+		s = ck_ipc_slot(v, id, &ds.shm_perm, (ds.shm_perm.mode & SHM_DEST) ? CK_SYSV_DEST : 0);
+		if (!s)
+			continue;
 		s->x.size = ds.shm_segsz;
 		s->addr = shmat(id, NULL, SHM_RDONLY);
 		if (s->addr == (void *)-1)
@@ -93,16 +103,9 @@ static int ck__list(struct ck_ipc_visit *v)
 		int id = msgctl(idx, MSG_STAT, &ds);
 		if (id < 0)
 			continue;
-		if (v->total++ >= v->cap)
+		s = ck_ipc_slot(v, id, &ds.msg_perm, CK_SYSV_MSG);
+		if (!s)
 			continue;
-		s = &v->seg[v->n];
-		memset(s, 0, sizeof(*s));
-		s->x.id = id;
-		s->x.key = ds.msg_perm.__key;
-		s->x.mode = ds.msg_perm.mode & 0777;
-		s->x.flags = CK_SYSV_MSG;
-		s->x.uid = ds.msg_perm.uid;
-		s->x.gid = ds.msg_perm.gid;
 		if (ds.msg_qbytes > UINT32_MAX) { /* root's: the record holds 32 bits */
 			errno = EOVERFLOW;
 			return ck_ipc_failed(v, CK_IPC_E_MSGBIG, id);
