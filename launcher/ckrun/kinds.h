@@ -47,8 +47,12 @@ struct ck_src {
 	int count;             /* count the pages holding data into data_pages */
 	uint64_t data_pages;   /* added to by the writer's threads at once */
 };
-/* ck_read_fn over a struct ck_src. */
+/* ck_read_fn over a struct ck_src; answers probes (CK_WADD_PROBE). */
 int ck_src_read(void *arg, uint64_t off, void *buf, size_t len);
+/* Whether a page of [start, end) is present or swapped out, by the page
+ * map open at fd: 1, 0, or -1 when it cannot be read. PAGEMAP_SCAN stops
+ * at the first; older kernels' pagemap is read 4096 entries at a time. */
+int ck_pagemap_any(int fd, uint64_t start, uint64_t end);
 
 /* A target of verified bytes from the chunk reader. */
 struct ck_sink {

@@ -19,7 +19,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "ckrun/pagemap_scan.h"
 #include "launcher/ckrun/kinds.h"
 #include "launcher/ckrun/stash.h"
 #include "launcher/ckrun/vdso.h"
@@ -188,40 +187,16 @@ int ck_mem_kids_overlap(const struct ck_jproc *jp, uint64_t start, uint64_t end)
 }
 
 /* Whether any page of [start, end) of process pid is present or swapped
- * out (a PROT_NONE region that holds data). PAGEMAP_SCAN stops at the
- * first; older kernels' pagemap is read 4096 entries at a time. */
+ * out (a PROT_NONE region that holds data). */
 static int ck__holds_pages(pid_t pid, uint64_t start, uint64_t end)
 {
-	static __thread uint64_t pm[4096];
-	struct page_region one;
-	struct pm_scan_arg q = {
-		.size = sizeof(q),
-		.start = start,
-		.end = end,
-		.vec = (uint64_t)(uintptr_t)&one,
-		.vec_len = 1,
-		.max_pages = 1,
-		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-	};
 	char path[64];
-	long got;
-	int fd, any = 0;
+	int fd, any;
 
 	snprintf(path, sizeof(path), "/proc/%d/pagemap", pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
 		return 1; /* unknown: read it, absent pages cost nothing */
-	got = getenv("CKPT_TEST_NO_PAGEMAP_SCAN") ? -1 : ioctl(fd, PAGEMAP_SCAN, &q);
-	if (got >= 0)
-		any = got > 0;
-	for (uint64_t a = start; got < 0 && a < end && !any;) {
-		size_t pages = (end - a) / 4096 < 4096 ? (size_t)((end - a) / 4096) : 4096;
-		if (pread(fd, pm, pages * 8, (off_t)(a / 4096 * 8)) != (ssize_t)(pages * 8))
-			any = 1;
-		for (size_t i = 0; i < pages && !any; i++)
-			any = (pm[i] & (3ull << 62)) != 0;
-		a += pages * 4096;
-	}
+	any = ck_pagemap_any(fd, start, end) != 0;
 	close(fd);
 	return any;
 }
@@ -363,6 +338,8 @@ data:
 		unsigned how = jp->round.wadd;
 		if (pass != 1 || !ck_mem_kids_overlap(jp, rg->start, rg->end))
 			how &= ~CK_WADD_BASE;
+		if (src.wp || src.pagemap_fd >= 0)
+			how |= CK_WADD_PROBE;
 		r = ck_writer_add_at(w, rg->start, how, rg->end - rg->start, ck_src_read, &src, &rg->first_chunk,
 				     &rg->nchunks);
 		if (r < 0) {

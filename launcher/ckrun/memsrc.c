@@ -8,12 +8,16 @@
  * leaving pages that held nothing untouched in fresh anonymous memory, or
  * a file. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "ckrun/pagemap_scan.h"
 #include "launcher/ckrun/kinds.h"
 #include "launcher/common/ck_err.h"
 #include "launcher/image/chunk.h"
+#include "launcher/image/chunkio.h"
 
 static int ck__read_mem(struct ck_src *s, uint64_t off, void *buf, size_t len);
 
@@ -22,9 +26,41 @@ int ck_src_read(void *arg, uint64_t off, void *buf, size_t len)
 	struct ck_src *s = arg;
 	int r = ck__read_mem(s, off, buf, len);
 
+	if (r == CK_READ_ZEROS || !buf)
+		return r;
 	if (r == 0 && s->count)
 		__atomic_fetch_add(&s->data_pages, ck_data_pages(buf, len), __ATOMIC_RELAXED);
 	return r;
+}
+
+int ck_pagemap_any(int fd, uint64_t start, uint64_t end)
+{
+	static __thread uint64_t pm[4096];
+	struct page_region one;
+	struct pm_scan_arg q = {
+		.size = sizeof(q),
+		.start = start,
+		.end = end,
+		.vec = (uint64_t)(uintptr_t)&one,
+		.vec_len = 1,
+		.max_pages = 1,
+		.category_anyof_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+		.return_mask = PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+	};
+	long got = getenv("CKPT_TEST_NO_PAGEMAP_SCAN") ? -1 : ioctl(fd, PAGEMAP_SCAN, &q);
+
+	if (got >= 0)
+		return got > 0;
+	for (uint64_t a = start; a < end;) {
+		size_t pages = (end - a) / 4096 < 4096 ? (size_t)((end - a) / 4096) : 4096;
+		if (pread(fd, pm, pages * 8, (off_t)(a / 4096 * 8)) != (ssize_t)(pages * 8))
+			return -1;
+		for (size_t i = 0; i < pages; i++)
+			if (pm[i] & (3ull << 62))
+				return 1;
+		a += pages * 4096;
+	}
+	return 0;
 }
 
 static int ck__read_mem(struct ck_src *s, uint64_t off, void *buf, size_t len)
@@ -43,6 +79,10 @@ static int ck__read_mem(struct ck_src *s, uint64_t off, void *buf, size_t len)
 	}
 	if (s->wp)
 		return ck_wp_read(s->wp, s->base + off, buf, len);
+	if (!buf) /* a probe (CK_WADD_PROBE) */
+		return s->pagemap_fd >= 0 && ck_pagemap_any(s->pagemap_fd, s->base + off, s->base + off + len) == 0
+			       ? CK_READ_ZEROS
+			       : 0;
 	if (s->file_fd >= 0) {
 		size_t done = 0;
 		while (done < len) {
@@ -65,6 +105,11 @@ static int ck__read_mem(struct ck_src *s, uint64_t off, void *buf, size_t len)
 		uint64_t addr = s->base + off, ent[64];
 		size_t pages = (len + 4095) / 4096;
 		if (pages <= 64 && pread(s->pagemap_fd, ent, pages * 8, (off_t)(addr / 4096 * 8)) == (ssize_t)(pages * 8)) {
+			size_t any = 0;
+			for (size_t i = 0; i < pages && !any; i++)
+				any = (ent[i] & (3ull << 62)) != 0;
+			if (!any)
+				return CK_READ_ZEROS;
 			for (size_t i = 0; i < pages;) {
 				size_t j = i, a = i * 4096, b;
 				int present = (ent[i] & (3ull << 62)) != 0; /* present or swapped */

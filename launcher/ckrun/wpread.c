@@ -23,6 +23,7 @@
 #include "launcher/common/ck_err.h"
 #include "launcher/ckrun/ckrun.h"
 #include "launcher/ckrun/wpcut.h"
+#include "launcher/image/chunkio.h"
 
 #define CK__BLOCK (2ull << 20)
 #define CK__WRITER_SLOTS 8u /* slots of the pool only the writer may use */
@@ -35,6 +36,7 @@ struct ck__blk {
 	uint8_t state;
 	uint8_t lifted; /* its protection was lifted (only once its bytes are safe) */
 	uint8_t pooled; /* buf is a slot of the pool (else malloc'd by the writer) */
+	uint8_t zero;   /* ASIDE without buf or spill: held no page at the cut */
 	uint32_t used;  /* bytes the writer consumed */
 	uint32_t spill; /* ASIDE without buf: slot spill - 1 of the spill file */
 	uint8_t *buf;
@@ -310,11 +312,19 @@ fail:
 int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 {
 	struct ck_wp *wp = p->wp;
+	char *out = buf; /* NULL: a probe (CK_WADD_PROBE) */
+	size_t at = 0, zfrom = 0, zlen = 0; /* zeros owed to out[zfrom, zfrom + zlen) */
 	int rc = 0;
 
 	pthread_mutex_lock(&wp->lock);
-	while (len && rc == 0) {
-		struct ck__wrange *r = ck__find(p, addr);
+	/* A probe consumes nothing unless the whole span held no page at
+	 * the cut: then every part of it reads as zeros. */
+	if (!out && ck_wp_cut_any(&p->cut, addr, addr + len)) {
+		pthread_mutex_unlock(&wp->lock);
+		return 0;
+	}
+	while (at < len && rc == 0) {
+		struct ck__wrange *r = ck__find(p, addr + at);
 		uint64_t s, e;
 		size_t k, n;
 		struct ck__blk *b;
@@ -324,15 +334,29 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 			break;
 		}
 		if (!r) {
-			ck__break(wp, "process %d: 0x%" PRIx64 " is not in its protected memory", p->jpid, addr);
+			ck__break(wp, "process %d: 0x%" PRIx64 " is not in its protected memory", p->jpid, addr + at);
 			rc = -ESTALE;
 			break;
 		}
-		k = (size_t)(addr / CK__BLOCK - r->start / CK__BLOCK);
+		k = (size_t)((addr + at) / CK__BLOCK - r->start / CK__BLOCK);
 		b = &r->blk[k];
 		ck__blk_bounds(r, k, &s, &e);
+		n = e - (addr + at) < len - at ? (size_t)(e - (addr + at)) : len - at;
 		if (b->state == CK__BUSY) { /* the handler or our other thread reads it */
 			pthread_cond_wait(&wp->change, &wp->lock);
+			continue;
+		}
+		if (b->state == CK__UNREAD && !ck_wp_cut_any(&p->cut, s, e)) {
+			/* Nothing to take: reading and scanning a sparse
+			 * reservation's zeros cost seconds per 64 GiB. */
+			b->state = CK__ASIDE;
+			b->zero = 1;
+		}
+		if (b->state == CK__UNREAD && !out) {
+			/* a probed part of a block holding pages elsewhere: counted,
+			 * the block taken by whoever reads the rest */
+			b->used += (uint32_t)n;
+			at += n;
 			continue;
 		}
 		if (b->state == CK__UNREAD) {
@@ -345,14 +369,23 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 			rc = -ESTALE;
 			break;
 		}
+		if (b->zero || !out) { /* written only if data follows in this request */
+			if (!zlen)
+				zfrom = at;
+			zlen += n;
+			goto counted;
+		}
+		if (zlen) {
+			memset(out + zfrom, 0, zlen);
+			zlen = 0;
+		}
 		/* Copied without the lock: only the consumer of its last byte
 		 * frees a block, and this part is not counted yet. */
-		n = e - addr < len ? (size_t)(e - addr) : len;
 		pthread_mutex_unlock(&wp->lock);
 		if (!b->spill)
-			memcpy(buf, b->buf + (addr - s), n);
-		else if (pread(wp->spill_fd, buf, n, (off_t)(b->spill - 1) * (off_t)CK__BLOCK + (off_t)(addr - s)) !=
-			 (ssize_t)n)
+			memcpy(out + at, b->buf + (addr + at - s), n);
+		else if (pread(wp->spill_fd, out + at, n,
+			       (off_t)(b->spill - 1) * (off_t)CK__BLOCK + (off_t)(addr + at - s)) != (ssize_t)n)
 			rc = errno ? -errno : -EIO;
 		pthread_mutex_lock(&wp->lock);
 		if (rc < 0) {
@@ -360,6 +393,7 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 				  p->jpid, s, strerror(-rc));
 			break;
 		}
+counted:
 		b->used += (uint32_t)n;
 		if (b->used >= e - s) {
 			ck__aside_free(wp, b->buf, b->pooled, b->spill);
@@ -367,13 +401,18 @@ int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len)
 			b->spill = 0;
 			b->state = CK__DONE;
 		}
-		buf = (char *)buf + n;
-		addr += n;
-		len -= n;
+		at += n;
 	}
 	if (rc < 0)
 		ck_err_set("the write-protect snapshot broke: %s", wp->why);
 	pthread_mutex_unlock(&wp->lock);
+	if (rc == 0 && !out)
+		return CK_READ_ZEROS;
+	if (rc == 0 && zlen) {
+		if (zfrom == 0)
+			return CK_READ_ZEROS; /* the whole request: out as it was */
+		memset(out + zfrom, 0, zlen);
+	}
 	return rc;
 }
 

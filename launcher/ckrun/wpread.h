@@ -42,7 +42,10 @@ int ck_wp_activate(struct ck_wp_proc *p, const struct ck_wp_info *info);
 int ck_wp_fd(const struct ck_wp_proc *p); /* ckrun's userfaultfd of it (a copy goes with CHECKPOINT) */
 /* 1 when [start, end) lies within one protected range. */
 int ck_wp_covers(const struct ck_wp_proc *p, uint64_t start, uint64_t end);
-/* The snapshot's bytes at addr: what the process held at the cut. */
+/* The snapshot's bytes at addr: what the process held at the cut. 0, or
+ * CK_READ_ZEROS (all zeros, buf untouched), or -errno. With buf NULL, a
+ * probe: CK_READ_ZEROS and the span consumed when no page of it was
+ * present at the cut, else 0 and nothing consumed. */
 int ck_wp_read(struct ck_wp_proc *p, uint64_t addr, void *buf, size_t len);
 /* 0, or -ESTALE with ck_err set when the snapshot broke. */
 int ck_wp_check(struct ck_wp *wp);

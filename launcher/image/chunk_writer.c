@@ -525,7 +525,9 @@ static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cc
 			 (unsigned long long)sl->src_off, ck_err_msg());
 		return;
 	}
-	if (ck_chunk_is_zero(sl->data, sl->len)) {
+	if (rc == CK_READ_ZEROS && sl->len != CK_CHUNK_SIZE)
+		memset(sl->data, 0, sl->len); /* hashed below */
+	if (rc == CK_READ_ZEROS || ck_chunk_is_zero(sl->data, sl->len)) {
 		sl->flags = CK_CHUNK_ZERO;
 		if (sl->len == CK_CHUNK_SIZE)
 			memcpy(sl->hash, w->zero_hash, CK_HASH_LEN);
@@ -956,6 +958,51 @@ nomem:
 	return -ENOMEM;
 }
 
+/* Appends zero chunks for len bytes (whole chunks but the last), as
+ * commit_slot does for a zero chunk a worker found. */
+static int commit_zeros(struct ck_writer *w, uint64_t len)
+{
+	while (len) {
+		uint32_t n = len < CK_CHUNK_SIZE ? (uint32_t)len : CK_CHUNK_SIZE;
+		struct ck_chunk *c = new_chunk(w);
+
+		if (!c)
+			return -ENOMEM;
+		if (n == CK_CHUNK_SIZE) {
+			memcpy(c->hash, w->zero_hash, CK_HASH_LEN);
+		} else {
+			uint8_t *z = calloc(1, n);
+			int rc = z ? ck_sha256(z, n, c->hash) : -ENOMEM;
+			free(z);
+			if (rc < 0)
+				return rc == -ENOMEM ? rc : -EIO;
+		}
+		c->len = n;
+		c->flags = CK_CHUNK_ZERO;
+		w->logical += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* How many bytes from off on the source says hold only zeros: a batch's
+ * span first (a dense region pays one probe per batch), then spans that
+ * double while they are empty. Everything counted is consumed. */
+static uint64_t zero_span(const struct ck_writer *w, ck_read_fn fn, void *arg, uint64_t off, uint64_t left)
+{
+	uint64_t step = (uint64_t)w->nslots * CK_CHUNK_SIZE, got = 0;
+
+	while (got < left) {
+		uint64_t n = left - got < step ? left - got : step;
+		if (fn(arg, off + got, NULL, (size_t)n) != CK_READ_ZEROS)
+			break;
+		got += n;
+		if (step < (256ull << 20))
+			step *= 2;
+	}
+	return got;
+}
+
 int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, uint64_t *first_chunk,
 		  uint32_t *nchunks)
 {
@@ -967,8 +1014,9 @@ int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t
 {
 	uint64_t total = (len + CK_CHUNK_SIZE - 1) / CK_CHUNK_SIZE, done = 0, off = 0;
 	unsigned turn = 0, pend_base = 0, pend_n = 0;
-	int rc = 0;
+	int rc = 0, probe = (how & CK_WADD_PROBE) != 0;
 
+	how &= ~(unsigned)CK_WADD_PROBE;
 	*first_chunk = w->nchunks;
 	*nchunks = 0;
 	if (w->failed) {
@@ -1003,7 +1051,21 @@ int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t
 	/* Batch k+1 is read, hashed and compressed while batch k is committed. */
 	while (done < total || pend_n) {
 		unsigned n = 0, base = turn * w->nslots, i;
+		uint64_t zeros = probe && done < total ? zero_span(w, fn, arg, off, len - off) : 0;
 
+		if (zeros) {
+			/* in order: the batch being read is committed first */
+			if (pend_n)
+				batch_wait(w);
+			for (i = 0; i < pend_n && rc == 0; i++)
+				rc = commit_slot(w, &w->slots[pend_base + i]);
+			if (rc < 0 || (rc = commit_zeros(w, zeros)) < 0)
+				goto out;
+			pend_n = 0;
+			off += zeros;
+			done += (zeros + CK_CHUNK_SIZE - 1) / CK_CHUNK_SIZE;
+			continue;
+		}
 		if (done < total)
 			n = total - done < w->nslots ? (unsigned)(total - done) : w->nslots;
 		for (i = 0; i < n; i++) {

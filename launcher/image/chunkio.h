@@ -20,6 +20,9 @@
 /* Fills buf with len bytes of the source at offset off. 0 or -errno. Called
  * from the writer's worker threads, possibly concurrently. */
 typedef int (*ck_read_fn)(void *arg, uint64_t off, void *buf, size_t len);
+/* A read function's answer where all len bytes are zeros and buf was left
+ * as it was: a sparse source skips both filling and scanning them. */
+#define CK_READ_ZEROS 1
 /* Receives len verified bytes of the target at offset off. */
 typedef int (*ck_write_fn)(void *arg, uint64_t off, const void *buf, size_t len);
 
@@ -49,6 +52,12 @@ int ck_writer_add(struct ck_writer *w, uint64_t len, ck_read_fn fn, void *arg, u
  * chunks again. */
 #define CK_WADD_BASE 0x1  /* its chunks' page digests are kept: later ones may be stored against them */
 #define CK_WADD_DELTA 0x2 /* its chunks may be stored against a BASE chunk at the same address */
+/* fn answers a probe: called with buf NULL for a span of whole chunks, it
+ * returns CK_READ_ZEROS when the span holds only zeros (and the writer
+ * will not read it), else 0 (nothing consumed). Runs of a sparse region
+ * are then stored as zero chunks without being read or handed to a
+ * worker. */
+#define CK_WADD_PROBE 0x4
 int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t len, ck_read_fn fn, void *arg,
 		     uint64_t *first_chunk, uint32_t *nchunks);
 /* Flushes the last pack, waits for every upload, and moves the chunk and pack

@@ -413,6 +413,89 @@ static void test_sparse(void)
 	ck_unit_rmtree(dir);
 }
 
+/* A source that answers probes (CK_WADD_PROBE) and says "zeros" for an
+ * empty chunk it is asked to read, as a sparse process's memory does. */
+struct probed {
+	struct mem m;
+	unsigned probes, zero_probes, reads;
+};
+
+static int probed_read(void *arg, uint64_t off, void *buf, size_t len)
+{
+	struct probed *p = arg;
+	int empty;
+
+	if (off + len > p->m.len)
+		return -EINVAL;
+	empty = ck_chunk_is_zero(p->m.p + off, len);
+	if (!buf) {
+		p->probes++;
+		p->zero_probes += empty;
+		return empty ? CK_READ_ZEROS : 0;
+	}
+	p->reads++;
+	if (empty)
+		return CK_READ_ZEROS; /* buf left as it was */
+	memcpy(buf, p->m.p + off, len);
+	return 0;
+}
+
+/* Probed zero runs give the same chunk table as zeros read and scanned
+ * (a partial last chunk included), without reading most of them. */
+static void test_probe(void)
+{
+	char *dir = ck_unit_tmpdir();
+	struct ck_writer_opts o = {.level = 3, .threads = 2, .pack_size = 1u << 20};
+	const size_t lens[2] = {300 * CK_CHUNK_SIZE + 8192, 20 * CK_CHUNK_SIZE + 4096};
+	struct ck_store *s = NULL;
+
+	CHECK_EQ_INT(ck_store_open(dir, NULL, &s), 0);
+	for (int t = 0; t < 2; t++) {
+		struct probed pr = {.m = {.len = lens[t], .fail_at = -1}};
+		struct ck_manifest *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+		struct ck_writer *w = NULL;
+		struct ck_reader *r = NULL;
+		uint64_t fa = 0, fb = 0;
+		uint32_t na = 0, nb = 0;
+		struct sink k = {.len = lens[t]};
+
+		pr.m.p = calloc(1, lens[t]);
+		k.p = malloc(lens[t]);
+		memset(k.p, 0xa5, lens[t]);
+		if (t == 0) { /* data in a few chunks and in the partial tail; region 1 all zeros */
+			fill_random(pr.m.p + 3 * CK_CHUNK_SIZE, 100);
+			fill_random(pr.m.p + 90 * CK_CHUNK_SIZE + 5000, CK_CHUNK_SIZE);
+			fill_random(pr.m.p + 299 * CK_CHUNK_SIZE, CK_CHUNK_SIZE + 10);
+		}
+		CHECK_EQ_INT(ck_writer_open(s, "job", (uint64_t)(2 * t + 1), NULL, &o, &w), 0);
+		CHECK_EQ_INT(ck_writer_add_at(w, 0, 0, lens[t], mem_read, &pr.m, &fa, &na), 0);
+		CHECK_EQ_INT(ck_writer_finish(w, a), 0);
+		CHECK_EQ_INT(ck_writer_open(s, "job", (uint64_t)(2 * t + 2), NULL, &o, &w), 0);
+		CHECK_EQ_INT(ck_writer_add_at(w, 0, CK_WADD_PROBE, lens[t], probed_read, &pr, &fb, &nb), 0);
+		CHECK_EQ_INT(ck_writer_finish(w, b), 0);
+		CHECK_EQ_INT(na, nb);
+		for (uint32_t i = 0; i < na && i < nb; i++) {
+			const struct ck_chunk *x = &a->chunks[fa + i], *y = &b->chunks[fb + i];
+			CHECK(!memcmp(x->hash, y->hash, CK_HASH_LEN));
+			CHECK_EQ_INT(x->len, y->len);
+			CHECK_EQ_INT(x->flags & CK_CHUNK_ZERO, y->flags & CK_CHUNK_ZERO);
+		}
+		CHECK(pr.zero_probes > 0);
+		/* most of the 300 chunks were never read */
+		CHECK(pr.reads < (t == 0 ? 60u : 1u));
+		CHECK_EQ_INT(ck_reader_open(s, "job", b, &r), 0);
+		CHECK_EQ_INT(ck_reader_read(r, fb, nb, sink_write, &k), 0);
+		CHECK(!memcmp(k.p, pr.m.p, lens[t]));
+		ck_reader_close(r);
+		ck_manifest_free(a);
+		ck_manifest_free(b);
+		free(pr.m.p);
+		free(k.p);
+	}
+	ck_store_close(s);
+	ck_unit_rmtree(dir);
+}
+
 /* Generated data: compressible, never repeating, never in memory whole. */
 static int gen_read(void *arg, uint64_t off, void *buf, size_t len)
 {
@@ -683,6 +766,7 @@ void ck_unit_run(void)
 	test_bounded(); /* first: it measures the peak memory */
 	test_small();
 	test_sparse();
+	test_probe();
 	test_rounds();
 	test_uploads_in_flight();
 	test_delta();
