@@ -7,7 +7,14 @@
 #      listeners on A's address, is checkpointed and killed, and resumes in
 #      namespace B, where that address does not exist: same output as a
 #      bare run, and ckrun says where the listeners went.
-#  Both resumes must prove they restored (h_proof).
+#  (c) same ports: a parent and child joined by three TCP connections
+#      (127.0.0.1 with the listener kept open, 127.0.0.1 with it closed,
+#      ::1) are checkpointed, killed at a random moment after the commit
+#      and resumed at once: the restored connections have the addresses
+#      and ports they had (tests/sockets/tcpnames checks getsockname and
+#      getpeername at every step; the killed job's connections in
+#      TIME_WAIT hold those ports: root ends them). Output as bare.
+#  Every resume must prove it restored (h_proof).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 B=$H_BUILD
@@ -131,6 +138,43 @@ netns() {
 	fi
 }
 
+# ---- (c) a restored TCP connection keeps its ports ----
+samports() {
+	local pid rc why
+	if [ "$(id -u)" != 0 ]; then
+		echo "SKIP sockets/tcp-names: needs root (CAP_NET_ADMIN ends the killed job's TIME_WAIT connections)"
+		return
+	fi
+	"$B/tests/sockets/tcpnames" 30 >"$W/tn.bare" 2>&1
+	: >"$W/tn.err"
+	h_run_mark "$W/tn.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s3" --job tn -- "$B/tests/sockets/tcpnames" 30 \
+		>"$W/tn.out" 2>>"$W/tn.err" &
+	pid=$!
+	h_wait_line "$W/tn.out" "^step 3:" 10000 "$pid"
+	kill -USR2 "$pid"
+	if ! h_wait_line "$W/tn.err" "checkpoint 1 committed" 10000 "$pid"; then
+		fail tcp-names "no checkpoint" "$W/tn.err"
+		kill -9 -- -"$pid" 2>/dev/null
+		return
+	fi
+	h_sleep_alive "$pid" $(( RANDOM % 800 ))
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	h_run_mark "$W/tn.err" resume 1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$CKRUN" -v --store "$W/s3" --job tn --resume -- \
+		"$B/tests/sockets/tcpnames" 30 1<>"$W/tn.out" 2>>"$W/tn.err"
+	rc=$?
+	if ! why=$(h_proof "$W/tn.err"); then
+		fail tcp-names "$why" "$W/tn.err"
+	elif [ "$rc" != 0 ] || ! cmp -s "$W/tn.bare" "$W/tn.out"; then
+		diff "$W/tn.bare" "$W/tn.out" >"$W/tn.diff" 2>&1
+		fail tcp-names "status $rc (want 0) or output differs from bare" "$W/tn.diff" "$W/tn.err"
+	else
+		echo "PASS sockets/tcp-names: three connections restored at their own addresses and ports, output identical"
+	fi
+}
+
 outside
 netns
+samports
 exit "$FAILED"

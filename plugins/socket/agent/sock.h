@@ -185,5 +185,12 @@ int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut);
 /* A UDP socket's shutdown bits, by inode (*shut -1: not found); 0 or -errno. */
 int ck_sock_udp_shut(int family, uint64_t ino, int *shut);
+/* Ends the TCP socket of addresses src -> dst that no process holds (a
+ * killed job's connection in TIME_WAIT or closing): it keeps the job's
+ * restored connection from taking its ports again. A socket a process
+ * holds is left alone. 0 (also when there is none) or -errno (-EPERM
+ * without CAP_NET_ADMIN over the network namespace). */
+struct sockaddr;
+int ck_sock_tcp_end_orphan(const struct sockaddr *src, const struct sockaddr *dst);
 
 #endif

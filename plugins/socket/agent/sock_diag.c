@@ -149,3 +149,79 @@ out:
 	close(fd);
 	return r;
 }
+
+/* One request to sock_diag and its one answer: the message of type
+ * `want` into *msg (its first msglen bytes), or the kernel's error. */
+static int ck__diag_ask(int fd, const void *q, size_t qlen, int want, void *msg, size_t msglen)
+{
+	union {
+		char buf[4096];
+		struct nlmsghdr align;
+	} u;
+	ssize_t n;
+
+	if (send(fd, q, qlen, 0) != (ssize_t)qlen || (n = recv(fd, u.buf, sizeof(u.buf), 0)) < 0)
+		return -errno;
+	for (struct nlmsghdr *h = &u.align; NLMSG_OK(h, (size_t)n); h = NLMSG_NEXT(h, n)) {
+		if (h->nlmsg_type == NLMSG_ERROR)
+			return ((struct nlmsgerr *)NLMSG_DATA(h))->error;
+		if (h->nlmsg_type == want && h->nlmsg_len >= NLMSG_LENGTH(msglen)) {
+			memcpy(msg, NLMSG_DATA(h), msglen);
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+int ck_sock_tcp_end_orphan(const struct sockaddr *src, const struct sockaddr *dst)
+{
+	struct {
+		struct nlmsghdr nlh;
+		struct inet_diag_req_v2 req;
+	} q;
+	struct inet_diag_msg m;
+	int fd, r;
+
+	if (src->sa_family != dst->sa_family || (src->sa_family != AF_INET && src->sa_family != AF_INET6))
+		return -EINVAL;
+	memset(&q, 0, sizeof(q));
+	q.nlh.nlmsg_len = sizeof(q);
+	q.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	q.nlh.nlmsg_flags = NLM_F_REQUEST;
+	q.req.sdiag_family = (uint8_t)src->sa_family;
+	q.req.sdiag_protocol = IPPROTO_TCP;
+	q.req.idiag_states = ~0u;
+	if (src->sa_family == AF_INET) {
+		const struct sockaddr_in *s = (const void *)src, *d = (const void *)dst;
+		q.req.id.idiag_sport = s->sin_port;
+		q.req.id.idiag_dport = d->sin_port;
+		memcpy(q.req.id.idiag_src, &s->sin_addr, 4);
+		memcpy(q.req.id.idiag_dst, &d->sin_addr, 4);
+	} else {
+		const struct sockaddr_in6 *s = (const void *)src, *d = (const void *)dst;
+		q.req.id.idiag_sport = s->sin6_port;
+		q.req.id.idiag_dport = d->sin6_port;
+		memcpy(q.req.id.idiag_src, &s->sin6_addr, 16);
+		memcpy(q.req.id.idiag_dst, &d->sin6_addr, 16);
+	}
+	q.req.id.idiag_cookie[0] = q.req.id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+	if ((fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)) < 0)
+		return -errno;
+	r = ck__diag_ask(fd, &q, sizeof(q), SOCK_DIAG_BY_FAMILY, &m, sizeof(m));
+	if (r == -ENOENT) {
+		r = 0; /* nothing holds these ports */
+		goto out;
+	}
+	/* Only a socket no process holds (inode 0): TIME_WAIT, or an orphan
+	 * closing. A live one is left alone, and its cookie makes sure the
+	 * socket ended is the one just seen. */
+	if (r < 0 || m.idiag_inode != 0)
+		goto out;
+	q.nlh.nlmsg_type = SOCK_DESTROY;
+	q.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+	q.req.id = m.id;
+	r = ck__diag_ask(fd, &q, sizeof(q), NLMSG_ERROR, &m, 0);
+out:
+	close(fd);
+	return r;
+}

@@ -25,7 +25,7 @@
 struct ck__obj {
 	const struct ck_pd_fd *f; /* the record (the one with the data if any) */
 	int fd;
-	int done;
+	int premade; /* a TCP pair made at its own ports (ck__pair_same): filled with the others */
 	int late_via; /* CK_SOCKOPT_CREDS: filled through this once processes exist */
 	const struct ck_pd_fd *late_peer;
 };
@@ -243,6 +243,69 @@ out:
 		r = -errno;
 		ck_err_set("cannot make a %s connection on loopback: %s", family == AF_INET6 ? "TCPv6/UDPv6" : "TCP/UDP",
 			   strerror(errno));
+		if (sv[0] >= 0)
+			close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		sv[0] = sv[1] = -1;
+	}
+	if (lfd >= 0)
+		close(lfd);
+	return r;
+}
+
+/* Same family, port and address (what getsockname and getpeername show). */
+static int ck__same_addr(const struct sockaddr *x, const struct sockaddr *y)
+{
+	if (x->sa_family != y->sa_family)
+		return 0;
+	if (x->sa_family == AF_INET) {
+		const struct sockaddr_in *a = (const void *)x, *b = (const void *)y;
+		return a->sin_port == b->sin_port && a->sin_addr.s_addr == b->sin_addr.s_addr;
+	}
+	if (x->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const void *)x, *b = (const void *)y;
+		return a->sin6_port == b->sin6_port && !memcmp(&a->sin6_addr, &b->sin6_addr, 16);
+	}
+	return 0;
+}
+
+/* A TCP connection between the job's sockets a and b made again at their
+ * own addresses and ports, so that getsockname and getpeername read as
+ * before: a bound to its address and connected to b's, where a listener
+ * of ours takes it. The killed job's own connection of those ports, in
+ * TIME_WAIT, is ended first (it holds the ports for a minute; root only,
+ * CAP_NET_ADMIN). -1 where that cannot be had (another host without the
+ * addresses, a port taken, the job's old listener still there, an
+ * ordinary user after a kill on this host): the caller makes the pair on
+ * new loopback ports, as before. */
+static int ck__pair_same(const struct ck_pd_fd *fa, const struct ck_pd_fd *fb, int sv[2])
+{
+	struct sockaddr_storage got;
+	socklen_t gl = sizeof(got);
+	int lfd = -1, one = 1, r = -1;
+
+	sv[0] = sv[1] = -1;
+	if ((FAMILY(fa) != AF_INET && FAMILY(fa) != AF_INET6) || TYPE(fa) != SOCK_STREAM || FAMILY(fb) != FAMILY(fa) ||
+	    LLEN(fa) < sizeof(struct sockaddr_in) || LLEN(fb) < sizeof(struct sockaddr_in) ||
+	    !ck__same_addr(PEER(fa), LOCAL(fb)) || !ck__same_addr(PEER(fb), LOCAL(fa)))
+		return -1;
+	ck_sock_tcp_end_orphan(LOCAL(fa), LOCAL(fb));
+	ck_sock_tcp_end_orphan(LOCAL(fb), LOCAL(fa));
+	lfd = ck__new(fb);
+	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(lfd, LOCAL(fb), LLEN(fb)) < 0 || listen(lfd, 1) < 0 ||
+	    fcntl(lfd, F_SETFL, O_NONBLOCK) < 0) /* accept below must not wait for a stray */
+		goto out;
+	sv[0] = ck__new(fa);
+	if (sv[0] < 0 || setsockopt(sv[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    bind(sv[0], LOCAL(fa), LLEN(fa)) < 0 || connect(sv[0], LOCAL(fb), LLEN(fb)) < 0)
+		goto out;
+	sv[1] = accept4(lfd, (struct sockaddr *)&got, &gl, SOCK_CLOEXEC);
+	if (sv[1] >= 0 && ck__same_addr((struct sockaddr *)&got, LOCAL(fa)))
+		r = 0;
+out:
+	if (r < 0) {
 		if (sv[0] >= 0)
 			close(sv[0]);
 		if (sv[1] >= 0)
@@ -687,6 +750,20 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			s->v = o;
 			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL};
 		}
+	/* TCP connections in the job, at their own ports: before the
+	 * listeners, as one of them may share its port */
+	for (size_t i = 0; i < s->n; i++) {
+		struct ck__obj *a = &s->v[i], *b;
+		int sv[2];
+		if (STATE(a->f) != CK_SOCK_PAIRED || TYPE(a->f) != SOCK_STREAM || a->fd >= 0 ||
+		    !(b = ck__find(s, a->f->size)) || b == a || STATE(b->f) != CK_SOCK_PAIRED || b->fd >= 0)
+			continue;
+		if (ck__pair_same(a->f, b->f, sv) == 0) {
+			a->fd = sv[0];
+			b->fd = sv[1];
+			a->premade = 1;
+		}
+	}
 	/* listeners and unconnected sockets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
 		struct ck__obj *o = &s->v[i];
@@ -713,7 +790,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 	for (size_t i = 0; i < s->n && r == 0; i++) {
 		struct ck__obj *a = &s->v[i], *b;
 		int sv[2];
-		if (STATE(a->f) != CK_SOCK_PAIRED || a->fd >= 0)
+		if (STATE(a->f) != CK_SOCK_PAIRED || (a->fd >= 0 && !a->premade))
 			continue;
 		b = ck__find(s, a->f->size);
 		if (!b || b == a) {
@@ -729,10 +806,12 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				break;
 			continue;
 		}
-		if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
-			break;
-		a->fd = sv[0];
-		b->fd = sv[1];
+		if (!a->premade) {
+			if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
+				break;
+			a->fd = sv[0];
+			b->fd = sv[1];
+		}
 		if ((r = ck__fill_or_defer(rd, a, b)) < 0 || (r = ck__fill_or_defer(rd, b, a)) < 0)
 			break;
 		if ((r = ck__options(a->fd, a->f)) < 0 || (r = ck__options(b->fd, b->f)) < 0)
