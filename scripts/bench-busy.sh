@@ -7,8 +7,9 @@
 # the checkpoint's completion, frozen time and snapshot kind (a fallback to
 # a fork shows there), and the progress lost (the difference of the two
 # work phases). The two shapes' runs alternate, so that the VM's drift
-# falls on both. CKPT_BENCH_BUSY_NICE="10 0" also measures the writer at
-# other nice values (the default, CKPT_WRITER_NICE, is ckrun's).
+# falls on both. CKPT_BENCH_BUSY_NICE="default 10 0" also measures the
+# writer at fixed nice values (CKPT_WRITER_NICE); "default" is ckrun's own
+# policy: nice 10 rising to ckrun's own while the round lasts (pace.c).
 # Prints a Markdown table, appended to the file $1 if given.
 set -u
 cd "$(dirname "$0")/.." || exit 1

@@ -10,6 +10,7 @@
 #include "launcher/image/manifest.h"
 #include "launcher/image/procdesc_pack.h"
 #include "launcher/store/store.h"
+#include "launcher/ckrun/pace.h"
 #include "launcher/ckrun/wpread.h"
 #include "ckrun/procdesc.h"
 #include "launcher/ckrun/telemetry.h"
@@ -76,7 +77,9 @@ struct ckrun {
 	int huge_pages;    /* --huge-pages: the job's malloc asks for transparent huge pages */
 	uint64_t wp_aside_max; /* --snapshot-memory: bytes of blocks held aside */
 	int verbose;
-	int writer_nice; /* nice value of the writer threads (default 10) */
+	int writer_nice; /* nice value of the writer threads as a round starts (default 10) */
+	unsigned writer_pace_ms; /* ... rising by 5 every so often (0: fixed) */
+	struct ck_pace pace;     /* the round's (pace.c) */
 	struct ck_store_opts sopts;
 	struct ck_tel_opts tel_opts; /* --metrics, --metrics-file, --events */
 	struct ck_pathmap pathmap;   /* --map-path: the restore's paths at this site */

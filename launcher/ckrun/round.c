@@ -108,8 +108,14 @@ static void ck__round_nice(struct ckrun *c, int on)
 	static int saved = 0, lowered = 0;
 
 	if (on && !lowered) {
+		errno = 0;
 		saved = getpriority(PRIO_PROCESS, (id_t)gettid());
-		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
+		/* only where it can come back: without CAP_SYS_NICE a nice
+		 * value goes down only as far as RLIMIT_NICE lets it (this
+		 * thread would stay low for good, answering the job late) */
+		if (errno || !ck_pace_may_nice(saved))
+			return;
+		setpriority(PRIO_PROCESS, (id_t)gettid(), ck_pace_want(&c->pace));
 		lowered = 1;
 	} else if (!on && lowered) {
 		setpriority(PRIO_PROCESS, (id_t)gettid(), saved);
@@ -380,18 +386,15 @@ static int ck__round_begin(struct ckrun *c, struct ck_round *rd)
 	if (wt && atoi(wt) > 0)
 		wo.threads = (unsigned)atoi(wt);
 	/* The writer first: opening it (threads, a store connection) is no
-	 * business of the job's frozen time. Its threads inherit this thread's
-	 * nice value: running them at a lower priority than the job means a
-	 * forked checkpoint takes the CPU the job leaves idle rather than the
-	 * job's own progress. */
-	{
-		int old = getpriority(PRIO_PROCESS, (id_t)gettid());
-		setpriority(PRIO_PROCESS, (id_t)gettid(), c->writer_nice);
-		r = ck_writer_open(c->store, c->job, c->last_seq + 1, c->prev, &wo, &rd->w);
-		setpriority(PRIO_PROCESS, (id_t)gettid(), old);
-		if (r < 0)
-			return r;
-	}
+	 * business of the job's frozen time. Its threads take the round's
+	 * nice value as they start (pace.c): at a lower priority than the job
+	 * a checkpoint takes the CPU the job leaves idle rather than the
+	 * job's own progress, rising if the round falls behind. */
+	ck_pace_start(&c->pace, c->writer_nice, c->writer_pace_ms);
+	wo.pace = ck_pace_thread;
+	wo.pace_arg = &c->pace;
+	if ((r = ck_writer_open(c->store, c->job, c->last_seq + 1, c->prev, &wo, &rd->w)) < 0)
+		return r;
 	/* Every task of the job, and this thread above them, runs boosted
 	 * until RELEASE is sent (boost.c; as root, otherwise nothing changes). */
 	ck_procs_boost(c, 1);

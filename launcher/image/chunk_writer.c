@@ -97,6 +97,8 @@ struct ck_writer {
 	size_t npacks, packs_cap;
 	uint32_t *prev_map; /* prev pack index -> new index, or UINT32_MAX */
 	uint64_t logical, stored;
+	void (*pace)(void *arg, int first); /* ck_writer_opts' */
+	void *pace_arg;
 
 	/* dedup table: open addressing, power-of-two size */
 	struct ck__ent *tab;
@@ -375,12 +377,19 @@ static void fail(struct ck_writer *w, int rc)
 
 /* ---- upload thread ---- */
 
+static void pace(const struct ck_writer *w, int first)
+{
+	if (w->pace)
+		w->pace(w->pace_arg, first);
+}
+
 static void *uploader(void *arg)
 {
 	struct ck__upl *u = arg;
 	struct ck_writer *w = u->w;
 	int rc;
 
+	pace(w, 1);
 	pthread_mutex_lock(&w->up_lock);
 	for (;;) {
 		while (!u->busy && !w->up_quit)
@@ -388,6 +397,7 @@ static void *uploader(void *arg)
 		if (!u->busy)
 			break;
 		pthread_mutex_unlock(&w->up_lock);
+		pace(w, 0);
 		/* The upload runs unlocked: the filler may check on us. */
 		rc = ck_store_put(w->s, u->key, u->buf, u->len, CK_PUT_NEW);
 		pthread_mutex_lock(&w->up_lock);
@@ -575,6 +585,7 @@ static void run_slots(struct ck_writer *w, ZSTD_CCtx *cctx)
 		struct ck__slot *sl = &w->slots[w->wk_base + w->wk_next++];
 
 		pthread_mutex_unlock(&w->wk_lock);
+		pace(w, 0);
 		process_slot(w, sl, cctx);
 		pthread_mutex_lock(&w->wk_lock);
 		if (++w->wk_done == w->wk_active)
@@ -595,6 +606,7 @@ static void *worker(void *arg)
 	uint64_t seen = 0;
 
 	free(arg);
+	pace(w, 1);
 	pthread_mutex_lock(&w->wk_lock);
 	for (;;) {
 		while (w->wk_gen == seen && !w->wk_quit)
@@ -854,6 +866,8 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 	}
 	w->job = strdup(job);
 	w->level = opts && opts->level ? opts->level : 1;
+	w->pace = opts ? opts->pace : NULL;
+	w->pace_arg = opts ? opts->pace_arg : NULL;
 	w->nthreads = opts && opts->threads ? opts->threads : 1;
 	if (w->nthreads > 256)
 		w->nthreads = 256;
@@ -1017,6 +1031,7 @@ int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t
 	int rc = 0, probe = (how & CK_WADD_PROBE) != 0;
 
 	how &= ~(unsigned)CK_WADD_PROBE;
+	pace(w, 0);
 	*first_chunk = w->nchunks;
 	*nchunks = 0;
 	if (w->failed) {
@@ -1084,6 +1099,7 @@ int ck_writer_add_at(struct ck_writer *w, uint64_t vaddr, unsigned how, uint64_t
 			batch_wait(w);
 		if (n)
 			batch_start(w, base, n);
+		pace(w, 0);
 		for (i = 0; i < pend_n && rc == 0; i++)
 			rc = commit_slot(w, &w->slots[pend_base + i]);
 		if (rc < 0) {

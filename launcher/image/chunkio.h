@@ -34,6 +34,11 @@ struct ck_writer_opts {
 	int level;          /* zstd level, default 1 */
 	unsigned threads;   /* hashing/compression workers, default 1 */
 	size_t pack_size;   /* default 32 MiB */
+	/* The caller's policy of priorities: called by each of the writer's
+	 * own threads as it starts (first 1) and by every thread between
+	 * pieces of work (a chunk, a batch, a pack; first 0). */
+	void (*pace)(void *arg, int first);
+	void *pace_arg;
 };
 
 struct ck_writer;

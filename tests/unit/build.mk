@@ -28,3 +28,8 @@ $(BUILD)/tests/unit/test_report: $(BUILD)/tests/unit/test_report.o $(BUILD)/test
 $(BUILD)/tests/unit/test_sock_rights: $(BUILD)/tests/unit/test_sock_rights.o $(BUILD)/tests/unit/unit.o \
 		$(BUILD)/plugins/socket/agent/sock_rights.o $(BUILD)/libcklaunch.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
+
+# The writer's priority over a round (ckrun objects: pace.c and its clock).
+$(BUILD)/tests/unit/test_pace: $(BUILD)/tests/unit/test_pace.o $(BUILD)/tests/unit/unit.o \
+		$(BUILD)/launcher/ckrun/pace.o $(BUILD)/launcher/ckrun/clock.o $(BUILD)/libcklaunch.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LAUNCHER_LIBS)
