@@ -14,6 +14,11 @@
 #      and ports they had (tests/sockets/tcpnames checks getsockname and
 #      getpeername at every step; the killed job's connections in
 #      TIME_WAIT hold those ports: root ends them). Output as bare.
+#  (d) the sender: in a namespace with 10.88.0.1, a datagram sent by a
+#      socket bound to 10.88.0.1:P, beside one bound to 0.0.0.0:P, waits
+#      unread at the cut: after the resume it comes from 10.88.0.1:P, as
+#      bare (sent again through the wildcard socket it would come from
+#      127.0.0.1:P; tests/sockets/udpsender).
 #  Every resume must prove it restored (h_proof).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
@@ -27,6 +32,7 @@ cleanup() {
 	[ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null
 	ip netns del "$NSA" 2>/dev/null
 	ip netns del "$NSB" 2>/dev/null
+	ip netns del "ckU$$" 2>/dev/null
 	rm -rf "$W"
 }
 trap cleanup EXIT
@@ -174,7 +180,54 @@ samports() {
 	fi
 }
 
+# ---- (d) a queued datagram's sender: the exact address before the wildcard ----
+sender() {
+	local pid rc why ns=ckU$$
+	if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
+		echo "SKIP sockets/udp-sender: needs root and ip"
+		return
+	fi
+	if ! { ip netns add "$ns" && ip -n "$ns" link set lo up && ip -n "$ns" link add va type veth peer name vb &&
+		ip -n "$ns" addr add 10.88.0.1/24 dev va && ip -n "$ns" link set va up && ip -n "$ns" link set vb up; } \
+		2>"$W/us.ns"; then
+		fail udp-sender "cannot set up the namespace" "$W/us.ns"
+		ip netns del "$ns" 2>/dev/null
+		return
+	fi
+	ip netns exec "$ns" "$B/tests/sockets/udpsender" 30 >"$W/us.bare" 2>&1
+	: >"$W/us.err"
+	h_run_mark "$W/us.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid ip netns exec "$ns" "$CKRUN" -v --store "$W/s4" --job us -- \
+		"$B/tests/sockets/udpsender" 30 >"$W/us.out" 2>>"$W/us.err" &
+	pid=$!
+	h_wait_line "$W/us.out" "^udpsender: sent" 10000 "$pid"
+	kill -USR2 "$pid"
+	if ! h_wait_line "$W/us.err" "checkpoint 1 committed" 10000 "$pid"; then
+		fail udp-sender "no checkpoint" "$W/us.err"
+		kill -9 -- -"$pid" 2>/dev/null
+		ip netns del "$ns"
+		return
+	fi
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	h_run_mark "$W/us.err" resume 1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 ip netns exec "$ns" "$CKRUN" -v --store "$W/s4" --job us --resume -- \
+		"$B/tests/sockets/udpsender" 30 1<>"$W/us.out" 2>>"$W/us.err"
+	rc=$?
+	ip netns del "$ns"
+	if ! why=$(h_proof "$W/us.err"); then
+		fail udp-sender "$why" "$W/us.err"
+	elif ! grep -q "^step 20: hello from 10.88.0.1, the sender's port" "$W/us.bare"; then
+		fail udp-sender "the bare run did not read its datagram from 10.88.0.1" "$W/us.bare"
+	elif [ "$rc" != 0 ] || ! cmp -s "$W/us.bare" "$W/us.out"; then
+		diff "$W/us.bare" "$W/us.out" >"$W/us.diff" 2>&1
+		fail udp-sender "status $rc (want 0) or output differs from bare" "$W/us.diff" "$W/us.err"
+	else
+		echo "PASS sockets/udp-sender: the queued datagram came back from 10.88.0.1, its sender, not the wildcard socket of its port"
+	fi
+}
+
 outside
 netns
 samports
+sender
 exit "$FAILED"
