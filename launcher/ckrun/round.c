@@ -115,7 +115,7 @@ static void ck__round_nice(struct ckrun *c, int on)
 		 * thread would stay low for good, answering the job late) */
 		if (errno || !ck_pace_may_nice(saved))
 			return;
-		setpriority(PRIO_PROCESS, (id_t)gettid(), ck_pace_want(&c->pace));
+		ck_pace_thread(&c->pace, 1); /* the round's value now, then rising with it */
 		lowered = 1;
 	} else if (!on && lowered) {
 		setpriority(PRIO_PROCESS, (id_t)gettid(), saved);

@@ -9,6 +9,7 @@
 #include <linux/inet_diag.h>
 #include <linux/unix_diag.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -212,10 +213,14 @@ int ck_sock_tcp_end_orphan(const struct sockaddr *src, const struct sockaddr *ds
 		r = 0; /* nothing holds these ports */
 		goto out;
 	}
-	/* Only a socket no process holds (inode 0): TIME_WAIT, or an orphan
-	 * closing. A live one is left alone, and its cookie makes sure the
-	 * socket ended is the one just seen. */
-	if (r < 0 || m.idiag_inode != 0)
+	/* Only a socket no process holds (inode 0) that is closing: TIME_WAIT,
+	 * or an orphan on its way there. One established or half-open in a
+	 * live listener's queue has inode 0 too, and is left alone, as is
+	 * any socket a process holds; the cookie makes sure the socket ended
+	 * is the one just seen. */
+	if (r < 0 || m.idiag_inode != 0 ||
+	    (m.idiag_state != TCP_TIME_WAIT && m.idiag_state != TCP_FIN_WAIT1 && m.idiag_state != TCP_FIN_WAIT2 &&
+	     m.idiag_state != TCP_CLOSING && m.idiag_state != TCP_LAST_ACK))
 		goto out;
 	q.nlh.nlmsg_type = SOCK_DESTROY;
 	q.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "launcher/common/ck_err.h"
@@ -254,6 +255,14 @@ out:
 	return r;
 }
 
+static uint64_t ck__ms_now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000u + (uint64_t)t.tv_nsec / 1000000u;
+}
+
 /* Same family, port and address (what getsockname and getpeername show). */
 static int ck__same_addr(const struct sockaddr *x, const struct sockaddr *y)
 {
@@ -281,29 +290,54 @@ static int ck__same_addr(const struct sockaddr *x, const struct sockaddr *y)
  * new loopback ports, as before. */
 static int ck__pair_same(const struct ck_pd_fd *fa, const struct ck_pd_fd *fb, int sv[2])
 {
-	struct sockaddr_storage got;
-	socklen_t gl = sizeof(got);
-	int lfd = -1, one = 1, r = -1;
+	socklen_t need = FAMILY(fa) == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+	int lfd = -1, one = 1, r = -1, err = 0;
+	socklen_t el = sizeof(err);
+	uint64_t end;
 
 	sv[0] = sv[1] = -1;
 	if ((FAMILY(fa) != AF_INET && FAMILY(fa) != AF_INET6) || TYPE(fa) != SOCK_STREAM || FAMILY(fb) != FAMILY(fa) ||
-	    LLEN(fa) < sizeof(struct sockaddr_in) || LLEN(fb) < sizeof(struct sockaddr_in) ||
+	    LLEN(fa) < need || LLEN(fb) < need || PLEN(fa) < need || PLEN(fb) < need ||
 	    !ck__same_addr(PEER(fa), LOCAL(fb)) || !ck__same_addr(PEER(fb), LOCAL(fa)))
 		return -1;
 	ck_sock_tcp_end_orphan(LOCAL(fa), LOCAL(fb));
 	ck_sock_tcp_end_orphan(LOCAL(fb), LOCAL(fa));
 	lfd = ck__new(fb);
 	if (lfd < 0 || setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(lfd, LOCAL(fb), LLEN(fb)) < 0 || listen(lfd, 1) < 0 ||
-	    fcntl(lfd, F_SETFL, O_NONBLOCK) < 0) /* accept below must not wait for a stray */
+	    bind(lfd, LOCAL(fb), LLEN(fb)) < 0 || listen(lfd, 16) < 0 || fcntl(lfd, F_SETFL, O_NONBLOCK) < 0)
 		goto out;
+	/* Not blocking, and for a second at most: a stray client of that
+	 * address may come first (skipped), a SYN may be dropped. */
 	sv[0] = ck__new(fa);
 	if (sv[0] < 0 || setsockopt(sv[0], SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-	    bind(sv[0], LOCAL(fa), LLEN(fa)) < 0 || connect(sv[0], LOCAL(fb), LLEN(fb)) < 0)
+	    bind(sv[0], LOCAL(fa), LLEN(fa)) < 0 || fcntl(sv[0], F_SETFL, O_NONBLOCK) < 0 ||
+	    (connect(sv[0], LOCAL(fb), LLEN(fb)) < 0 && errno != EINPROGRESS))
 		goto out;
-	sv[1] = accept4(lfd, (struct sockaddr *)&got, &gl, SOCK_CLOEXEC);
-	if (sv[1] >= 0 && ck__same_addr((struct sockaddr *)&got, LOCAL(fa)))
-		r = 0;
+	end = ck__ms_now() + 1000;
+	while (sv[1] < 0) {
+		struct sockaddr_storage got;
+		socklen_t gl = sizeof(got);
+		struct pollfd pf = {lfd, POLLIN, 0};
+		int fd = accept4(lfd, (struct sockaddr *)&got, &gl, SOCK_CLOEXEC);
+		if (fd >= 0 && ck__same_addr((struct sockaddr *)&got, LOCAL(fa))) {
+			sv[1] = fd;
+			break;
+		}
+		if (fd >= 0) { /* not ours */
+			close(fd);
+			continue;
+		}
+		if ((errno != EAGAIN && errno != EINTR) || ck__ms_now() >= end)
+			goto out;
+		poll(&pf, 1, (int)(end - ck__ms_now()));
+	}
+	{ /* the connecting end is through too (accepted: the handshake is done) */
+		struct pollfd pf = {sv[0], POLLOUT, 0};
+		if (poll(&pf, 1, 1000) != 1 || getsockopt(sv[0], SOL_SOCKET, SO_ERROR, &err, &el) < 0 || err ||
+		    fcntl(sv[0], F_SETFL, 0) < 0)
+			goto out;
+	}
+	r = 0;
 out:
 	if (r < 0) {
 		if (sv[0] >= 0)
