@@ -200,6 +200,22 @@ static void ck__shutdown_again(int fd, const struct ck_pd_fd *f, const struct ck
 		shutdown(fd, SHUT_RD);
 }
 
+/* The end of making a pair: a failed one's ends closed (sv -1), the
+ * listener that made it closed either way; returns r. */
+static int ck__pair_done(int r, int sv[2], int lfd)
+{
+	if (r < 0) {
+		if (sv[0] >= 0)
+			close(sv[0]);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		sv[0] = sv[1] = -1;
+	}
+	if (lfd >= 0)
+		close(lfd);
+	return r;
+}
+
 static int ck__pair(int family, int type, int sv[2])
 {
 	struct sockaddr_storage a;
@@ -244,15 +260,8 @@ out:
 		r = -errno;
 		ck_err_set("cannot make a %s connection on loopback: %s", family == AF_INET6 ? "TCPv6/UDPv6" : "TCP/UDP",
 			   strerror(errno));
-		if (sv[0] >= 0)
-			close(sv[0]);
-		if (sv[1] >= 0)
-			close(sv[1]);
-		sv[0] = sv[1] = -1;
 	}
-	if (lfd >= 0)
-		close(lfd);
-	return r;
+	return ck__pair_done(r, sv, lfd);
 }
 
 static uint64_t ck__ms_now(void)
@@ -339,16 +348,7 @@ static int ck__pair_same(const struct ck_pd_fd *fa, const struct ck_pd_fd *fb, i
 	}
 	r = 0;
 out:
-	if (r < 0) {
-		if (sv[0] >= 0)
-			close(sv[0]);
-		if (sv[1] >= 0)
-			close(sv[1]);
-		sv[0] = sv[1] = -1;
-	}
-	if (lfd >= 0)
-		close(lfd);
-	return r;
+	return ck__pair_done(r, sv, lfd);
 }
 
 struct ck__wsink {
