@@ -516,6 +516,10 @@ static int open_pack(struct ck_writer *w)
 	return 0;
 }
 
+/* A chunk of zeros to hash (never written: its pages stay the kernel's
+ * shared zero page). */
+static uint8_t ck__zeros[CK_CHUNK_SIZE];
+
 /* ---- workers ---- */
 
 static void process_slot(struct ck_writer *w, struct ck__slot *sl, ZSTD_CCtx *cctx)
@@ -876,14 +880,7 @@ int ck_writer_open(struct ck_store *s, const char *job, uint64_t seq, const stru
 	w->buf_len = (w->pack_cap + (2u << 20) - 1) & ~(size_t)((2u << 20) - 1);
 	if (!w->job)
 		goto nomem;
-	{
-		uint8_t *z = calloc(1, CK_CHUNK_SIZE);
-
-		if (!z)
-			goto nomem;
-		ck_sha256(z, CK_CHUNK_SIZE, w->zero_hash);
-		free(z);
-	}
+	ck_sha256(ck__zeros, CK_CHUNK_SIZE, w->zero_hash);
 
 	/* Everything the previous checkpoint stored can be referenced. */
 	if (prev && prev->npacks) {
@@ -982,15 +979,10 @@ static int commit_zeros(struct ck_writer *w, uint64_t len)
 
 		if (!c)
 			return -ENOMEM;
-		if (n == CK_CHUNK_SIZE) {
+		if (n == CK_CHUNK_SIZE)
 			memcpy(c->hash, w->zero_hash, CK_HASH_LEN);
-		} else {
-			uint8_t *z = calloc(1, n);
-			int rc = z ? ck_sha256(z, n, c->hash) : -ENOMEM;
-			free(z);
-			if (rc < 0)
-				return rc == -ENOMEM ? rc : -EIO;
-		}
+		else if (ck_sha256(ck__zeros, n, c->hash) < 0)
+			return -EIO;
 		c->len = n;
 		c->flags = CK_CHUNK_ZERO;
 		w->logical += n;

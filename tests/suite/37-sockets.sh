@@ -43,6 +43,25 @@ fail() {
 	FAILED=1
 }
 
+# checkpoint_kill CASE ERR PID WHY [MS]: checkpoint 1 asked (SIGUSR2) and
+# committed, else CASE fails with WHY and the job is ended (status 1); then,
+# MS milliseconds later, the job killed (-9, its whole group) and the run to
+# come marked in ERR as a resume.
+checkpoint_kill() {
+	local name=$1 err=$2 pid=$3 why=$4 ms=${5:-0}
+	kill -USR2 "$pid"
+	if ! h_wait_line "$err" "checkpoint 1 committed" 10000 "$pid"; then
+		fail "$name" "$why" "$err"
+		kill -9 -- -"$pid" 2>/dev/null
+		return 1
+	fi
+	if (( ms > 0 )); then
+		h_sleep_alive "$pid" "$ms"
+	fi
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	h_run_mark "$err" resume 1
+}
+
 # ---- (a) a peer outside the job ----
 outside() {
 	local port=$(( 20000 + $$ % 20000 )) pid rc i why
@@ -69,16 +88,9 @@ while True:
 	pid=$!
 	h_wait_origin "$pid" "$W/ext.err" 10000 # (it connects at once, then pings every 100 ms)
 	h_sleep_alive "$pid" 200
-	kill -USR2 "$pid"
-	if ! h_wait_line "$W/ext.err" "checkpoint 1 committed" 10000 "$pid"; then
-		fail outside-peer "no checkpoint" "$W/ext.err"
-		kill -9 -- -"$pid" 2>/dev/null
-		return
-	fi
-	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	checkpoint_kill outside-peer "$W/ext.err" "$pid" "no checkpoint" || return
 	timeout -s KILL 60 "$CKPT" inspect --store "$W/s1" ext >"$W/inspect" 2>&1
 	# (the restored job writes to its own ext.out, at its saved offset)
-	h_run_mark "$W/ext.err" resume 1
 	CKPT_TEST_ORIGIN=1 timeout -s KILL 30 "$CKRUN" -v --store "$W/s1" --job ext --resume -- "$B/tests/sockets/extpeer" "$port" \
 		1<>"$W/ext.out" 2>>"$W/ext.err"
 	rc=$?
@@ -120,14 +132,7 @@ netns() {
 	# its first line comes once its listeners are up; the nodes fork next
 	h_wait_line "$W/ring.out" "^mp_tcp_ring:" 10000 "$pid"
 	h_sleep_alive "$pid" 300
-	kill -USR2 "$pid"
-	if ! h_wait_line "$W/ring.err" "checkpoint 1 committed" 10000 "$pid"; then
-		fail netns-move "no checkpoint in namespace A" "$W/ring.err"
-		kill -9 -- -"$pid" 2>/dev/null
-		return
-	fi
-	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
-	h_run_mark "$W/ring.err" resume 1
+	checkpoint_kill netns-move "$W/ring.err" "$pid" "no checkpoint in namespace A" || return
 	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 ip netns exec "$NSB" "$CKRUN" -v --store "$W/s2" --job ring --resume -- \
 		"$B/tests/apps/mp_tcp_ring" 1 1<>"$W/ring.out" 2>>"$W/ring.err"
 	rc=$?
@@ -158,15 +163,7 @@ samports() {
 		>"$W/tn.out" 2>>"$W/tn.err" &
 	pid=$!
 	h_wait_line "$W/tn.out" "^step 3:" 10000 "$pid"
-	kill -USR2 "$pid"
-	if ! h_wait_line "$W/tn.err" "checkpoint 1 committed" 10000 "$pid"; then
-		fail tcp-names "no checkpoint" "$W/tn.err"
-		kill -9 -- -"$pid" 2>/dev/null
-		return
-	fi
-	h_sleep_alive "$pid" $(( RANDOM % 800 ))
-	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
-	h_run_mark "$W/tn.err" resume 1
+	checkpoint_kill tcp-names "$W/tn.err" "$pid" "no checkpoint" $(( RANDOM % 800 )) || return
 	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$CKRUN" -v --store "$W/s3" --job tn --resume -- \
 		"$B/tests/sockets/tcpnames" 30 1<>"$W/tn.out" 2>>"$W/tn.err"
 	rc=$?
@@ -201,15 +198,10 @@ sender() {
 		"$B/tests/sockets/udpsender" 30 >"$W/us.out" 2>>"$W/us.err" &
 	pid=$!
 	h_wait_line "$W/us.out" "^udpsender: sent" 10000 "$pid"
-	kill -USR2 "$pid"
-	if ! h_wait_line "$W/us.err" "checkpoint 1 committed" 10000 "$pid"; then
-		fail udp-sender "no checkpoint" "$W/us.err"
-		kill -9 -- -"$pid" 2>/dev/null
+	if ! checkpoint_kill udp-sender "$W/us.err" "$pid" "no checkpoint"; then
 		ip netns del "$ns"
 		return
 	fi
-	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
-	h_run_mark "$W/us.err" resume 1
 	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 ip netns exec "$ns" "$CKRUN" -v --store "$W/s4" --job us --resume -- \
 		"$B/tests/sockets/udpsender" 30 1<>"$W/us.out" 2>>"$W/us.err"
 	rc=$?
