@@ -53,6 +53,7 @@ struct ck_core {
 	/* test knob CKPT_TEST_TAKE_DELAY_MS: a pre-armed round's request is
 	 * taken this late, by a process named CKPT_TEST_TAKE_DELAY_COMM */
 	int test_take_delay_ms;
+	int test_signal_gap_us; /* test knob CKPT_TEST_SIGNAL_GAP_US: a pause between reading a thread's system call and signalling it */
 	char test_take_delay_comm[16];
 	volatile int wp_busy; /* pid of this process while ckrun reads it live: exits wait (wpsnap.c) */
 	volatile int exiting; /* pid of this process once it is ending: rounds fork (wpsnap.c) */
@@ -222,10 +223,12 @@ uint64_t ck__now_us(void) CK_HIDDEN;
 		real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
 
 /* waits.c: relative waits keep their deadline across a park (_parked
- * at the park, _left as the handler returns to the call issued again) */
+ * at the park, _left as the handler returns to the call issued again,
+ * _unseen names a noted wait's call /proc did not see) */
 void ck__waits_init(void) CK_HIDDEN;
 void ck__wait_parked(void) CK_HIDDEN;
 void ck__wait_left(void *ucv, long nr) CK_HIDDEN;
+long ck__wait_unseen(const void *ucv) CK_HIDDEN;
 void ck__wait_restored(void) CK_HIDDEN;
 
 /* procread.c: /proc read while job threads run, by a thread of ours with

@@ -248,6 +248,8 @@ __attribute__((constructor)) static void ck__init(void)
 		return;
 	if (getenv("CKPT_TEST_PREARM_OPEN_MS"))
 		ck__core.test_prearm_open_ms = atoi(getenv("CKPT_TEST_PREARM_OPEN_MS"));
+	if (getenv("CKPT_TEST_SIGNAL_GAP_US"))
+		ck__core.test_signal_gap_us = atoi(getenv("CKPT_TEST_SIGNAL_GAP_US"));
 	if (getenv("CKPT_TEST_TAKE_DELAY_MS") && getenv("CKPT_TEST_TAKE_DELAY_COMM")) {
 		ck__core.test_take_delay_ms = atoi(getenv("CKPT_TEST_TAKE_DELAY_MS"));
 		snprintf(ck__core.test_take_delay_comm, sizeof(ck__core.test_take_delay_comm), "%s",

@@ -71,19 +71,27 @@ static long ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
 	greg_t *g = uc->uc_mcontext.gregs;
 	uint64_t rip = (uint64_t)g[REG_RIP];
 
+	long nr;
+
 	ck__wait_parked();
-	if (g[REG_RAX] != -EINTR || !si->nr || si->pc != rip || !ck__reissue_ok(si->nr))
+	if (g[REG_RAX] != -EINTR)
 		return 0;
 	if (((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
 		return 0; /* not right after a syscall instruction */
+	if (si->nr && si->pc == rip)
+		nr = ck__reissue_ok(si->nr) ? si->nr : 0;
+	else
+		nr = ck__wait_unseen(uc); /* it entered the call after /proc was read */
+	if (!nr)
+		return 0;
 	/* Relative sleeps continue with the remaining time the kernel wrote. */
-	if (si->nr == SYS_nanosleep && g[REG_RSI])
+	if (nr == SYS_nanosleep && g[REG_RSI])
 		g[REG_RDI] = g[REG_RSI];
-	if (si->nr == SYS_clock_nanosleep && !(g[REG_RSI] & 1 /* TIMER_ABSTIME */) && g[REG_R10])
+	if (nr == SYS_clock_nanosleep && !(g[REG_RSI] & 1 /* TIMER_ABSTIME */) && g[REG_R10])
 		g[REG_RDX] = g[REG_R10];
-	g[REG_RAX] = si->nr;
+	g[REG_RAX] = nr;
 	g[REG_RIP] = (greg_t)(rip - 2);
-	return si->nr;
+	return nr;
 }
 
 void ck__save_kernel_thread_state(struct ck_pd_thread *t)
@@ -355,6 +363,10 @@ static int ck__signal_new_threads(void)
 		t->flags = tid == ck__core.pid ? CK_PDT_MAIN : 0;
 		ck__read_syscall(tid, &ck__sys[ck__pd.nthreads]);
 		ck__pd.nthreads++;
+		if (ck__core.test_signal_gap_us > 0) {
+			struct timespec gap = {0, ck__core.test_signal_gap_us % 1000000 * 1000L};
+			ck_sys2(SYS_nanosleep, &gap, NULL);
+		}
 		if (ck_tgkill(ck__core.pid, tid, ck__core.sig) < 0) {
 			ck__pd.nthreads--; /* exited meanwhile */
 			continue;

@@ -17,6 +17,7 @@
  * (`sleep infinity`). */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <signal.h>
@@ -32,6 +33,7 @@
 struct ck__wait {
 	int active;
 	int kind;		/* CK__W_* */
+	long nr;		/* the system call the C library issues for it (glibc, x86-64) */
 	uint64_t what;		/* the call's request (sleeps) or its event array: which call it is */
 	uint64_t due_ns;	/* CLOCK_MONOTONIC */
 	uint64_t left_ns;	/* what was left at the last park */
@@ -69,11 +71,12 @@ static uint64_t ck__mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static struct ck__wait ck__wait_begin(int kind, const void *what, uint64_t ns)
+static struct ck__wait ck__wait_begin(int kind, long nr, const void *what, uint64_t ns)
 {
 	struct ck__wait saved = ck__w; /* a wait in a handler, inside another */
 
 	ck__w.kind = kind;
+	ck__w.nr = nr;
 	ck__w.what = (uint64_t)(uintptr_t)what;
 	ck__w.due_ns = ck__mono_ns() + ns;
 	ck__w.left_ns = ns;
@@ -119,7 +122,7 @@ static int ck__sleep(clockid_t clk, int flags, const struct timespec *req, struc
 		ck__waits_init();
 	if (rem || (flags & TIMER_ABSTIME) || !ck__wall_clock(clk) || !ck__relative_ns(req, &ns))
 		return ck__real_clock_nanosleep(clk, flags, req, rem); /* the kernel writes what is left */
-	saved = ck__wait_begin(CK__W_SLEEP, req, ns);
+	saved = ck__wait_begin(CK__W_SLEEP, SYS_clock_nanosleep, req, ns);
 	r = ck__real_clock_nanosleep(clk, flags, req, rem);
 	ck__wait_end(&saved);
 	return r;
@@ -149,13 +152,13 @@ int usleep(useconds_t us)
 	return nanosleep(&t, NULL);
 }
 
-#define CK__WAIT_MS(call, what)                                                                                \
+#define CK__WAIT_MS(call, nr, what)                                                                            \
 	do {                                                                                                   \
 		struct ck__wait saved;                                                                         \
 		int r;                                                                                         \
 		if (timeout <= 0)                                                                              \
 			return call;                                                                           \
-		saved = ck__wait_begin(CK__W_POLL, what, (uint64_t)timeout * 1000000ull);                      \
+		saved = ck__wait_begin(CK__W_POLL, nr, what, (uint64_t)timeout * 1000000ull);                  \
 		r = call;                                                                                      \
 		ck__wait_end(&saved);                                                                          \
 		return r;                                                                                      \
@@ -165,7 +168,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
 	if (!ck__real_poll)
 		ck__waits_init();
-	CK__WAIT_MS(ck__real_poll(fds, n, timeout), fds);
+	CK__WAIT_MS(ck__real_poll(fds, n, timeout), SYS_poll, fds);
 }
 
 /* _FORTIFY_SOURCE's poll: glibc's check, then ours */
@@ -182,14 +185,14 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout)
 {
 	if (!ck__real_epoll_wait)
 		ck__waits_init();
-	CK__WAIT_MS(ck__real_epoll_wait(ep, ev, max, timeout), ev);
+	CK__WAIT_MS(ck__real_epoll_wait(ep, ev, max, timeout), SYS_epoll_wait, ev);
 }
 
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
 {
 	if (!ck__real_epoll_pwait)
 		ck__waits_init();
-	CK__WAIT_MS(ck__real_epoll_pwait(ep, ev, max, timeout, mask), ev);
+	CK__WAIT_MS(ck__real_epoll_pwait(ep, ev, max, timeout, mask), SYS_epoll_pwait, ev);
 }
 
 int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *t, const sigset_t *mask)
@@ -206,7 +209,7 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 	}
 	if (!ck__relative_ns(t, &ns) || !ns)
 		return ck__real_epoll_pwait2(ep, ev, max, t, mask);
-	saved = ck__wait_begin(CK__W_POLL, ev, ns);
+	saved = ck__wait_begin(CK__W_POLL, SYS_epoll_pwait2, ev, ns);
 	r = ck__real_epoll_pwait2(ep, ev, max, t, mask);
 	ck__wait_end(&saved);
 	return r;
@@ -260,6 +263,34 @@ void ck__wait_left(void *ucv, long nr)
 		ck__left_ts(left);
 		g[REG_R10] = (greg_t)mine;
 	}
+}
+
+/* In the parking handler, for a call that returned EINTR right after its
+ * system call instruction though /proc did not see the thread in it when
+ * it was signalled (it entered the call between that read and the signal):
+ * the call this thread's noted wait issues, if the registers still hold
+ * its arguments; 0 if not. A job's own handler that interrupted the wait
+ * just before (our signal blocked in it, delivered at its return) looks
+ * the same: that wait then goes on to its deadline instead of returning
+ * EINTR, the rarer and milder error. */
+long ck__wait_unseen(const void *ucv)
+{
+	const greg_t *g = ((const ucontext_t *)ucv)->uc_mcontext.gregs;
+	uint64_t mine = (uint64_t)(uintptr_t)&ck__w.left, rdx = (uint64_t)g[REG_RDX], r10 = (uint64_t)g[REG_R10];
+
+	if (!__atomic_load_n(&ck__w.active, __ATOMIC_SEQ_CST))
+		return 0;
+	switch (ck__w.nr) {
+	case SYS_clock_nanosleep: /* (clock, flags, req, NULL) */
+		return (rdx == ck__w.what || rdx == mine) && !r10 && !(g[REG_RSI] & TIMER_ABSTIME) ? ck__w.nr : 0;
+	case SYS_poll: /* (fds, n, milliseconds) */
+		return (uint64_t)g[REG_RDI] == ck__w.what && rdx <= INT_MAX ? ck__w.nr : 0;
+	case SYS_epoll_wait: case SYS_epoll_pwait: /* (ep, events, max, milliseconds[, mask]) */
+		return (uint64_t)g[REG_RSI] == ck__w.what && r10 <= INT_MAX ? ck__w.nr : 0;
+	case SYS_epoll_pwait2: /* (ep, events, max, timespec, mask) */
+		return (uint64_t)g[REG_RSI] == ck__w.what && r10 > INT_MAX ? ck__w.nr : 0;
+	}
+	return 0;
 }
 
 /* A restored thread: its wait is due what was left at the park from now. */
