@@ -7,12 +7,16 @@
  * too: the new array lives on the stack, nothing is allocated. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
 #define CK__NVARS 4
@@ -90,6 +94,38 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 #define CK__FIXED_ENV(envp) CK__FIXED_ENV_OF(envp, 1)
 #define CK__SPAWN_ENV(envp) CK__FIXED_ENV_OF(envp, 0)
 
+/* A parking signal sent to this thread while it execs stays pending
+ * across the exec, into a program that has no handler for it yet: its
+ * default action ended the process. Blocked over the call, it waits for
+ * the new program's libckpt, which unblocks it once its handler is in
+ * place (init.c) and takes it as stray. A failed exec unblocks it here
+ * and parks. Returns the mask to put back. */
+static uint64_t ck__exec_block(void)
+{
+	uint64_t set = 1ull << (ck__core.sig - 1), old = 0;
+
+	if (ck__core.ctl_fd >= 0)
+		ck_sys4(SYS_rt_sigprocmask, SIG_BLOCK, (long)&set, (long)&old, sizeof(set));
+	return old;
+}
+
+static void ck__exec_failed(uint64_t old)
+{
+	int e = errno;
+
+	if (ck__core.ctl_fd >= 0)
+		ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old));
+	errno = e;
+}
+
+#define CK__EXEC(call)                                                                                         \
+	do {                                                                                                   \
+		uint64_t ck__old = ck__exec_block();                                                           \
+		int ck__r = call;                                                                              \
+		ck__exec_failed(ck__old);                                                                      \
+		return ck__r;                                                                                  \
+	} while (0)
+
 int execve(const char *path, char *const argv[], char *const envp[])
 {
 	static int (*real)(const char *, char *const[], char *const[]);
@@ -97,7 +133,7 @@ int execve(const char *path, char *const argv[], char *const envp[])
 
 	if (!real)
 		real = dlsym(RTLD_NEXT, "execve");
-	return real(path, argv, fixed);
+	CK__EXEC(real(path, argv, fixed));
 }
 
 int execvpe(const char *file, char *const argv[], char *const envp[])
@@ -107,7 +143,7 @@ int execvpe(const char *file, char *const argv[], char *const envp[])
 
 	if (!real)
 		real = dlsym(RTLD_NEXT, "execvpe");
-	return real(file, argv, fixed);
+	CK__EXEC(real(file, argv, fixed));
 }
 
 int fexecve(int fd, char *const argv[], char *const envp[])
@@ -117,7 +153,7 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 
 	if (!real)
 		real = dlsym(RTLD_NEXT, "fexecve");
-	return real(fd, argv, fixed);
+	CK__EXEC(real(fd, argv, fixed));
 }
 
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at,

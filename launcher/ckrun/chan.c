@@ -83,6 +83,16 @@ int ck_chan_recv_fd(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms, int *r
 	do
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
+	/* A peer that closed with our messages unread (a process that exec'd
+	 * while a request was on its way: its new program sent its HELLO,
+	 * then closed the old channel) leaves ECONNRESET, reported once and
+	 * before what it sent and is still queued. */
+	if (n < 0 && errno == ECONNRESET) {
+		mh.msg_controllen = sizeof(u.buf);
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+		if (n < 0 && errno == EAGAIN)
+			errno = ECONNRESET;
+	}
 	if (n < 0)
 		return -errno;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {

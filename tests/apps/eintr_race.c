@@ -6,7 +6,7 @@
  * parking signal reached it. The kernel returns EINTR for that wait too;
  * libckpt must issue it again as for a thread seen blocked in it. Each
  * thread spins about 0.3 ms, then waits 2 ms in poll, epoll_wait,
- * nanosleep, usleep or clock_nanosleep in turn (tests/suite/23-parking.sh
+ * nanosleep, usleep or clock_nanosleep in turn (tests/suite/23-rounds.sh
  * widens the window with CKPT_TEST_SIGNAL_GAP_US).
  * Exits 1 (after a FAIL line) when a wait returns anything else.
  * Usage: eintr_race [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
