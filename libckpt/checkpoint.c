@@ -26,6 +26,9 @@ static void ck__send_restarted(void)
 	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
 	m.type = CK_MSG_RESTARTED;
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__semundo;
+	/* what this process had used: its parent's wait adds it (cputime.c) */
+	ck__cpu_restored((struct ck_cpu_use *)m.text);
+	m.len = sizeof(struct ck_cpu_use);
 	ck__send(&m);
 }
 
@@ -106,6 +109,8 @@ static int ck__wait_msg(uint32_t other)
 			ck__round_result = r;
 			return r;
 		}
+		if (m->type == CK_MSG_KIDS_CPU) /* a restore's, before DONE */
+			ck__cpu_kids(m->text, m->len);
 		if (m->type == CK_MSG_DONE)
 			ck__round_result = (int)(int64_t)m->arg[0];
 		if (m->type == CK_MSG_DONE || (other && m->type == other))
@@ -203,6 +208,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 	 * the snapshot now. What crosses processes (pipes, sockets, shared
 	 * memory) ckrun reads once every process has its snapshot, and nobody
 	 * runs again before RELEASE. */
+	ck__cpu_cut();
 	r = ck__collect_process();
 	if (r == 0)
 		r = ck__collect_fds();

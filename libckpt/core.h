@@ -222,6 +222,16 @@ uint64_t ck__now_us(void) CK_HIDDEN;
 	if (!real)                                                                                            \
 		real = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn)
 
+/* cputime.c: CPU time and rusage go on across a restore (_thread_park
+ * in the parking handler, _cut by the manager at the cut, _restored and
+ * _thread_restored at a restore; _kids takes CK_MSG_KIDS_CPU) */
+void ck__cputime_init(void) CK_HIDDEN;
+void ck__cpu_thread_park(void) CK_HIDDEN;
+void ck__cpu_thread_restored(void) CK_HIDDEN;
+void ck__cpu_cut(void) CK_HIDDEN;
+void ck__cpu_restored(struct ck_cpu_use *as_child) CK_HIDDEN;
+void ck__cpu_kids(const void *text, uint32_t len) CK_HIDDEN;
+
 /* waits.c: relative waits keep their deadline across a park (_parked
  * at the park, _left as the handler returns to the call issued again,
  * _unseen names a noted wait's call /proc did not see) */

@@ -270,6 +270,7 @@ __attribute__((constructor)) static void ck__init(void)
 	}
 	ck__nptl_nthreads = (int *)dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	ck__waits_init();
+	ck__cputime_init();
 	pthread_atfork(ck__atfork_prepare, ck__atfork_parent, ck__atfork_child);
 	ck__plugins_event(CK_EV_INIT);
 	ck__start_manager();

@@ -185,7 +185,7 @@ static const struct {
 	C(rt_tgsigqueueinfo), C(openat), C(read), C(write), C(close), C(lseek), C(fstat), C(newfstatat),
 	C(getdents64), C(readlinkat), C(getcwd), C(fcntl), C(dup3), C(ioctl), C(flock), C(kcmp), C(umask),
 	C(prlimit64), C(brk), C(mmap), C(munmap), C(mprotect), C(madvise), C(mincore), C(userfaultfd),
-	C(timer_gettime), C(getitimer), C(timerfd_gettime), C(clock_gettime), C(clock_nanosleep),
+	C(timer_gettime), C(getitimer), C(timerfd_gettime), C(clock_gettime), C(clock_nanosleep), C(getrusage),
 	C(nanosleep), C(sendmsg), C(recvmsg), C(socket), C(socketpair), C(connect), C(getsockopt), C(faccessat), C(close_range), C(clone), C(wait4),
 	C(kill), C(setsid), C(pause), C(exit), C(exit_group),
 	/* a forked child's manager thread (pthread_create) */

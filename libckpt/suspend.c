@@ -127,6 +127,7 @@ void ck__save_kernel_thread_state(struct ck_pd_thread *t)
 void ck__thread_restored(struct ck_pd_thread *t)
 {
 	ck__wait_restored();
+	ck__cpu_thread_restored();
 	ck__creds_restore(t);
 	ck__pstate_thread_restored(t); /* a change of ids clears some of its flags */
 	/* a change of ids clears it; an image made before pstate.c kept the
@@ -240,6 +241,7 @@ static void ck__on_suspend(int sig, siginfo_t *si, void *ucv)
 	ck__semundo_parked(ucv); /* before the thread's state is read */
 	again = ck__fix_eintr(ucv, &ck__sys[t - ck__pd.threads]);
 	ck__save_kernel_thread_state(t);
+	ck__cpu_thread_park();
 	{
 		char path[64];
 		snprintf(path, sizeof(path), "/proc/self/task/%d/status", tid);

@@ -108,6 +108,37 @@ enum ck_msg_type {
 	 * let back into its stop. */
 	CK_MSG_PING,
 	CK_MSG_PONG,
+	/* ckrun -> restored process, after RESTARTED and before DONE: text
+	 * holds len / sizeof(struct ck_kid_cpu) of its children's CPU use
+	 * before the restore (what each child's RESTARTED said), for its
+	 * waits to add as it reaps them (libckpt/cputime.c). */
+	CK_MSG_KIDS_CPU,
+};
+
+/* CPU time and the other counters of struct rusage a restore sets back to
+ * near 0 (the kernel counts them for the new process): what a process had
+ * used before the restore, itself and its reaped children together (what
+ * its parent's wait adds). RESTARTED's text from a libckpt that knows it
+ * (len 0 from an older one). MAXRSS is a maximum, not a count. */
+enum {
+	CK_CPU_UTIME_US,
+	CK_CPU_STIME_US,
+	CK_CPU_MINFLT,
+	CK_CPU_MAJFLT,
+	CK_CPU_INBLOCK,
+	CK_CPU_OUBLOCK,
+	CK_CPU_NVCSW,
+	CK_CPU_NIVCSW,
+	CK_CPU_MAXRSS,
+	CK_CPU_N
+};
+struct ck_cpu_use {
+	int64_t v[CK_CPU_N];
+};
+struct ck_kid_cpu {
+	int32_t pid; /* in the job's pid namespace */
+	uint32_t pad;
+	struct ck_cpu_use use;
 };
 
 struct ck_rst_child {

@@ -57,6 +57,9 @@ struct ck_jproc {
 	 * by each round's cut */
 	struct ck_procdesc *pd;
 	struct ck_jproc_round round; /* the round in flight */
+	/* a restore's: what it had used before (its RESTARTED; rst_cpu.c) */
+	struct ck_cpu_use cpu;
+	int has_cpu;
 };
 enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 

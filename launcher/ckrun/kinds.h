@@ -284,4 +284,9 @@ int ck_mappath_write_proc(pid_t pid, const struct ck_proc *p, const struct ck_pr
 /* restore.c: the next message from a restorer must be `type` */
 int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m);
 
+/* rst_cpu.c: a restored process's RESTARTED noted; each parent told its
+ * children's CPU use before any process goes on */
+void ck_rst_cpu_note(struct ck_jproc *p, const struct ck_msg *m);
+int ck_rst_cpu_send(struct ckrun *c, const struct ck_manifest *m);
+
 #endif

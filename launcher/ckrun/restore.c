@@ -295,8 +295,13 @@ static int ck__rst_go(struct ckrun *c, struct ck__rst *x)
 			 * not an exec since it attached (round.c) */
 			from->stack0 = ck_proc_stack_start(from->pid);
 			from->semundo_addr = msg.arg[0];
+			ck_rst_cpu_note(from, &msg);
 			restarted++;
 		}
+	}
+	if ((r = ck_rst_cpu_send(c, m)) < 0) {
+		ck_err_set("cannot tell the restored processes their children's CPU time: %s", strerror(-r));
+		return r;
 	}
 	ck_sysv_remove_marked(c, m); /* attached again by now */
 	for (size_t i = 0; i < c->nprocs; i++) {

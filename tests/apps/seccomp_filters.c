@@ -48,7 +48,7 @@ static const int allowed[] = {
 	SYS_capget, SYS_setfsuid, SYS_setfsgid, SYS_arch_prctl, SYS_get_robust_list, SYS_personality, SYS_rt_sigtimedwait,
 	SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo, SYS_getdents64, SYS_readlinkat, SYS_getcwd, SYS_fcntl,
 	SYS_dup3, SYS_ioctl, SYS_flock, SYS_kcmp, SYS_umask, SYS_prlimit64, SYS_mincore, SYS_userfaultfd,
-	SYS_timer_gettime, SYS_getitimer, SYS_timerfd_gettime, SYS_sendmsg, SYS_recvmsg, SYS_socket,
+	SYS_timer_gettime, SYS_getitimer, SYS_timerfd_gettime, SYS_getrusage, SYS_sendmsg, SYS_recvmsg, SYS_socket,
 	SYS_socketpair, SYS_connect, SYS_getsockopt, SYS_faccessat, SYS_close_range, SYS_wait4, SYS_kill, SYS_setsid, SYS_pause,
 };
 
