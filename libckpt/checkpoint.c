@@ -19,6 +19,10 @@
 #include "libckpt/ck_sys.h"
 #include "libckpt/core.h"
 
+/* what this process had used before the restore: its parent's wait adds
+ * it (cputime.c) */
+static struct ck_cpu_use ck__as_child;
+
 static void ck__send_restarted(void)
 {
 	static struct ck_msg m;
@@ -26,9 +30,8 @@ static void ck__send_restarted(void)
 	memset(&m, 0, __builtin_offsetof(struct ck_msg, text));
 	m.type = CK_MSG_RESTARTED;
 	m.arg[0] = (uint64_t)(uintptr_t)&ck__semundo;
-	/* what this process had used: its parent's wait adds it (cputime.c) */
-	ck__cpu_restored((struct ck_cpu_use *)m.text);
-	m.len = sizeof(struct ck_cpu_use);
+	memcpy(m.text, &ck__as_child, sizeof(ck__as_child));
+	m.len = sizeof(ck__as_child);
 	ck__send(&m);
 }
 
@@ -363,6 +366,7 @@ void ck__round(uint32_t flags, uint64_t seq, uint32_t park_ms, uint32_t bound_ms
 			}
 		}
 	}
+	ck__cpu_restored(&ck__as_child); /* before the job's restart callbacks read a clock */
 	ck__plugins_event(CK_EV_RESTART);
 	ck__run_restart_callbacks();
 	ck__send_restarted();

@@ -231,6 +231,7 @@ void ck__cpu_thread_restored(void) CK_HIDDEN;
 void ck__cpu_cut(void) CK_HIDDEN;
 void ck__cpu_restored(struct ck_cpu_use *as_child) CK_HIDDEN;
 void ck__cpu_kids(const void *text, uint32_t len) CK_HIDDEN;
+const char *ck__cputime_env(void) CK_HIDDEN;
 
 /* waits.c: relative waits keep their deadline across a park (_parked
  * at the park, _left as the handler returns to the call issued again,

@@ -13,20 +13,30 @@
  * library's entry points below add it. A parent learns from ckrun what
  * each of its restored children had used (the child's RESTARTED, passed
  * on as CK_MSG_KIDS_CPU) and adds it as a wait reaps that child: to what
- * the wait returns and to the parent's own count of its children.
+ * the wait returns and to the parent's own count of its children. The
+ * figures belong to the process and thread that noted them: a fork's
+ * child (or vfork's, which shares this memory) starts from 0 as bare; an
+ * exec hands the process's on to the next program (CKPT_CPU, exec.c),
+ * its children's list excepted.
  *
  * Not seen: raw system calls, /proc/PID/stat and status, timers on CPU
  * clocks (they count the new process's time), another thread's or
  * process's clock (pthread_getcpuclockid of another thread,
  * clock_getcpuclockid of another process), what a restored child reaps
  * after the restore (its parent adds what the child had used at the
- * restore), and children that were zombies at the cut (their parent sees
- * the re-made zombie's). */
+ * restore), children that were zombies at the cut (their parent sees the
+ * re-made zombie's), children reaped where the wrappers do not see it
+ * (the C library's own waits in system() and pclose, SIGCHLD ignored),
+ * restored children of a program that exec'd since the restore, and the
+ * RUSAGE counters other than the clocks under a job's seccomp filter that
+ * forbids getrusage. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -43,12 +53,14 @@
 struct ck__thr_cpu {
 	int64_t ns_cut, ns_off;	    /* the CPU clock's reading at the cut, and what a restore adds */
 	struct ck_cpu_use cut, off; /* rusage's */
+	int32_t tid;		    /* whose: a fork's child has a copy */
 };
 
 static struct {
 	int64_t ns_cut, ns_off;
 	struct ck_cpu_use cut, off;
 	struct ck_cpu_use kids_cut, kids_off; /* RUSAGE_CHILDREN's */
+	int32_t pid;			      /* whose: a fork's or vfork's child sees them too */
 } ck__proc;
 static __thread struct ck__thr_cpu ck__thr __attribute__((tls_model("initial-exec")));
 /* set in a restored process: until then every call is the C library's */
@@ -102,12 +114,15 @@ static int64_t ck__us(const struct timeval *tv)
 	return (int64_t)tv->tv_sec * 1000000 + tv->tv_usec;
 }
 
+/* getrusage, where the job's seccomp filters let us (else zeros: the
+ * counters stay the new process's) */
 static void ck__use_of(int who, struct ck_cpu_use *u)
 {
 	struct rusage ru;
 
 	ck_memset(&ru, 0, sizeof(ru));
-	ck_sys2(SYS_getrusage, who, (long)&ru);
+	if (ck__seccomp_allows(SYS_getrusage))
+		ck_sys2(SYS_getrusage, who, (long)&ru);
 	u->v[CK_CPU_UTIME_US] = ck__us(&ru.ru_utime);
 	u->v[CK_CPU_STIME_US] = ck__us(&ru.ru_stime);
 	u->v[CK_CPU_MINFLT] = ru.ru_minflt;
@@ -164,6 +179,9 @@ void ck__cpu_thread_park(void)
 {
 	struct ck_cpu_use now;
 
+	if (ck__thr.tid != (int32_t)ck_gettid()) /* a fork's copy, or none yet */
+		ck_memset(&ck__thr, 0, sizeof(ck__thr));
+	ck__thr.tid = (int32_t)ck_gettid();
 	ck__thr.ns_cut = ck__ns_of(CLOCK_THREAD_CPUTIME_ID) + ck__thr.ns_off;
 	ck__use_of(RUSAGE_THREAD, &now);
 	ck__use_add(&ck__thr.cut, &now, &ck__thr.off);
@@ -184,6 +202,10 @@ void ck__cpu_cut(void)
 {
 	struct ck_cpu_use now;
 
+	if (ck__proc.pid != (int32_t)ck_getpid()) { /* a fork's copy */
+		ck_memset(&ck__proc, 0, sizeof(ck__proc));
+		ck__proc.pid = (int32_t)ck_getpid();
+	}
 	ck__proc.ns_cut = ck__ns_of(CLOCK_PROCESS_CPUTIME_ID) + ck__proc.ns_off;
 	ck__use_of(RUSAGE_SELF, &now);
 	ck__use_add(&ck__proc.cut, &now, &ck__proc.off);
@@ -203,6 +225,7 @@ void ck__cpu_restored(struct ck_cpu_use *as_child)
 	ck__use_of(RUSAGE_CHILDREN, &now);
 	ck__use_off(&ck__proc.kids_off, &ck__proc.kids_cut, &now);
 	ck__use_add(as_child, &ck__proc.off, &ck__proc.kids_off);
+	ck__proc.pid = (int32_t)ck_getpid();
 	ck__nkids = 0; /* an earlier restore's children are this one's too: ckrun says again */
 	__atomic_store_n(&ck__cpu_active, 1, __ATOMIC_SEQ_CST);
 }
@@ -219,8 +242,14 @@ void ck__cpu_kids(const void *text, uint32_t len)
 /* A wait reaped pid: what that child had used before the restore, added
  * to what the wait returns (ru, or the ticks of waitid's siginfo) and to
  * this process's count of its children. */
-static void ck__reaped(pid_t pid, struct rusage *ru, siginfo_t *si)
+static void ck__reaped(pid_t pid, struct rusage *ru)
 {
+	uint64_t all = ~0ull, old;
+
+	/* every signal blocked over the table (a handler's wait, or a park
+	 * and a restore that refills it, must not meet it half changed); a
+	 * second thread's wait takes the lock */
+	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, (long)&old, sizeof(all));
 	while (__atomic_exchange_n(&ck__kids_lock, 1, __ATOMIC_ACQUIRE))
 		sched_yield();
 	for (uint32_t i = 0; i < ck__nkids; i++) {
@@ -230,21 +259,19 @@ static void ck__reaped(pid_t pid, struct rusage *ru, siginfo_t *si)
 		ck__kids[i] = ck__kids[--ck__nkids];
 		if (ru)
 			ck__ru_add(ru, &u);
-		if (si) {
-			si->si_utime += (clock_t)(u.v[CK_CPU_UTIME_US] * ck__hz / 1000000);
-			si->si_stime += (clock_t)(u.v[CK_CPU_STIME_US] * ck__hz / 1000000);
-		}
 		ck__use_add(&ck__proc.kids_off, &ck__proc.kids_off, &u);
 		break;
 	}
 	__atomic_store_n(&ck__kids_lock, 0, __ATOMIC_RELEASE);
+	ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old));
 }
 
 /* ---- the C library's entry points ---------------------------------------- */
 
+/* a restored process's figures, in that process (not a fork's child) */
 static int ck__active(void)
 {
-	return __atomic_load_n(&ck__cpu_active, __ATOMIC_RELAXED);
+	return __atomic_load_n(&ck__cpu_active, __ATOMIC_RELAXED) && ck__proc.pid == (int32_t)ck_getpid();
 }
 
 /* The kernel's encoding of a CPU clock of a process or thread id (0:
@@ -262,23 +289,37 @@ static const int64_t *ck__clock_off(clockid_t clk)
 	if (clk == CLOCK_PROCESS_CPUTIME_ID)
 		return &ck__proc.ns_off;
 	if (clk == CLOCK_THREAD_CPUTIME_ID)
-		return &ck__thr.ns_off;
+		return ck__thr.tid == (int32_t)ck_gettid() ? &ck__thr.ns_off : NULL;
 	if (clk >= 0 || (clk & 3) != 2)
 		return NULL;
 	if (clk == ck__cpuclock(0, 0) || clk == ck__cpuclock((unsigned)ck_getpid(), 0))
 		return &ck__proc.ns_off;
-	if (clk == ck__cpuclock(0, 1) || clk == ck__cpuclock((unsigned)ck_gettid(), 1))
+	if ((clk == ck__cpuclock(0, 1) || clk == ck__cpuclock((unsigned)ck_gettid(), 1)) &&
+	    ck__thr.tid == (int32_t)ck_gettid())
 		return &ck__thr.ns_off;
 	return NULL;
 }
 
+/* A reading the kernel gave before a restore (the thread parked between
+ * it and the adding) is the old process's: read again. */
+static int ck__restores(void)
+{
+	return __atomic_load_n(&ck__core.restart_count, __ATOMIC_SEQ_CST);
+}
+
 int clock_gettime(clockid_t clk, struct timespec *ts)
 {
-	CK__REAL(clock_gettime);
-	int r = ck__real_clock_gettime(clk, ts);
 	const int64_t *off;
+	int r, gen;
 
-	if (r == 0 && ck__active() && (off = ck__clock_off(clk)) && *off) {
+	CK__REAL(clock_gettime);
+	do {
+		gen = ck__restores();
+		r = ck__real_clock_gettime(clk, ts);
+	} while (gen != ck__restores());
+
+	if (r == 0 && __atomic_load_n(&ck__cpu_active, __ATOMIC_RELAXED) && (off = ck__clock_off(clk)) && *off &&
+	    ck__active()) {
 		int64_t t = (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec + *off;
 		if (t < 0)
 			t = 0;
@@ -288,25 +329,32 @@ int clock_gettime(clockid_t clk, struct timespec *ts)
 	return r;
 }
 
+/* glibc's: the process's CPU clock in microseconds, taken from the
+ * adjusted clock (rounding the two parts apart could go back) */
 clock_t clock(void)
 {
-	CK__REAL(clock);
-	clock_t c = ck__real_clock();
+	struct timespec ts;
 
-	if (c != (clock_t)-1 && ck__active())
-		c += (clock_t)(ck__proc.ns_off / (1000000000 / CLOCKS_PER_SEC));
-	return c;
+	CK__REAL(clock);
+	if (!ck__active() || clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+		return ck__real_clock();
+	return (clock_t)ts.tv_sec * CLOCKS_PER_SEC + (clock_t)(ts.tv_nsec / (1000000000 / CLOCKS_PER_SEC));
 }
 
 int getrusage(int who, struct rusage *ru)
 {
+	int r, gen;
+
 	CK__REAL(getrusage);
-	int r = ck__real_getrusage(who, ru);
+	do {
+		gen = ck__restores();
+		r = ck__real_getrusage(who, ru);
+	} while (gen != ck__restores());
 
 	if (r == 0 && ck__active()) {
 		if (who == RUSAGE_SELF)
 			ck__ru_add(ru, &ck__proc.off);
-		else if (who == RUSAGE_THREAD)
+		else if (who == RUSAGE_THREAD && ck__thr.tid == (int32_t)ck_gettid())
 			ck__ru_add(ru, &ck__thr.off);
 		else if (who == RUSAGE_CHILDREN)
 			ck__ru_add(ru, &ck__proc.kids_off);
@@ -326,12 +374,18 @@ static clock_t ck__ticks(const struct timeval *tv, int64_t off_us)
 
 clock_t times(struct tms *buf)
 {
-	CK__REAL(times);
-	clock_t r = ck__real_times(buf);
 	struct rusage self, kids;
+	clock_t r;
+	int gen, ok;
 
-	if (r != (clock_t)-1 && buf && ck__active() && ck__real_getrusage(RUSAGE_SELF, &self) == 0 &&
-	    ck__real_getrusage(RUSAGE_CHILDREN, &kids) == 0) {
+	CK__REAL(times);
+	do {
+		gen = ck__restores();
+		r = ck__real_times(buf);
+		ok = r != (clock_t)-1 && buf && ck__active() && ck__real_getrusage(RUSAGE_SELF, &self) == 0 &&
+		     ck__real_getrusage(RUSAGE_CHILDREN, &kids) == 0;
+	} while (gen != ck__restores());
+	if (ok) {
 		buf->tms_utime = ck__ticks(&self.ru_utime, ck__proc.off.v[CK_CPU_UTIME_US]);
 		buf->tms_stime = ck__ticks(&self.ru_stime, ck__proc.off.v[CK_CPU_STIME_US]);
 		buf->tms_cutime = ck__ticks(&kids.ru_utime, ck__proc.kids_off.v[CK_CPU_UTIME_US]);
@@ -340,21 +394,22 @@ clock_t times(struct tms *buf)
 	return r;
 }
 
-static void ck__after_wait(pid_t r, int st, struct rusage *ru)
+static void ck__after_wait(pid_t r, const int *st, struct rusage *ru)
 {
-	if (r > 0 && ck__nkids && (WIFEXITED(st) || WIFSIGNALED(st)))
-		ck__reaped(r, ru, NULL);
+	if (r > 0 && st && ck__nkids && ck__active() && (WIFEXITED(*st) || WIFSIGNALED(*st)))
+		ck__reaped(r, ru);
 }
 
+/* The status is read where the caller asked for it (a bad pointer fails
+ * as bare); without one, through a word of ours. */
 pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
 {
-	CK__REAL(wait4);
-	int st = 0;
-	pid_t r = ck__real_wait4(pid, &st, options, ru);
+	int st = 0, *sp = status ? status : &st;
+	pid_t r;
 
-	ck__after_wait(r, st, ru);
-	if (r > 0 && status)
-		*status = st;
+	CK__REAL(wait4);
+	r = ck__real_wait4(pid, sp, options, ru);
+	ck__after_wait(r, sp, ru);
 	return r;
 }
 
@@ -365,13 +420,12 @@ pid_t wait3(int *status, int options, struct rusage *ru)
 
 pid_t waitpid(pid_t pid, int *status, int options)
 {
-	CK__REAL(waitpid);
-	int st = 0;
-	pid_t r = ck__real_waitpid(pid, &st, options);
+	int st = 0, *sp = status ? status : &st;
+	pid_t r;
 
-	ck__after_wait(r, st, NULL);
-	if (r > 0 && status)
-		*status = st;
+	CK__REAL(waitpid);
+	r = ck__real_waitpid(pid, sp, options);
+	ck__after_wait(r, sp, NULL);
 	return r;
 }
 
@@ -380,13 +434,70 @@ pid_t wait(int *status)
 	return waitpid(-1, status, 0);
 }
 
+/* The kernel's waitid gives no CPU times (si_utime, si_stime stay as
+ * they were): only this process's count of its children takes them. */
 int waitid(idtype_t type, id_t id, siginfo_t *si, int options)
 {
-	CK__REAL(waitid);
-	int r = ck__real_waitid(type, id, si, options);
+	int r;
 
-	if (r == 0 && ck__nkids && si && si->si_pid > 0 && !(options & WNOWAIT) &&
+	CK__REAL(waitid);
+	r = ck__real_waitid(type, id, si, options);
+	if (r == 0 && ck__nkids && si && si->si_pid > 0 && !(options & WNOWAIT) && ck__active() &&
 	    (si->si_code == CLD_EXITED || si->si_code == CLD_KILLED || si->si_code == CLD_DUMPED))
-		ck__reaped(si->si_pid, NULL, si);
+		ck__reaped(si->si_pid, NULL);
 	return r;
+}
+
+/* ---- across an exec ----------------------------------------------------- */
+
+/* exec.c: "CKPT_CPU=..." for the next program (the kernel keeps the
+ * process's CPU time and rusage across an exec), NULL when there is
+ * nothing to hand on. Static buffer, as ck__semundo_env's. */
+const char *ck__cputime_env(void)
+{
+	static char buf[64 + 3 * CK_CPU_N * 24];
+	size_t at;
+
+	if (!ck__active())
+		return NULL;
+	at = (size_t)snprintf(buf, sizeof(buf), "CKPT_CPU=p%d n%lld", ck__proc.pid, (long long)ck__proc.ns_off);
+	for (int i = 0; i < CK_CPU_N; i++)
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, " %lld", (long long)ck__proc.off.v[i]);
+	for (int i = 0; i < CK_CPU_N; i++)
+		at += (size_t)snprintf(buf + at, sizeof(buf) - at, " %lld", (long long)ck__proc.kids_off.v[i]);
+	return at < sizeof(buf) ? buf : NULL;
+}
+
+/* What an exec of this process handed on (its pid in it, as CKPT_SEMUNDO);
+ * the variable leaves the environment. The C library's functions are
+ * looked up here too, before any other constructor of ours and before
+ * the job's code can call them in a signal handler. */
+__attribute__((constructor(101))) static void ck__cputime_ctor(void)
+{
+	const char *s = getenv("CKPT_CPU");
+	char *end;
+
+	ck__cputime_init();
+	if (!s)
+		return;
+	if (s[0] == 'p' && strtol(s + 1, &end, 10) == (long)ck_getpid() && end[0] == ' ' && end[1] == 'n') {
+		int64_t v[1 + 2 * CK_CPU_N];
+		int n = 0;
+		for (s = end + 2; n < 1 + 2 * CK_CPU_N; n++) {
+			v[n] = strtoll(s, &end, 10);
+			if (end == s)
+				break;
+			s = end;
+		}
+		if (n == 1 + 2 * CK_CPU_N) {
+			ck__proc.ns_off = v[0];
+			for (int i = 0; i < CK_CPU_N; i++) {
+				ck__proc.off.v[i] = v[1 + i];
+				ck__proc.kids_off.v[i] = v[1 + CK_CPU_N + i];
+			}
+			ck__proc.pid = (int32_t)ck_getpid();
+			__atomic_store_n(&ck__cpu_active, 1, __ATOMIC_SEQ_CST);
+		}
+	}
+	unsetenv("CKPT_CPU");
 }

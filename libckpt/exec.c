@@ -49,6 +49,7 @@ static size_t ck__count(char *const envp[])
 static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, size_t preload_len, int same_process)
 {
 	const char *semundo = same_process ? ck__semundo_env() : NULL;
+	const char *cpu = same_process ? ck__cputime_env() : NULL;
 	size_t n = 0;
 	int have[CK__NVARS] = {0};
 
@@ -62,7 +63,7 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 		/* the job took the channel's number (fdhide.c moved the channel,
 		 * close-on-exec): the new program attaches through the attach
 		 * socket, never through what the job holds at that number */
-		if (!strncmp(e, "CKPT_SEMUNDO=", 13))
+		if (!strncmp(e, "CKPT_SEMUNDO=", 13) || !strncmp(e, "CKPT_CPU=", 9))
 			continue; /* ours, from this process's account only */
 		if (ck__core.ctl_fd != CK_CTL_FD && !strncmp(e, CK_CTL_ENV "=", sizeof(CK_CTL_ENV)))
 			e = CK_CTL_ENV "=-1";
@@ -83,12 +84,14 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 			out[n++] = k == 1 && ck__core.ctl_fd != CK_CTL_FD ? (char *)CK_CTL_ENV "=-1" : ck__vars[k];
 	if (semundo)
 		out[n++] = (char *)semundo;
+	if (cpu)
+		out[n++] = (char *)cpu;
 	out[n] = NULL;
 	return out;
 }
 
 #define CK__FIXED_ENV_OF(envp, same)                                                                          \
-	char **ck__out = __builtin_alloca((ck__count(envp) + CK__NVARS + 2) * sizeof(char *));                \
+	char **ck__out = __builtin_alloca((ck__count(envp) + CK__NVARS + 3) * sizeof(char *));                \
 	char ck__pre[4096];                                                                                   \
 	char *const *fixed = ck__fix(envp, ck__out, ck__pre, sizeof(ck__pre), same)
 #define CK__FIXED_ENV(envp) CK__FIXED_ENV_OF(envp, 1)
@@ -96,33 +99,43 @@ static char *const *ck__fix(char *const envp[], char **out, char *preload_buf, s
 
 /* A parking signal sent to this thread while it execs stays pending
  * across the exec, into a program that has no handler for it yet: its
- * default action ended the process. Blocked over the call, it waits for
- * the new program's libckpt, which unblocks it once its handler is in
- * place (init.c) and takes it as stray. A failed exec unblocks it here
- * and parks. Returns the mask to put back. */
-static uint64_t ck__exec_block(void)
+ * default action ended the process. Ignored over the call (which drops
+ * one pending, and lasts across the exec until the new program's
+ * libckpt installs its handler), it cannot; a blocked mask instead would
+ * be inherited by threads the new program's libraries start before
+ * libckpt's constructor runs, which could then never park. A failed exec
+ * puts the handler back (a round that signalled meanwhile gives up on the
+ * threads it missed, within its bound). Returns the action to put back. */
+struct ck__ksigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	uint64_t mask;
+};
+
+static struct ck__ksigaction ck__exec_ignore(void)
 {
-	uint64_t set = 1ull << (ck__core.sig - 1), old = 0;
+	struct ck__ksigaction ign = {SIG_IGN, 0, NULL, 0}, old = {0};
 
 	if (ck__core.ctl_fd >= 0)
-		ck_sys4(SYS_rt_sigprocmask, SIG_BLOCK, (long)&set, (long)&old, sizeof(set));
+		ck_sys4(SYS_rt_sigaction, ck__core.sig, (long)&ign, (long)&old, sizeof(uint64_t));
 	return old;
 }
 
-static void ck__exec_failed(uint64_t old)
+static void ck__exec_failed(const struct ck__ksigaction *old)
 {
 	int e = errno;
 
 	if (ck__core.ctl_fd >= 0)
-		ck_sys4(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, sizeof(old));
+		ck_sys4(SYS_rt_sigaction, ck__core.sig, (long)old, 0, sizeof(uint64_t));
 	errno = e;
 }
 
 #define CK__EXEC(call)                                                                                         \
 	do {                                                                                                   \
-		uint64_t ck__old = ck__exec_block();                                                           \
+		struct ck__ksigaction ck__old = ck__exec_ignore();                                             \
 		int ck__r = call;                                                                              \
-		ck__exec_failed(ck__old);                                                                      \
+		ck__exec_failed(&ck__old);                                                                     \
 		return ck__r;                                                                                  \
 	} while (0)
 

@@ -263,14 +263,8 @@ __attribute__((constructor)) static void ck__init(void)
 		return;
 	if (ck__install_handler() < 0)
 		return;
-	{
-		/* blocked over the exec that started this program (exec.c) */
-		uint64_t set = 1ull << (ck__core.sig - 1);
-		ck_sys4(SYS_rt_sigprocmask, SIG_UNBLOCK, (long)&set, 0, sizeof(set));
-	}
 	ck__nptl_nthreads = (int *)dlsym(RTLD_DEFAULT, "__nptl_nthreads");
 	ck__waits_init();
-	ck__cputime_init();
 	pthread_atfork(ck__atfork_prepare, ck__atfork_parent, ck__atfork_child);
 	ck__plugins_event(CK_EV_INIT);
 	ck__start_manager();

@@ -62,5 +62,15 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 		errno = EINVAL;
 		return -1;
 	}
+	/* A handler of the job's that blocks the parking signal: it still
+	 * parks inside it (as a thread's mask never blocks it, ck__filter);
+	 * else the signal came as the handler returned, right after a call
+	 * the handler had interrupted, which then looked interrupted by us
+	 * (suspend.c issues it again) */
+	if (act && ck__active() && sigismember(&act->sa_mask, ck__core.sig) == 1) {
+		struct sigaction mine = *act;
+		sigdelset(&mine.sa_mask, ck__core.sig);
+		return real(sig, &mine, old);
+	}
 	return real(sig, act, old);
 }

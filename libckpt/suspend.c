@@ -76,14 +76,14 @@ static long ck__fix_eintr(ucontext_t *uc, const struct ck__sysinfo *si)
 	ck__wait_parked();
 	if (g[REG_RAX] != -EINTR)
 		return 0;
-	if (((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
-		return 0; /* not right after a syscall instruction */
 	if (si->nr && si->pc == rip)
 		nr = ck__reissue_ok(si->nr) ? si->nr : 0;
 	else
 		nr = ck__wait_unseen(uc); /* it entered the call after /proc was read */
-	if (!nr)
-		return 0;
+	/* the code is read only where a call was seen or noted there: any
+	 * other pc may be the first byte of a mapping */
+	if (!nr || ((const unsigned char *)rip)[-2] != 0x0f || ((const unsigned char *)rip)[-1] != 0x05)
+		return 0; /* not right after a syscall instruction */
 	/* Relative sleeps continue with the remaining time the kernel wrote. */
 	if (nr == SYS_nanosleep && g[REG_RSI])
 		g[REG_RDI] = g[REG_RSI];

@@ -35,6 +35,7 @@ struct ck__wait {
 	int kind;		/* CK__W_* */
 	long nr;		/* the system call the C library issues for it (glibc, x86-64) */
 	uint64_t what;		/* the call's request (sleeps) or its event array: which call it is */
+	uint64_t tsp;		/* epoll_pwait2's timeout argument */
 	uint64_t due_ns;	/* CLOCK_MONOTONIC */
 	uint64_t left_ns;	/* what was left at the last park */
 	struct timespec left;	/* a sleep (or epoll_pwait2) issued again reads its time here */
@@ -71,6 +72,9 @@ static uint64_t ck__mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* a wait without a timeout: noted only to be issued again (ck__wait_unseen) */
+#define CK__FOREVER UINT64_MAX
+
 static struct ck__wait ck__wait_begin(int kind, long nr, const void *what, uint64_t ns)
 {
 	struct ck__wait saved = ck__w; /* a wait in a handler, inside another */
@@ -78,7 +82,8 @@ static struct ck__wait ck__wait_begin(int kind, long nr, const void *what, uint6
 	ck__w.kind = kind;
 	ck__w.nr = nr;
 	ck__w.what = (uint64_t)(uintptr_t)what;
-	ck__w.due_ns = ck__mono_ns() + ns;
+	ck__w.tsp = 0;
+	ck__w.due_ns = ns == CK__FOREVER ? CK__FOREVER : ck__mono_ns() + ns;
 	ck__w.left_ns = ns;
 	__atomic_store_n(&ck__w.active, 1, __ATOMIC_SEQ_CST);
 	return saved;
@@ -156,9 +161,10 @@ int usleep(useconds_t us)
 	do {                                                                                                   \
 		struct ck__wait saved;                                                                         \
 		int r;                                                                                         \
-		if (timeout <= 0)                                                                              \
+		if (timeout == 0)                                                                              \
 			return call;                                                                           \
-		saved = ck__wait_begin(CK__W_POLL, nr, what, (uint64_t)timeout * 1000000ull);                  \
+		saved = ck__wait_begin(CK__W_POLL, nr, what,                                                  \
+				       timeout < 0 ? CK__FOREVER : (uint64_t)timeout * 1000000ull);             \
 		r = call;                                                                                      \
 		ck__wait_end(&saved);                                                                          \
 		return r;                                                                                      \
@@ -207,9 +213,10 @@ int epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec 
 		errno = ENOSYS;
 		return -1;
 	}
-	if (!ck__relative_ns(t, &ns) || !ns)
+	if (t && (!ck__relative_ns(t, &ns) || !ns))
 		return ck__real_epoll_pwait2(ep, ev, max, t, mask);
-	saved = ck__wait_begin(CK__W_POLL, SYS_epoll_pwait2, ev, ns);
+	saved = ck__wait_begin(CK__W_POLL, SYS_epoll_pwait2, ev, t ? ns : CK__FOREVER);
+	ck__w.tsp = (uint64_t)(uintptr_t)t;
 	r = ck__real_epoll_pwait2(ep, ev, max, t, mask);
 	ck__wait_end(&saved);
 	return r;
@@ -224,7 +231,7 @@ void ck__wait_parked(void)
 	if (!__atomic_load_n(&ck__w.active, __ATOMIC_SEQ_CST))
 		return;
 	now = ck__mono_ns();
-	ck__w.left_ns = ck__w.due_ns > now ? ck__w.due_ns - now : 0;
+	ck__w.left_ns = ck__w.due_ns == CK__FOREVER ? CK__FOREVER : ck__w.due_ns > now ? ck__w.due_ns - now : 0;
 }
 
 static void ck__left_ts(uint64_t left)
@@ -283,12 +290,13 @@ long ck__wait_unseen(const void *ucv)
 	switch (ck__w.nr) {
 	case SYS_clock_nanosleep: /* (clock, flags, req, NULL) */
 		return (rdx == ck__w.what || rdx == mine) && !r10 && !(g[REG_RSI] & TIMER_ABSTIME) ? ck__w.nr : 0;
+	/* a timeout in milliseconds: an int, sign-extended by the C library */
 	case SYS_poll: /* (fds, n, milliseconds) */
-		return (uint64_t)g[REG_RDI] == ck__w.what && rdx <= INT_MAX ? ck__w.nr : 0;
+		return (uint64_t)g[REG_RDI] == ck__w.what && (int64_t)rdx == (int)rdx ? ck__w.nr : 0;
 	case SYS_epoll_wait: case SYS_epoll_pwait: /* (ep, events, max, milliseconds[, mask]) */
-		return (uint64_t)g[REG_RSI] == ck__w.what && r10 <= INT_MAX ? ck__w.nr : 0;
-	case SYS_epoll_pwait2: /* (ep, events, max, timespec, mask) */
-		return (uint64_t)g[REG_RSI] == ck__w.what && r10 > INT_MAX ? ck__w.nr : 0;
+		return (uint64_t)g[REG_RSI] == ck__w.what && (int64_t)r10 == (int)r10 ? ck__w.nr : 0;
+	case SYS_epoll_pwait2: /* (ep, events, max, timespec or NULL, mask) */
+		return (uint64_t)g[REG_RSI] == ck__w.what && (r10 == ck__w.tsp || r10 == mine) ? ck__w.nr : 0;
 	}
 	return 0;
 }
@@ -297,5 +305,5 @@ long ck__wait_unseen(const void *ucv)
 void ck__wait_restored(void)
 {
 	if (__atomic_load_n(&ck__w.active, __ATOMIC_SEQ_CST))
-		ck__w.due_ns = ck__mono_ns() + ck__w.left_ns;
+		ck__w.due_ns = ck__w.left_ns == CK__FOREVER ? CK__FOREVER : ck__mono_ns() + ck__w.left_ns;
 }

@@ -90,8 +90,10 @@ int ck_chan_recv_fd(int fd, struct ck_msg *m, pid_t *pid, int timeout_ms, int *r
 	if (n < 0 && errno == ECONNRESET) {
 		mh.msg_controllen = sizeof(u.buf);
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		if (n < 0 && errno == EAGAIN)
+		if (n == 0 || (n < 0 && errno == EAGAIN)) { /* nothing was queued */
+			n = -1;
 			errno = ECONNRESET;
+		}
 	}
 	if (n < 0)
 		return -errno;

@@ -10,6 +10,10 @@
  * goes back by what was used before. At the end the child sends what its
  * getrusage counted and exits; the parent's wait4 of it, its
  * RUSAGE_CHILDREN and times()' children's time must hold at least that.
+ * Then a new child must start near 0 (not from its parent's count), and
+ * the parent execs itself ("exec NS US": its CPU clock and getrusage
+ * before the exec, which the kernel keeps across it): the new program
+ * must read at least as much.
  * Usage: cpu_clocks [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -124,8 +128,62 @@ static int child_main(int wfd)
 	return bad ? 2 : 0;
 }
 
+static int64_t self_us(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return us_of(&ru.ru_utime) + us_of(&ru.ru_stime);
+}
+
+/* A child made now: its CPU time starts near 0, as a new process's does. */
+static int new_child_starts_at_0(void)
+{
+	int p[2];
+	int64_t v[2] = {-1, -1};
+	pid_t k;
+
+	if (pipe(p) != 0 || (k = fork()) < 0)
+		return 0;
+	if (k == 0) {
+		int64_t w[2] = {ns_of(CLOCK_PROCESS_CPUTIME_ID), self_us()};
+		_exit(write(p[1], w, sizeof(w)) == sizeof(w) ? 0 : 1);
+	}
+	close(p[1]);
+	if (read(p[0], v, sizeof(v)) != sizeof(v))
+		v[0] = -1;
+	close(p[0]);
+	waitpid(k, NULL, 0);
+	if (v[0] < 0 || v[0] > 50000000 || v[1] > 50000) {
+		printf("FAIL a child made now starts at %lld ns of CPU (getrusage %lld us), not near 0\n",
+		       (long long)v[0], (long long)v[1]);
+		return 0;
+	}
+	return 1;
+}
+
+/* The program again after the parent's exec: CPU time the kernel kept. */
+static int after_exec(char **argv)
+{
+	int64_t ns = strtoll(argv[2], NULL, 10), us = strtoll(argv[3], NULL, 10), now_ns, now_us;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	now_ns = ns_of(CLOCK_PROCESS_CPUTIME_ID);
+	now_us = self_us();
+	if (now_ns < ns || now_us < us) {
+		printf("FAIL after the exec: CPU clock %lld ns, getrusage %lld us; before it %lld ns, %lld us\n",
+		       (long long)now_ns, (long long)now_us, (long long)ns, (long long)us);
+		printf("cpu_clocks: FAIL\n");
+		return 1;
+	}
+	printf("cpu_clocks: no clock went back, through an exec too; the child's CPU time reached its parent\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 4 && !strcmp(argv[1], "exec"))
+		return after_exec(argv);
 	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
 	double scale = s && atof(s) > 0 ? atof(s) : 1.0;
 	int64_t last[R_N] = {0}, child_used = 0, waited, kids, kids_ticks;
@@ -175,6 +233,22 @@ int main(int argc, char **argv)
 		       (long long)child_used, (long long)waited, (long long)kids, (long long)kids_ticks);
 		bad = 1;
 	}
-	printf("cpu_clocks: %s\n", bad || bad2 ? "FAIL" : "no clock went back; the child's CPU time reached its parent");
-	return bad || bad2 ? 1 : 0;
+	if (!bad && !bad2 && !new_child_starts_at_0())
+		bad = 1;
+	if (bad || bad2) {
+		printf("cpu_clocks: FAIL\n");
+		return 1;
+	}
+	{
+		char self[4096], a[32], b[32];
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n <= 0)
+			return 1;
+		self[n] = 0;
+		snprintf(a, sizeof(a), "%lld", (long long)ns_of(CLOCK_PROCESS_CPUTIME_ID));
+		snprintf(b, sizeof(b), "%lld", (long long)self_us());
+		execl(self, "cpu_clocks", "exec", a, b, (char *)NULL);
+		printf("FAIL exec: %s\n", strerror(errno));
+		return 1;
+	}
 }

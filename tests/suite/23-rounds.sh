@@ -14,7 +14,8 @@
 #       under rounds every 30 ms, 16 runs, each with the bare output. A
 #       round meeting an exec lost the job two ways: the parking signal,
 #       pending across the exec, ended the new program before its libckpt
-#       had a handler (status 0x3f); and ckrun read ECONNRESET on the old
+#       had a handler (status 0x3f; libckpt now ignores the signal over
+#       the exec); and ckrun read ECONNRESET on the old
 #       channel before the new program's HELLO queued there, dropped the
 #       process, whose libckpt attached again through a socket that took
 #       the lowest free descriptor number while the job ran ("O_CLOEXEC fd
