@@ -65,12 +65,27 @@ int ck_plugin_restarted(void);
 
 /* ---- the ckrun half ---- */
 
-#define CK_AGENT_PLUGIN_ABI 3 /* 2: map_paths, 3: late */
+#define CK_AGENT_PLUGIN_ABI 4 /* 2: map_paths, 3: late, 4: made */
 #define CK_AGENT_MAX_PLUGINS 8 /* ckrun's registry */
 
 struct ck_writer;   /* launcher/image/chunkio.h */
 struct ck_reader;
 struct ck_manifest; /* launcher/image/manifest.h */
+
+/* What a plugin may ask of the restored processes before they get their
+ * descriptors (the made step). */
+struct ck_agent_procs {
+	void *arg;
+	/* a process's pid in ckrun's namespace, 0 if none */
+	pid_t (*host_pid)(void *arg, int32_t jpid);
+	/* A connected UNIX pair of this type made by the job's processes, so
+	 * that each end's SO_PEERCRED names the process it named before: the
+	 * end sv[0] connected by `connector` to a listener of `listener` (it
+	 * names listener), sv[1] the accepted end (it names connector); one
+	 * process for both: its socketpair. -errno (nothing made) if the
+	 * processes cannot. */
+	int (*unix_pair)(void *arg, int32_t listener, int32_t connector, int type, int sv[2]);
+};
 
 struct ck_agent_plugin {
 	uint32_t abi; /* CK_AGENT_PLUGIN_ABI */
@@ -97,6 +112,9 @@ struct ck_agent_plugin {
 	 * needs them (a message's sender named by its pid; host_pid gives a
 	 * process's pid in ckrun's namespace, 0 if none). May be NULL. */
 	int (*late)(void *state, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg);
+	/* Restore, every process made and none given its descriptors yet:
+	 * objects that the job's processes must make themselves. May be NULL. */
+	int (*made)(void *state, struct ck_reader *rd, const struct ck_agent_procs *procs);
 };
 
 void ck_agent_plugin_register(const struct ck_agent_plugin *p);

@@ -113,7 +113,19 @@ enum ck_msg_type {
 	 * before the restore (what each child's RESTARTED said), for its
 	 * waits to add as it reaps them (libckpt/cputime.c). */
 	CK_MSG_KIDS_CPU,
+	/* ckrun -> restorer, between the tree and the layout: make a UNIX
+	 * socket of type arg1 in this process, so that a peer's SO_PEERCRED
+	 * names it as it did (the kernel takes the pid of whoever connects,
+	 * listens or makes the pair). arg0: CK_RST_SOCK_PAIR (socketpair:
+	 * two answers), CK_RST_SOCK_LISTEN (bound to a name of the kernel's
+	 * choosing, listening: one answer, its name in text), or
+	 * CK_RST_SOCK_CONNECT (to the struct sockaddr_un of len bytes in
+	 * text: one answer). */
+	CK_MSG_RST_SOCK,
+	/* restorer -> ckrun: arg0: 0, SCM_RIGHTS one descriptor; or -errno */
+	CK_MSG_RST_SOCK_FD,
 };
+enum { CK_RST_SOCK_PAIR = 1, CK_RST_SOCK_LISTEN, CK_RST_SOCK_CONNECT };
 
 /* CPU time and the other counters of struct rusage a restore sets back to
  * near 0 (the kernel counts them for the new process): what a process had

@@ -112,6 +112,16 @@ int ck_agent_plugins_late(struct ck_agent_states *s, struct ck_reader *rd, pid_t
 	return 0;
 }
 
+int ck_agent_plugins_made(struct ck_agent_states *s, struct ck_reader *rd, const struct ck_agent_procs *procs)
+{
+	for (size_t i = 0; s && i < ck__nplugins; i++) {
+		int r = ck__plugins[i]->made ? ck__plugins[i]->made(s->state[i], rd, procs) : 0;
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 void ck_agent_plugins_release(struct ck_agent_states *s)
 {
 	if (!s)

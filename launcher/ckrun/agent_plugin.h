@@ -28,6 +28,9 @@ int ck_agent_plugins_fd(struct ck_agent_states *s, const struct ck_pd_fd *f);
 /* Restore, every process made and parked: the plugins' late step. */
 int ck_agent_plugins_late(struct ck_agent_states *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid),
 			  void *arg);
+/* Restore, every process made, none given its descriptors: the plugins'
+ * made step. */
+int ck_agent_plugins_made(struct ck_agent_states *s, struct ck_reader *rd, const struct ck_agent_procs *procs);
 void ck_agent_plugins_release(struct ck_agent_states *s);
 /* Restore, during a plugin's prepare: a new close-on-exec descriptor
  * made from a saved description as ckrun makes the job's own (a file in

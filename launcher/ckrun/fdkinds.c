@@ -251,6 +251,19 @@ int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o)
 	return r;
 }
 
+int ck_plugin_fds_made(struct ck_reader *rd, struct ck_objs *o, const struct ck_agent_procs *procs)
+{
+	int r;
+
+	/* files in flight on what the plugins make now are made as above */
+	ck__mk_rd = rd;
+	ck__mk_objs = o;
+	r = ck_agent_plugins_made(o->plugins, rd, procs);
+	ck__mk_rd = NULL;
+	ck__mk_objs = NULL;
+	return r;
+}
+
 int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd)
 {
 	int r = ck_agent_plugins_fd(o->plugins, f);

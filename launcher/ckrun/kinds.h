@@ -183,6 +183,10 @@ int ck_pty_ctty(struct ck_objs *o, int32_t jpid, int *fd, int32_t *fg);
 /* fdkinds.c: a descriptor of a kind an agent plugin owns (sockets) */
 int ck_plugin_fd_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd *f, int *fd);
 int ck_plugin_fds_prepare(struct ck_reader *rd, struct ck_objs *o);
+/* Restore, every process made, none given its descriptors: the plugins'
+ * made step (struct ck_agent_plugin). */
+struct ck_agent_procs;
+int ck_plugin_fds_made(struct ck_reader *rd, struct ck_objs *o, const struct ck_agent_procs *procs);
 
 /* ---- memory.c ---- */
 
@@ -288,5 +292,7 @@ int ck_rst_expect(int fd, uint32_t type, struct ck_msg *m);
  * children's CPU use before any process goes on */
 void ck_rst_cpu_note(struct ck_jproc *p, const struct ck_msg *m);
 int ck_rst_cpu_send(struct ckrun *c, const struct ck_manifest *m);
+/* rst_sock.c: struct ck_agent_procs's unix_pair (arg: the ckrun) */
+int ck_rst_unix_pair(void *arg, int32_t listener, int32_t connector, int type, int sv[2]);
 
 #endif

@@ -339,6 +339,7 @@ static pid_t ck__host_pid(void *arg, int32_t jpid)
 int ck_restore(struct ckrun *c, struct ck_manifest *m)
 {
 	struct ck__rst x = {.m = m};
+	struct ck_agent_procs procs = {c, ck__host_pid, ck_rst_unix_pair};
 	int r;
 
 	if (!m->nprocs) {
@@ -355,6 +356,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
 	    (r = ck_tree_finish(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
+	    (r = ck_plugin_fds_made(x.rd, &x.objs, &procs)) < 0 ||
 	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 ||
 	    (r = ck_agent_plugins_late(x.objs.plugins, x.rd, ck__host_pid, c)) < 0)
 		goto out;

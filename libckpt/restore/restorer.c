@@ -29,6 +29,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 
 #include "ckrun/proto.h"
 #include "ckrun/regions.h"
@@ -450,6 +451,73 @@ static void ck__attach(void)
 	ck_close(sp[0]);
 }
 
+/* One answer to CK_MSG_RST_SOCK: the descriptor (closed here once sent)
+ * or the error r (the caller has closed what it made); text: a
+ * listener's name. */
+static void ck__sock_answer(long r, int fd, const void *name, uint32_t len)
+{
+	static struct ck_msg m;
+
+	ck_memset(&m, 0, sizeof(m));
+	m.type = CK_MSG_RST_SOCK_FD;
+	m.arg[0] = (uint64_t)(r < 0 ? r : 0);
+	m.len = len;
+	if (len)
+		ck_memcpy(m.text, name, len);
+	if (ck_send_with_creds_fd(ck__ctl, &m, __builtin_offsetof(struct ck_msg, text) + len, r < 0 ? -1 : fd) < 0)
+		ck_exit_group(1); /* ckrun is gone */
+	if (r >= 0)
+		ck_close(fd);
+}
+
+/* A UNIX socket made by this process (CK_MSG_RST_SOCK): its pid is what
+ * SO_PEERCRED of the connection's other end reads. */
+static void ck__sock_make(void)
+{
+	int type = (int)ck__msg.arg[1] | SOCK_CLOEXEC, sp[2] = {-1, -1};
+	struct sockaddr_un a;
+	uint32_t alen = ck__msg.len;
+	long r, fd;
+
+	switch (ck__msg.arg[0]) {
+	case CK_RST_SOCK_PAIR:
+		r = ck_sys4(SYS_socketpair, AF_UNIX, type, 0, sp);
+		ck__sock_answer(r, sp[0], 0, 0);
+		if (r >= 0)
+			ck__sock_answer(0, sp[1], 0, 0);
+		return;
+	case CK_RST_SOCK_LISTEN:
+		fd = ck_sys3(SYS_socket, AF_UNIX, type, 0);
+		ck_memset(&a, 0, sizeof(a));
+		a.sun_family = AF_UNIX;
+		alen = sizeof(a);
+		/* an address of only the family: the kernel picks an abstract name */
+		r = fd < 0 ? fd : ck_sys3(SYS_bind, fd, &a, sizeof(sa_family_t));
+		if (r >= 0)
+			r = ck_sys2(SYS_listen, fd, 1);
+		if (r >= 0)
+			r = ck_sys3(SYS_getsockname, fd, &a, &alen);
+		if (r < 0 && fd >= 0)
+			ck_close((int)fd);
+		ck__sock_answer(r < 0 ? r : 0, (int)fd, &a, r < 0 ? 0 : alen);
+		return;
+	case CK_RST_SOCK_CONNECT:
+		if (alen > sizeof(a) || alen <= sizeof(sa_family_t)) {
+			ck__sock_answer(-22, -1, 0, 0);
+			return;
+		}
+		ck_memcpy(&a, ck__msg.text, alen);
+		fd = ck_sys3(SYS_socket, AF_UNIX, type, 0);
+		r = fd < 0 ? fd : ck_sys3(SYS_connect, fd, &a, alen);
+		if (r < 0 && fd >= 0)
+			ck_close((int)fd);
+		ck__sock_answer(r < 0 ? r : 0, (int)fd, 0, 0);
+		return;
+	default:
+		ck__sock_answer(-22, -1, 0, 0);
+	}
+}
+
 /* The saved tree: children with their pids, then session and group, then
  * zombies end. Returns in a new child (1) or when the layout comes (0). */
 static int ck__tree_step(void)
@@ -516,6 +584,9 @@ static int ck__tree_step(void)
 			ck__send(CK_MSG_RST_PGID_DONE, 0, 0);
 			break;
 		}
+		case CK_MSG_RST_SOCK:
+			ck__sock_make();
+			break;
 		case CK_MSG_RST_EXIT: {
 			int st = (int)ck__msg.arg[0], sig = st & 0x7f;
 			uint64_t none = 0, zero[2] = {0, 0};

@@ -152,6 +152,8 @@ as_user() {
 		# descriptors in flight and unconnected datagram queues: ckrun
 		# reads them (pidfd_getfd, kcmp) in the job's user namespace
 		cycle user/mp_scm_stream mp_scm_stream 1
+		# UNIX connections made again by the processes SO_PEERCRED names
+		cycle user/mp_peercred mp_peercred 1
 		cycle user/dgram_queue dgram_queue 1
 		# the job's seccomp filters installed again in a user namespace
 		cycle user/seccomp_filters seccomp_filters 1 ;;
@@ -198,7 +200,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream dgram_queue seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream mp_peercred dgram_queue seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"

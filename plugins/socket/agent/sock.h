@@ -81,6 +81,10 @@ enum ck_sock_state {
  * run's or datagram's sender (sock_creds.c): u32 length, i32 pid in the
  * job, u32 uid, u32 gid, bytes; filled once every process exists */
 #define CK_SOCKOPT_CREDS 0x2000
+/* PAIRED UNIX sockets: `peer` holds the process of the job whose pid
+ * SO_PEERCRED read (the one that connected, listened or made the pair);
+ * without it (none in the job, older images) ckrun makes the pair */
+#define CK_SOCKOPT_PEERPID 0x4000
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 
@@ -166,6 +170,10 @@ int ck_creds_take_dgrams(int fd, int via, const struct ck_creds_map *m, int32_t 
  * its sender (host_pid: the restored process's pid here, 0 if none). */
 int ck_creds_deliver(const char *buf, size_t n, int dgram, int via, pid_t (*host_pid)(void *arg, int32_t jpid),
 		     void *arg);
+/* Restore, every process made, none given its descriptors: the pairs of
+ * CK_SOCKOPT_PEERPID, made by the processes they named. */
+struct ck_agent_procs;
+int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_agent_procs *procs);
 /* Restore, once every process exists: the queues of CK_SOCKOPT_CREDS. */
 int ck_sock_late(struct ck_sock_set *s, struct ck_reader *rd, pid_t (*host_pid)(void *arg, int32_t jpid), void *arg);
 

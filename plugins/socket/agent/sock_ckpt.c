@@ -772,6 +772,25 @@ static uint64_t ck__shutdown_opts(const struct ck__sk *s)
 	return o;
 }
 
+/* A UNIX connection in the job: the process of the job SO_PEERCRED names
+ * (the kernel's pid here, translated), for the restore to have it make
+ * the connection again. */
+static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpids, size_t n)
+{
+	struct ucred uc;
+	socklen_t l = sizeof(uc);
+
+	if (s->family != AF_UNIX || s->state != CK_SOCK_PAIRED ||
+	    getsockopt(s->fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 || uc.pid <= 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (pids[i] == uc.pid) {
+			s->f->u64[2] |= CK_SOCKOPT_PEERPID;
+			s->f->peer = jpids[i];
+			return;
+		}
+}
+
 static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_ino)
 {
 	char la[96], pa[96];
@@ -1093,6 +1112,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i];
 		ck__encode(s, s->f, s->partner >= 0 ? v[s->partner].f->ino : 0);
+		ck__peer_pid(s, pids, jpids, n);
 		if (s->nmarks)
 			r = ck__add_rights(s, w);
 		else if (s->ndata)
@@ -1123,6 +1143,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 				if (v[j].f != f && v[j].f->ino == f->ino && v[j].f->dev == f->dev) {
 					memcpy(f->u64, v[j].f->u64, sizeof(f->u64));
 					f->size = v[j].f->size;
+					f->peer = v[j].f->peer;
 					/* sock_opts.c's fields */
 					f->offset = v[j].f->offset;
 					f->mtime_ns = v[j].f->mtime_ns;

@@ -21,6 +21,11 @@ static int ck__late(void *state, struct ck_reader *rd, pid_t (*host_pid)(void *a
 	return ck_sock_late(state, rd, host_pid, arg);
 }
 
+static int ck__made(void *state, struct ck_reader *rd, const struct ck_agent_procs *procs)
+{
+	return ck_sock_made(state, rd, procs);
+}
+
 static void ck__release(void *state)
 {
 	ck_sock_free(state);
@@ -36,6 +41,7 @@ static const struct ck_agent_plugin ck__socket_agent = {
 	.fd = ck__fd,
 	.release = ck__release,
 	.late = ck__late,
+	.made = ck__made,
 	.map_paths = ck_sock_map_paths,
 };
 

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckrun/plugin.h"
 #include "launcher/common/ck_err.h"
 #include "plugins/socket/agent/sock.h"
 
@@ -29,6 +30,7 @@ struct ck__obj {
 	int premade; /* a TCP pair made at its own ports (ck__pair_same): filled with the others */
 	int late_via; /* CK_SOCKOPT_CREDS: filled through this once processes exist */
 	const struct ck_pd_fd *late_peer;
+	struct ck__obj *by_job; /* CK_SOCKOPT_PEERPID: made with this peer by the job's processes (ck_sock_made) */
 };
 
 struct ck_sock_set {
@@ -470,6 +472,68 @@ static int ck__fill_or_defer(struct ck_reader *rd, struct ck__obj *o, const stru
 	return 0;
 }
 
+/* A new pair's contents and state: the bytes in flight each way (or
+ * later, with their senders), options, buffers, shutdown. */
+static int ck__pair_fill(struct ck_reader *rd, struct ck__obj *a, struct ck__obj *b)
+{
+	int r;
+
+	if ((r = ck__fill_or_defer(rd, a, b)) < 0 || (r = ck__fill_or_defer(rd, b, a)) < 0)
+		return r;
+	if ((r = ck__options(a->fd, a->f)) < 0 || (r = ck__options(b->fd, b->f)) < 0)
+		return r;
+	ck__buffers(a->fd, a->f);
+	ck__buffers(b->fd, b->f);
+	if (a->late_via < 0)
+		ck__shutdown_again(a->fd, a->f, b->f);
+	if (b->late_via < 0)
+		ck__shutdown_again(b->fd, b->f, a->f);
+	return 0;
+}
+
+/* A UNIX pair whose ends each named a process of the job (SO_PEERCRED):
+ * made by those processes. A stream or record pair by a listener and a
+ * connection, whatever they named; datagram ends only by a socketpair of
+ * the one process both named (a datagram connect() notes no peer). */
+static int ck__by_job(const struct ck__obj *a, const struct ck__obj *b)
+{
+	return FAMILY(a->f) == AF_UNIX && STATE(b->f) == CK_SOCK_PAIRED && !a->premade && a->fd < 0 && b->fd < 0 &&
+	       (a->f->u64[2] & CK_SOCKOPT_PEERPID) && (b->f->u64[2] & CK_SOCKOPT_PEERPID) && a->f->peer > 0 &&
+	       b->f->peer > 0 && (TYPE(a->f) != SOCK_DGRAM || a->f->peer == b->f->peer);
+}
+
+int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_agent_procs *procs)
+{
+	for (size_t i = 0; s && i < s->n; i++) {
+		struct ck__obj *a = &s->v[i], *b = a->by_job;
+		int sv[2], r;
+		if (!b)
+			continue;
+		/* a names the listener (its connection copied the listener's
+		 * credentials), b the process that connected */
+		r = procs->unix_pair(procs->arg, a->f->peer, b->f->peer, TYPE(a->f), sv);
+		if (r < 0) {
+			fprintf(stderr,
+				"ckrun: warning: socket %s: processes %d and %d could not connect it again (%s); "
+				"its SO_PEERCRED names no process\n",
+				a->f->path, a->f->peer, b->f->peer, strerror(-r));
+			if ((r = ck__pair(AF_UNIX, TYPE(a->f), sv)) < 0)
+				goto fail;
+		}
+		a->fd = sv[0];
+		b->fd = sv[1];
+		a->by_job = NULL;
+		if ((r = ck__pair_fill(rd, a, b)) < 0)
+			goto fail;
+		continue;
+	fail:
+		if (!strstr(ck_err_msg(), "socket"))
+			ck_err_wrap("sockets");
+		return r;
+	}
+	return 0;
+}
+
 /* A datagram socket's own shutdown() (UNIX, UDP), once every datagram
  * saved is queued again: a socket shut for writing may be the one they are
  * sent through (its peer's queue, or a server's it was connected to). An
@@ -782,7 +846,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				goto fail;
 			}
 			s->v = o;
-			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL};
+			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL, NULL};
 		}
 	/* TCP connections in the job, at their own ports: before the
 	 * listeners, as one of them may share its port */
@@ -840,22 +904,20 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				break;
 			continue;
 		}
+		if (a->by_job || b->by_job)
+			continue;
+		if (ck__by_job(a, b)) {
+			a->by_job = b; /* once the processes exist */
+			continue;
+		}
 		if (!a->premade) {
 			if ((r = ck__pair(FAMILY(a->f), TYPE(a->f), sv)) < 0)
 				break;
 			a->fd = sv[0];
 			b->fd = sv[1];
 		}
-		if ((r = ck__fill_or_defer(rd, a, b)) < 0 || (r = ck__fill_or_defer(rd, b, a)) < 0)
+		if ((r = ck__pair_fill(rd, a, b)) < 0)
 			break;
-		if ((r = ck__options(a->fd, a->f)) < 0 || (r = ck__options(b->fd, b->f)) < 0)
-			break;
-		ck__buffers(a->fd, a->f);
-		ck__buffers(b->fd, b->f);
-		if (a->late_via < 0)
-			ck__shutdown_again(a->fd, a->f, b->f);
-		if (b->late_via < 0)
-			ck__shutdown_again(b->fd, b->f, a->f);
 	}
 	/* connections waiting in a listener's queue, and resets */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
