@@ -169,6 +169,19 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 	CK__EXEC(real(fd, argv, fixed));
 }
 
+/* (the C library's own since 2.34; the system call where it has none) */
+int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
+{
+	static int (*real)(int, const char *, char *const[], char *const[], int);
+	CK__FIXED_ENV(envp);
+
+	if (!real)
+		real = dlsym(RTLD_NEXT, "execveat");
+	if (!real)
+		CK__EXEC((int)syscall(SYS_execveat, dirfd, path, argv, fixed, flags));
+	CK__EXEC(real(dirfd, path, argv, fixed, flags));
+}
+
 int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *at,
 		char *const argv[], char *const envp[])
 {

@@ -1,8 +1,8 @@
 /* mp_exec: processes that exec, by fork, vfork and posix_spawn.
  *
  * State exercised: exec in child processes. Two forked children each run a
- * chain of three execs of this same binary (stage 1 -> 2 -> 3) in the same
- * process, passing an accumulator through argv and keeping their pid; an
+ * chain of three execs of this same binary (stage 1 -> 2 -> 3; the second
+ * chain by execveat) in the same process, passing an accumulator through argv and keeping their pid; an
  * O_CLOEXEC descriptor must be gone after the first exec while the result
  * pipe (no O_CLOEXEC) stays. A third child is started with vfork() + execve
  * with its own environment, a fourth with posix_spawn (a dup2 file action and
@@ -168,7 +168,12 @@ static int do_stage(int argc, char **argv)
 		snprintf(a[7], sizeof(a[7]), "%u", flags);
 		snprintf(a[8], sizeof(a[8]), "%u", mask);
 		char *nargv[] = { self, "stage", a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], NULL };
-		execv(self, nargv);
+		/* chain 1 through execveat, which the C library does not route
+		 * through execve */
+		if (chain == 1)
+			execveat(AT_FDCWD, self, nargv, environ, 0);
+		else
+			execv(self, nargv);
 		_exit(5);
 	}
 	struct result r = { (uint32_t)chain, mask, acc, (int64_t)getpid(), flags, 0 };
