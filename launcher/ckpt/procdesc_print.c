@@ -54,6 +54,9 @@ static void ck__print_fd(FILE *f, const struct ck_pd_fd *d)
 		 * saved carries descriptors (SCM_RIGHTS) */
 		if (d->kind == CK_FD_SOCKET && (d->u64[2] & 0x80))
 			fprintf(f, " (with descriptors in flight)");
+		/* CK_SOCKOPT_PEERPID: the process its SO_PEERCRED names */
+		if (d->u64[2] & 0x4000)
+			fprintf(f, " (peer credentials of process %d)", d->peer);
 		break;
 	case CK_FD_EVENTFD:
 		fprintf(f, "  count %" PRIu64 "%s", d->u64[0], d->u64[1] ? " semaphore" : "");

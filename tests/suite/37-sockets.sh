@@ -19,6 +19,10 @@
 #      unread at the cut: after the resume it comes from 10.88.0.1:P, as
 #      bare (sent again through the wildcard socket it would come from
 #      127.0.0.1:P; tests/sockets/udpsender).
+#  (e) peer credentials: tests/apps/mp_peercred checkpointed: `ckpt
+#      inspect` names, on each of its 12 UNIX descriptors, the process its
+#      SO_PEERCRED named; killed and resumed, the app (which checks every
+#      end's pid at every step) ends as bare.
 #  Every resume must prove it restored (h_proof).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
@@ -218,8 +222,39 @@ sender() {
 	fi
 }
 
+# ---- (e) SO_PEERCRED: the processes named in the image, and after a restore ----
+peercred() {
+	local pid rc why n
+	"$H_APPS_BIN/mp_peercred" 1.5 >"$W/pc.bare" 2>&1
+	: >"$W/pc.err"
+	h_run_mark "$W/pc.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s5" --job pc -- "$H_APPS_BIN/mp_peercred" 1.5 >"$W/pc.out" \
+		2>>"$W/pc.err" &
+	pid=$!
+	h_wait_line "$W/pc.out" "steps" 10000 "$pid"
+	h_sleep_alive "$pid" 300
+	checkpoint_kill peercred "$W/pc.err" "$pid" "no checkpoint" || return
+	timeout -s KILL 60 "$CKPT" inspect --store "$W/s5" pc >"$W/pc.inspect" 2>&1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$CKRUN" -v --store "$W/s5" --job pc --resume -- \
+		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/pc.out" 2>>"$W/pc.err"
+	rc=$?
+	# (12 descriptors: the children hold copies of P's pair)
+	n=$(grep -c "connected in the job.*peer credentials of process" "$W/pc.inspect")
+	if ! why=$(h_proof "$W/pc.err"); then
+		fail peercred "$why" "$W/pc.err"
+	elif [ "$n" != 12 ] || [ "$(grep -c "connected in the job" "$W/pc.inspect")" != 12 ]; then
+		fail peercred "ckpt inspect names the peer's process on $n of the 12 descriptors" "$W/pc.inspect"
+	elif [ "$rc" != 0 ] || ! cmp -s "$W/pc.bare" "$W/pc.out"; then
+		diff "$W/pc.bare" "$W/pc.out" >"$W/pc.diff" 2>&1
+		fail peercred "status $rc (want 0) or output differs from bare" "$W/pc.diff" "$W/pc.err"
+	else
+		echo "PASS sockets/peercred: ckpt inspect names the process on all 12 descriptors; restored, every end names it again"
+	fi
+}
+
 outside
 netns
 samports
 sender
+peercred
 exit "$FAILED"
