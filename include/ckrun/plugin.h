@@ -82,9 +82,14 @@ struct ck_agent_procs {
 	 * that each end's SO_PEERCRED names the process it named before: the
 	 * end sv[0] connected by `connector` to a listener of `listener` (it
 	 * names listener), sv[1] the accepted end (it names connector); one
-	 * process for both: its socketpair. -errno (nothing made) if the
-	 * processes cannot. */
-	int (*unix_pair)(void *arg, int32_t listener, int32_t connector, int type, int sv[2]);
+	 * process for both: its socketpair. -errno (nothing made) where the
+	 * processes said they cannot; with *lost set as well, the exchange
+	 * with them broke (message set): the restore cannot go on. */
+	int (*unix_pair)(void *arg, int32_t listener, int32_t connector, int type, int sv[2], int *lost);
+	/* listen(fd, backlog) called again by process jpid on a UNIX listener
+	 * ckrun made: connections to it then name that process. Returns as
+	 * unix_pair. */
+	int (*unix_listen)(void *arg, int32_t jpid, int fd, int backlog, int *lost);
 };
 
 struct ck_agent_plugin {

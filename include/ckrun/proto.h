@@ -120,12 +120,16 @@ enum ck_msg_type {
 	 * two answers), CK_RST_SOCK_LISTEN (bound to a name of the kernel's
 	 * choosing, listening: one answer, its name in text), or
 	 * CK_RST_SOCK_CONNECT (to the struct sockaddr_un of len bytes in
-	 * text: one answer). */
+	 * text, without waiting: one answer), or CK_RST_SOCK_RELISTEN
+	 * (SCM_RIGHTS: a listener ckrun made; listen() on it again with
+	 * backlog arg2, so that connections to it name this process: one
+	 * answer, without a descriptor). */
 	CK_MSG_RST_SOCK,
-	/* restorer -> ckrun: arg0: 0, SCM_RIGHTS one descriptor; or -errno */
+	/* restorer -> ckrun: arg0: 0, SCM_RIGHTS one descriptor (none for
+	 * RELISTEN); or -errno */
 	CK_MSG_RST_SOCK_FD,
 };
-enum { CK_RST_SOCK_PAIR = 1, CK_RST_SOCK_LISTEN, CK_RST_SOCK_CONNECT };
+enum { CK_RST_SOCK_PAIR = 1, CK_RST_SOCK_LISTEN, CK_RST_SOCK_CONNECT, CK_RST_SOCK_RELISTEN };
 
 /* CPU time and the other counters of struct rusage a restore sets back to
  * near 0 (the kernel counts them for the new process): what a process had

@@ -168,6 +168,13 @@ static int ck__rst_objects(struct ckrun *c, struct ck__rst *x)
 	if ((r = ck_shm_prepare_files(x->m)) < 0 || (r = ck_shm_make_objects(x->rd, x->m, &x->objs)) < 0 ||
 	    (r = ck_fds_prepare_all(x->rd, &x->objs)) < 0)
 		return r;
+	return 0;
+}
+
+/* Every pipe made: what no process holds closed (files in flight on the
+ * pairs the processes made, ck_plugin_fds_made, may have needed them). */
+static int ck__rst_pipes_settled(struct ck__rst *x)
+{
 	ck_pipes_drop_unheld(&x->objs);
 	return 0;
 }
@@ -339,7 +346,7 @@ static pid_t ck__host_pid(void *arg, int32_t jpid)
 int ck_restore(struct ckrun *c, struct ck_manifest *m)
 {
 	struct ck__rst x = {.m = m};
-	struct ck_agent_procs procs = {c, ck__host_pid, ck_rst_unix_pair};
+	struct ck_agent_procs procs = {c, ck__host_pid, ck_rst_unix_pair, ck_rst_unix_listen};
 	int r;
 
 	if (!m->nprocs) {
@@ -356,7 +363,7 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
 	    (r = ck_tree_finish(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
-	    (r = ck_plugin_fds_made(x.rd, &x.objs, &procs)) < 0 ||
+	    (r = ck_plugin_fds_made(x.rd, &x.objs, &procs)) < 0 || (r = ck__rst_pipes_settled(&x)) < 0 ||
 	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 ||
 	    (r = ck_agent_plugins_late(x.objs.plugins, x.rd, ck__host_pid, c)) < 0)
 		goto out;

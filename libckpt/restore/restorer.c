@@ -466,20 +466,31 @@ static void ck__sock_answer(long r, int fd, const void *name, uint32_t len)
 		ck_memcpy(m.text, name, len);
 	if (ck_send_with_creds_fd(ck__ctl, &m, __builtin_offsetof(struct ck_msg, text) + len, r < 0 ? -1 : fd) < 0)
 		ck_exit_group(1); /* ckrun is gone */
-	if (r >= 0)
+	if (r >= 0 && fd >= 0)
 		ck_close(fd);
 }
 
 /* A UNIX socket made by this process (CK_MSG_RST_SOCK): its pid is what
- * SO_PEERCRED of the connection's other end reads. */
-static void ck__sock_make(void)
+ * SO_PEERCRED of the connection's other end reads. given: the descriptor
+ * that came with the message (-1: none). */
+static void ck__sock_make(int given)
 {
 	int type = (int)ck__msg.arg[1] | SOCK_CLOEXEC, sp[2] = {-1, -1};
 	struct sockaddr_un a;
 	uint32_t alen = ck__msg.len;
 	long r, fd;
 
+	if (given >= 0 && ck__msg.arg[0] != CK_RST_SOCK_RELISTEN) {
+		ck_close(given);
+		given = -1;
+	}
 	switch (ck__msg.arg[0]) {
+	case CK_RST_SOCK_RELISTEN:
+		r = given < 0 ? -22 : ck_sys2(SYS_listen, given, (long)ck__msg.arg[2]);
+		if (given >= 0)
+			ck_close(given);
+		ck__sock_answer(r < 0 ? r : 0, -1, 0, 0);
+		return;
 	case CK_RST_SOCK_PAIR:
 		r = ck_sys4(SYS_socketpair, AF_UNIX, type, 0, sp);
 		ck__sock_answer(r, sp[0], 0, 0);
@@ -507,8 +518,11 @@ static void ck__sock_make(void)
 			return;
 		}
 		ck_memcpy(&a, ck__msg.text, alen);
-		fd = ck_sys3(SYS_socket, AF_UNIX, type, 0);
+		/* not waiting: a listener whose queue strays filled says EAGAIN */
+		fd = ck_sys3(SYS_socket, AF_UNIX, type | SOCK_NONBLOCK, 0);
 		r = fd < 0 ? fd : ck_sys3(SYS_connect, fd, &a, alen);
+		if (r >= 0)
+			r = ck_sys3(SYS_fcntl, fd, F_SETFL, 0);
 		if (r < 0 && fd >= 0)
 			ck_close((int)fd);
 		ck__sock_answer(r < 0 ? r : 0, (int)fd, 0, 0);
@@ -528,8 +542,10 @@ static int ck__tree_step(void)
 		ck__recv(&tty, 1, &ntty);
 		if (!ntty)
 			tty = -1;
-		/* only a session's terminal comes with these messages */
-		if (tty >= 0 && ck__msg.type != CK_MSG_RST_TREE && ck__msg.type != CK_MSG_RST_FGPGRP)
+		/* only a session's terminal (or a listener: CK_MSG_RST_SOCK) comes
+		 * with these messages */
+		if (tty >= 0 && ck__msg.type != CK_MSG_RST_TREE && ck__msg.type != CK_MSG_RST_FGPGRP &&
+		    ck__msg.type != CK_MSG_RST_SOCK)
 			ck__die("restorer: unexpected descriptors", -22);
 		switch (ck__msg.type) {
 		case CK_MSG_RST_LAYOUT:
@@ -585,7 +601,7 @@ static int ck__tree_step(void)
 			break;
 		}
 		case CK_MSG_RST_SOCK:
-			ck__sock_make();
+			ck__sock_make(tty);
 			break;
 		case CK_MSG_RST_EXIT: {
 			int st = (int)ck__msg.arg[0], sig = st & 0x7f;

@@ -8,8 +8,14 @@
  * never printed) for a record (SOCK_SEQPACKET) connection from B, accepts
  * it (B's end names P, P's end names B), and keeps a stream socketpair of
  * its own; A makes a datagram socketpair of its own (both ends name A).
- * At every step each process checks the pid, uid and gid every one of its
- * ends names, and P pings A and B through their connections. A restore
+ * Files ride on two connections from the start to the end: both ends of a
+ * pipe (with bytes in it; P holds neither) on a second pair shared with A,
+ * a pipe's read end on a second connection from B. At every step each
+ * process checks the pid, uid and gid every one of its ends names, and P
+ * pings A and B through their connections. At the end the children take
+ * their files and check them, and a new child C connects to P's listener,
+ * kept open all along: C's end names P, P's accepted end names C (a
+ * listener a restore made names whoever called listen() on it). A restore
  * that made the connections itself names no process (pid 0) and fails.
  * Usage: mp_peercred [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
@@ -42,8 +48,75 @@ static int check(const char *who, const char *what, int fd, pid_t want)
 	return 0;
 }
 
-/* A child: answers each ping after checking its ends; 'q' ends it. */
-static int serve(const char *who, int fd, int d0, int d1)
+/* A pipe with `text` in it sent on sock: its read end, and its write end
+ * too with `both`; none of them kept. */
+static int send_pipe(int sock, const char *text, int both)
+{
+	int p[2], r;
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {"f", 1};
+	struct msghdr mh = {0};
+	struct cmsghdr *c;
+
+	if (pipe(p) < 0 || write(p[1], text, strlen(text)) != (ssize_t)strlen(text))
+		return -1;
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = CMSG_SPACE((both ? 2 : 1) * sizeof(int));
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN((both ? 2 : 1) * sizeof(int));
+	memcpy(CMSG_DATA(c), p, (both ? 2 : 1) * sizeof(int));
+	r = sendmsg(sock, &mh, 0) == 1 ? 0 : -1;
+	close(p[0]);
+	close(p[1]);
+	return r;
+}
+
+/* The pipe of send_pipe taken from sock: 0 if it holds `text` (and its
+ * write end, if sent, writes into it). */
+static int take_pipe(const char *who, int sock, const char *text, int both)
+{
+	union {
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char b[64] = {0}, x = 0;
+	struct iovec iov = {&x, 1};
+	struct msghdr mh = {0};
+	struct cmsghdr *c;
+	int fds[2] = {-1, -1}, n = 0, bad = 0;
+	size_t len = strlen(text);
+
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	if (recvmsg(sock, &mh, 0) != 1 || !(c = CMSG_FIRSTHDR(&mh)) || c->cmsg_type != SCM_RIGHTS) {
+		printf("%s: no files came on its second connection\n", who);
+		return 1;
+	}
+	n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+	memcpy(fds, CMSG_DATA(c), (size_t)(n > 2 ? 2 : n) * sizeof(int));
+	if (n != (both ? 2 : 1) || read(fds[0], b, len) != (ssize_t)len || memcmp(b, text, len))
+		bad = 1;
+	if (!bad && both && (write(fds[1], "z", 1) != 1 || read(fds[0], b, 1) != 1 || b[0] != 'z'))
+		bad = 1;
+	if (bad)
+		printf("%s: the pipe that came in flight holds '%.*s' with %d descriptor(s) (want '%s', %d)\n", who,
+		       (int)len, b, n, text, both ? 2 : 1);
+	return bad;
+}
+
+/* A child: answers each ping after checking its ends; 'q' ends it, after
+ * the files on its second connection m (the pipe holding text) are taken. */
+static int serve(const char *who, int fd, int d0, int d1, int m, const char *text, int both)
 {
 	pid_t parent = getppid(), self = getpid();
 	int bad = 0;
@@ -62,9 +135,11 @@ static int serve(const char *who, int fd, int d0, int d1)
 			if (send(d0, "d", 1, 0) != 1 || recv(d1, &c, 1, 0) != 1 || c != 'd')
 				bad++;
 		}
+		bad += check(who, "its second connection", m, parent);
 		if (write(fd, bad ? "x" : "k", 1) != 1)
 			break;
 	}
+	bad += take_pipe(who, m, text, both);
 	fflush(stdout);
 	return bad ? 1 : 0;
 }
@@ -85,10 +160,10 @@ int main(int argc, char **argv)
 	const char *s = argc > 1 ? argv[1] : getenv("CKPT_APP_SCALE");
 	double scale = s && atof(s) > 0 ? atof(s) : 1.0;
 	int steps = (int)(100 * scale) > 4 ? (int)(100 * scale) : 4, bad = 0, st;
-	int pa[2], own[2], lfd, pb = -1;
+	int pa[2], own[2], fl[2], lfd, pb = -1, pb2 = -1, pc;
 	struct sockaddr_un addr;
 	socklen_t alen;
-	pid_t self = getpid(), a, b;
+	pid_t self = getpid(), a, b, c;
 	struct timespec t;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -99,34 +174,39 @@ int main(int argc, char **argv)
 			   (size_t)snprintf(addr.sun_path + 1, sizeof(addr.sun_path) - 1, "mp_peercred.%d.%ld", (int)self,
 					    (long)t.tv_nsec));
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, pa) < 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, own) < 0 ||
-	    (lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0)) < 0 || bind(lfd, (struct sockaddr *)&addr, alen) < 0 ||
-	    listen(lfd, 1) < 0) {
+	    socketpair(AF_UNIX, SOCK_STREAM, 0, fl) < 0 || (lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0)) < 0 ||
+	    bind(lfd, (struct sockaddr *)&addr, alen) < 0 || listen(lfd, 4) < 0) {
 		printf("mp_peercred: setup failed: %s\n", strerror(errno));
 		return 1;
 	}
 	if ((a = fork()) == 0) {
 		int d[2];
 		close(pa[0]);
+		close(fl[0]);
 		close(lfd);
 		if (socketpair(AF_UNIX, SOCK_DGRAM, 0, d) < 0)
 			_exit(2);
-		_exit(serve("A", pa[1], d[0], d[1]));
+		_exit(serve("A", pa[1], d[0], d[1], fl[1], "hello", 1));
 	}
 	close(pa[1]);
+	close(fl[1]);
 	if ((b = fork()) == 0) {
-		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0), fd2 = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 		close(lfd);
 		close(pa[0]);
-		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, alen) < 0)
+		close(fl[0]);
+		if (fd < 0 || fd2 < 0 || connect(fd, (struct sockaddr *)&addr, alen) < 0 ||
+		    connect(fd2, (struct sockaddr *)&addr, alen) < 0)
 			_exit(2);
-		_exit(serve("B", fd, -1, -1));
+		_exit(serve("B", fd, -1, -1, fd2, "world", 0));
 	}
-	if (a < 0 || b < 0 || (pb = accept(lfd, NULL, NULL)) < 0) {
+	if (a < 0 || b < 0 || (pb = accept(lfd, NULL, NULL)) < 0 || (pb2 = accept(lfd, NULL, NULL)) < 0 ||
+	    send_pipe(fl[0], "hello", 1) < 0 || send_pipe(pb2, "world", 0) < 0) {
 		printf("mp_peercred: setup failed: %s\n", strerror(errno));
 		return 1;
 	}
-	close(lfd);
-	printf("mp_peercred: a socketpair shared with a child, an accepted connection, a pair of its own; %d steps\n",
+	printf("mp_peercred: a socketpair shared with a child, accepted connections, a pair of its own, pipes in "
+	       "flight, a listener; %d steps\n",
 	       steps);
 	for (int i = 0; i < steps && bad < 3; i++) {
 		int was = bad;
@@ -134,6 +214,8 @@ int main(int argc, char **argv)
 		bad += check("P", "the connection B made", pb, b);
 		bad += check("P", "its own pair (first end)", own[0], self);
 		bad += check("P", "its own pair (second end)", own[1], self);
+		bad += check("P", "its end of the second pair shared with A", fl[0], self);
+		bad += check("P", "the second connection B made", pb2, b);
 		if (ping(pa[0]))
 			printf("P: A found its ends wrong\n"), bad++;
 		if (ping(pb))
@@ -147,6 +229,22 @@ int main(int argc, char **argv)
 	if (waitpid(a, &st, 0) != a || !WIFEXITED(st) || WEXITSTATUS(st))
 		bad++;
 	if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
+		bad++;
+	/* the listener, kept: a new connection names the process that listens */
+	if ((c = fork()) == 0) {
+		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&addr, alen) < 0)
+			_exit(2);
+		_exit(check("C", "its connection to P's listener", fd, getppid()));
+	}
+	if (c < 0 || (pc = accept(lfd, NULL, NULL)) < 0) {
+		printf("P: the connection C made: %s\n", strerror(errno));
+		bad++;
+	} else {
+		bad += check("P", "the connection C made", pc, c);
+		close(pc);
+	}
+	if (c > 0 && (waitpid(c, &st, 0) != c || !WIFEXITED(st) || WEXITSTATUS(st)))
 		bad++;
 	printf("mp_peercred: %s\n", bad ? "SO_PEERCRED WRONG" : "every end named the process that made its connection");
 	return bad ? 1 : 0;

@@ -81,9 +81,10 @@ enum ck_sock_state {
  * run's or datagram's sender (sock_creds.c): u32 length, i32 pid in the
  * job, u32 uid, u32 gid, bytes; filled once every process exists */
 #define CK_SOCKOPT_CREDS 0x2000
-/* PAIRED UNIX sockets: `peer` holds the process of the job whose pid
- * SO_PEERCRED read (the one that connected, listened or made the pair);
- * without it (none in the job, older images) ckrun makes the pair */
+/* PAIRED and LISTENING UNIX sockets: `peer` holds the process of the job
+ * whose pid SO_PEERCRED read (the one that connected, listened or made
+ * the pair); without it (none in the job, older images) ckrun makes the
+ * pair, and its listen() is the last */
 #define CK_SOCKOPT_PEERPID 0x4000
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384

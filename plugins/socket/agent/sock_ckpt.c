@@ -772,15 +772,16 @@ static uint64_t ck__shutdown_opts(const struct ck__sk *s)
 	return o;
 }
 
-/* A UNIX connection in the job: the process of the job SO_PEERCRED names
- * (the kernel's pid here, translated), for the restore to have it make
- * the connection again. */
+/* A UNIX connection in the job, or a UNIX listener: the process of the
+ * job SO_PEERCRED names (the kernel's pid here, translated; a listener's:
+ * the one that called listen()), for the restore to have it make the
+ * connection again, or listen again. */
 static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpids, size_t n)
 {
 	struct ucred uc;
 	socklen_t l = sizeof(uc);
 
-	if (s->family != AF_UNIX || s->state != CK_SOCK_PAIRED ||
+	if (s->family != AF_UNIX || (s->state != CK_SOCK_PAIRED && s->state != CK_SOCK_LISTENING) ||
 	    getsockopt(s->fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 || uc.pid <= 0)
 		return;
 	for (size_t i = 0; i < n; i++)

@@ -497,21 +497,46 @@ static int ck__pair_fill(struct ck_reader *rd, struct ck__obj *a, struct ck__obj
  * the one process both named (a datagram connect() notes no peer). */
 static int ck__by_job(const struct ck__obj *a, const struct ck__obj *b)
 {
-	return FAMILY(a->f) == AF_UNIX && STATE(b->f) == CK_SOCK_PAIRED && !a->premade && a->fd < 0 && b->fd < 0 &&
+	return FAMILY(a->f) == AF_UNIX && STATE(b->f) == CK_SOCK_PAIRED && b->f->size == a->f->ino && !a->premade &&
+	       a->fd < 0 && b->fd < 0 &&
 	       (a->f->u64[2] & CK_SOCKOPT_PEERPID) && (b->f->u64[2] & CK_SOCKOPT_PEERPID) && a->f->peer > 0 &&
 	       b->f->peer > 0 && (TYPE(a->f) != SOCK_DGRAM || a->f->peer == b->f->peer);
+}
+
+/* A UNIX listener made here: listened on again by the process that had
+ * listened, so that connections to it name that process. */
+static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs)
+{
+	int lost = 0, r;
+
+	if (FAMILY(o->f) != AF_UNIX || STATE(o->f) != CK_SOCK_LISTENING || o->fd < 0 ||
+	    !(o->f->u64[2] & CK_SOCKOPT_PEERPID) || o->f->peer <= 0)
+		return 0;
+	r = procs->unix_listen(procs->arg, o->f->peer, o->fd, BACKLOG(o->f), &lost);
+	if (r < 0 && lost)
+		return r;
+	if (r < 0)
+		fprintf(stderr,
+			"ckrun: warning: socket %s: process %d could not listen on it again (%s); a connection to it "
+			"names no process (SO_PEERCRED)\n",
+			o->f->path, o->f->peer, strerror(-r));
+	return 0;
 }
 
 int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_agent_procs *procs)
 {
 	for (size_t i = 0; s && i < s->n; i++) {
 		struct ck__obj *a = &s->v[i], *b = a->by_job;
-		int sv[2], r;
+		int sv[2], r, lost = 0;
+		if ((r = ck__relisten(a, procs)) < 0)
+			goto fail;
 		if (!b)
 			continue;
 		/* a names the listener (its connection copied the listener's
 		 * credentials), b the process that connected */
-		r = procs->unix_pair(procs->arg, a->f->peer, b->f->peer, TYPE(a->f), sv);
+		r = procs->unix_pair(procs->arg, a->f->peer, b->f->peer, TYPE(a->f), sv, &lost);
+		if (r < 0 && lost)
+			goto fail;
 		if (r < 0) {
 			fprintf(stderr,
 				"ckrun: warning: socket %s: processes %d and %d could not connect it again (%s); "
