@@ -74,6 +74,7 @@ struct ck_manifest; /* launcher/image/manifest.h */
 
 /* What a plugin may ask of the restored processes before they get their
  * descriptors (the made step). */
+struct sockaddr_un;
 struct ck_agent_procs {
 	void *arg;
 	/* a process's pid in ckrun's namespace, 0 if none */
@@ -90,6 +91,10 @@ struct ck_agent_procs {
 	 * ckrun made: connections to it then name that process. Returns as
 	 * unix_pair. */
 	int (*unix_listen)(void *arg, int32_t jpid, int fd, int backlog, int *lost);
+	/* A new UNIX socket of this type connected by process jpid to the
+	 * address a (al bytes), without waiting: its descriptor, or as
+	 * unix_pair. */
+	int (*unix_connect)(void *arg, int32_t jpid, int type, const struct sockaddr_un *a, uint32_t al, int *lost);
 };
 
 struct ck_agent_plugin {

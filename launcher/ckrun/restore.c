@@ -346,7 +346,7 @@ static pid_t ck__host_pid(void *arg, int32_t jpid)
 int ck_restore(struct ckrun *c, struct ck_manifest *m)
 {
 	struct ck__rst x = {.m = m};
-	struct ck_agent_procs procs = {c, ck__host_pid, ck_rst_unix_pair, ck_rst_unix_listen};
+	struct ck_agent_procs procs = {c, ck__host_pid, ck_rst_unix_pair, ck_rst_unix_listen, ck_rst_unix_connect};
 	int r;
 
 	if (!m->nprocs) {

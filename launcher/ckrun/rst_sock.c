@@ -152,3 +152,15 @@ int ck_rst_unix_listen(void *arg, int32_t jpid, int fd, int backlog, int *lost)
 		return -ESRCH;
 	return ck__ask(jp, CK_RST_SOCK_RELISTEN, 0, (uint64_t)backlog, NULL, 0, fd, NULL, NULL, NULL, lost);
 }
+
+int ck_rst_unix_connect(void *arg, int32_t jpid, int type, const struct sockaddr_un *a, uint32_t al, int *lost)
+{
+	struct ck_jproc *jp = ck_tree_jproc(arg, jpid);
+	int fd = -1, r;
+
+	*lost = 0;
+	if (!jp)
+		return -ESRCH;
+	r = ck__ask(jp, CK_RST_SOCK_CONNECT, type, 0, a, al, -1, &fd, NULL, NULL, lost);
+	return r < 0 ? r : fd;
+}

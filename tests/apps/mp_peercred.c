@@ -10,7 +10,9 @@
  * its own; A makes a datagram socketpair of its own (both ends name A).
  * Files ride on two connections from the start to the end: both ends of a
  * pipe (with bytes in it; P holds neither) on a second pair shared with A,
- * a pipe's read end on a second connection from B. At every step each
+ * a pipe's read end on a second connection from B; B's third connection
+ * waits in the listener's queue until the end (its end names P; once P
+ * accepts it, P's names B). At every step each
  * process checks the pid, uid and gid every one of its ends names, and P
  * pings A and B through their connections. At the end the children take
  * their files and check them, and a new child C connects to P's listener,
@@ -116,7 +118,7 @@ static int take_pipe(const char *who, int sock, const char *text, int both)
 
 /* A child: answers each ping after checking its ends; 'q' ends it, after
  * the files on its second connection m (the pipe holding text) are taken. */
-static int serve(const char *who, int fd, int d0, int d1, int m, const char *text, int both)
+static int serve(const char *who, int fd, int d0, int d1, int m, const char *text, int both, int pend)
 {
 	pid_t parent = getppid(), self = getpid();
 	int bad = 0;
@@ -136,6 +138,8 @@ static int serve(const char *who, int fd, int d0, int d1, int m, const char *tex
 				bad++;
 		}
 		bad += check(who, "its second connection", m, parent);
+		if (pend >= 0)
+			bad += check(who, "its connection not accepted yet", pend, parent);
 		if (write(fd, bad ? "x" : "k", 1) != 1)
 			break;
 	}
@@ -186,19 +190,20 @@ int main(int argc, char **argv)
 		close(lfd);
 		if (socketpair(AF_UNIX, SOCK_DGRAM, 0, d) < 0)
 			_exit(2);
-		_exit(serve("A", pa[1], d[0], d[1], fl[1], "hello", 1));
+		_exit(serve("A", pa[1], d[0], d[1], fl[1], "hello", 1, -1));
 	}
 	close(pa[1]);
 	close(fl[1]);
 	if ((b = fork()) == 0) {
 		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0), fd2 = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+		int fd3 = socket(AF_UNIX, SOCK_SEQPACKET, 0);
 		close(lfd);
 		close(pa[0]);
 		close(fl[0]);
-		if (fd < 0 || fd2 < 0 || connect(fd, (struct sockaddr *)&addr, alen) < 0 ||
-		    connect(fd2, (struct sockaddr *)&addr, alen) < 0)
+		if (fd < 0 || fd2 < 0 || fd3 < 0 || connect(fd, (struct sockaddr *)&addr, alen) < 0 ||
+		    connect(fd2, (struct sockaddr *)&addr, alen) < 0 || connect(fd3, (struct sockaddr *)&addr, alen) < 0)
 			_exit(2);
-		_exit(serve("B", fd, -1, -1, fd2, "world", 0));
+		_exit(serve("B", fd, -1, -1, fd2, "world", 0, fd3));
 	}
 	if (a < 0 || b < 0 || (pb = accept(lfd, NULL, NULL)) < 0 || (pb2 = accept(lfd, NULL, NULL)) < 0 ||
 	    send_pipe(fl[0], "hello", 1) < 0 || send_pipe(pb2, "world", 0) < 0) {
@@ -230,6 +235,14 @@ int main(int argc, char **argv)
 		bad++;
 	if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
 		bad++;
+	/* B's third connection, in the listener's queue all along: it names B */
+	if ((pc = accept(lfd, NULL, NULL)) < 0) {
+		printf("P: B's connection not accepted yet: %s\n", strerror(errno));
+		bad++;
+	} else {
+		bad += check("P", "B's connection accepted at the end", pc, b);
+		close(pc);
+	}
 	/* the listener, kept: a new connection names the process that listens */
 	if ((c = fork()) == 0) {
 		int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);

@@ -31,6 +31,8 @@ struct ck__obj {
 	int late_via; /* CK_SOCKOPT_CREDS: filled through this once processes exist */
 	const struct ck_pd_fd *late_peer;
 	struct ck__obj *by_job; /* CK_SOCKOPT_PEERPID: made with this peer by the job's processes (ck_sock_made) */
+	int32_t holder;		/* the first process of the job that holds it */
+	struct ck__obj *pend_l; /* UNIX, waiting in this listener's queue: connected by its holder (ck_sock_made) */
 };
 
 struct ck_sock_set {
@@ -503,6 +505,54 @@ static int ck__by_job(const struct ck__obj *a, const struct ck__obj *b)
 	       b->f->peer > 0 && (TYPE(a->f) != SOCK_DGRAM || a->f->peer == b->f->peer);
 }
 
+/* A connection waiting in listener l's queue, made here. */
+static int ck__pending_by_ckrun(struct ck__obj *o, const struct ck__obj *l)
+{
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+
+	o->fd = ck__new(o->f);
+	if (o->fd < 0 || getsockname(l->fd, (struct sockaddr *)&a, &al) < 0)
+		return -errno;
+	if (FAMILY(o->f) == AF_INET && ((struct sockaddr_in *)&a)->sin_addr.s_addr == htonl(INADDR_ANY))
+		((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &in6addr_any, 16))
+		((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_loopback;
+	if (connect(o->fd, (struct sockaddr *)&a, al) < 0) {
+		int e = errno;
+		ck_err_set("cannot connect %s to its listener again: %s", o->f->path, strerror(e));
+		return -e;
+	}
+	ck__buffers(o->fd, o->f);
+	return ck__options(o->fd, o->f);
+}
+
+/* A UNIX connection waiting in a listener's queue, connected by the
+ * process that holds it: the connection then names that process, and
+ * its end the process that listened (relistened first). */
+static int ck__pending_by_job(struct ck__obj *o, const struct ck_agent_procs *procs)
+{
+	struct sockaddr_un a;
+	socklen_t al = sizeof(a);
+	int lost = 0, fd;
+
+	if (getsockname(o->pend_l->fd, (struct sockaddr *)&a, &al) < 0)
+		return -errno;
+	fd = procs->unix_connect(procs->arg, o->holder, TYPE(o->f), &a, (uint32_t)al, &lost);
+	if (fd < 0 && lost)
+		return fd;
+	if (fd < 0) {
+		fprintf(stderr,
+			"ckrun: warning: socket %s: process %d could not connect it to its listener again (%s); its "
+			"SO_PEERCRED names no process\n",
+			o->f->path, o->holder, strerror(-fd));
+		return ck__pending_by_ckrun(o, o->pend_l);
+	}
+	o->fd = fd;
+	ck__buffers(o->fd, o->f);
+	return ck__options(o->fd, o->f);
+}
+
 /* A UNIX listener made here: listened on again by the process that had
  * listened, so that connections to it name that process. */
 static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs)
@@ -525,11 +575,19 @@ static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs)
 
 int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_agent_procs *procs)
 {
+	int r = 0;
+
+	/* listeners first: a connection made to one copies what it names */
+	for (size_t i = 0; s && i < s->n && r == 0; i++)
+		r = ck__relisten(&s->v[i], procs);
+	for (size_t i = 0; s && i < s->n && r == 0; i++)
+		if (s->v[i].pend_l)
+			r = ck__pending_by_job(&s->v[i], procs);
+	if (r < 0)
+		goto fail;
 	for (size_t i = 0; s && i < s->n; i++) {
 		struct ck__obj *a = &s->v[i], *b = a->by_job;
-		int sv[2], r, lost = 0;
-		if ((r = ck__relisten(a, procs)) < 0)
-			goto fail;
+		int sv[2], lost = 0;
 		if (!b)
 			continue;
 		/* a names the listener (its connection copied the listener's
@@ -550,13 +608,12 @@ int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_ag
 		a->by_job = NULL;
 		if ((r = ck__pair_fill(rd, a, b)) < 0)
 			goto fail;
-		continue;
-	fail:
-		if (!strstr(ck_err_msg(), "socket"))
-			ck_err_wrap("sockets");
-		return r;
 	}
 	return 0;
+fail:
+	if (!strstr(ck_err_msg(), "socket"))
+		ck_err_wrap("sockets");
+	return r;
 }
 
 /* A datagram socket's own shutdown() (UNIX, UDP), once every datagram
@@ -871,7 +928,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				goto fail;
 			}
 			s->v = o;
-			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL, NULL};
+			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL, NULL, pds[i]->pid, NULL};
 		}
 	/* TCP connections in the job, at their own ports: before the
 	 * listeners, as one of them may share its port */
@@ -932,7 +989,13 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 		if (a->by_job || b->by_job)
 			continue;
 		if (ck__by_job(a, b)) {
-			a->by_job = b; /* once the processes exist */
+			/* once the processes exist; the end that had a name of
+			 * its own (a path listener's) was the accepted one: it
+			 * is again */
+			if (LLEN(a->f) > sizeof(sa_family_t) && LLEN(b->f) <= sizeof(sa_family_t))
+				b->by_job = a;
+			else
+				a->by_job = b;
 			continue;
 		}
 		if (!a->premade) {
@@ -974,27 +1037,10 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			r = -EBADMSG;
 			break;
 		}
-		{
-			struct sockaddr_storage a;
-			socklen_t al = sizeof(a);
-			o->fd = ck__new(o->f);
-			if (o->fd < 0 || getsockname(l->fd, (struct sockaddr *)&a, &al) < 0) {
-				r = -errno;
-				break;
-			}
-			if (FAMILY(o->f) == AF_INET && ((struct sockaddr_in *)&a)->sin_addr.s_addr == htonl(INADDR_ANY))
-				((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-			if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &in6addr_any, 16))
-				((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_loopback;
-			if (connect(o->fd, (struct sockaddr *)&a, al) < 0) {
-				r = -errno;
-				ck_err_set("cannot connect %s to its listener again: %s", o->f->path, strerror(errno));
-				break;
-			}
-			if ((r = ck__options(o->fd, o->f)) < 0)
-				break;
-			ck__buffers(o->fd, o->f);
-		}
+		if (FAMILY(o->f) == AF_UNIX)
+			o->pend_l = l; /* connected by its process, once the listener listens as its own */
+		else
+			r = ck__pending_by_ckrun(o, l);
 	}
 	/* datagrams queued on unconnected sockets, once every sender is made */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
