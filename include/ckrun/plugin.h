@@ -72,6 +72,9 @@ struct ck_writer;   /* launcher/image/chunkio.h */
 struct ck_reader;
 struct ck_manifest; /* launcher/image/manifest.h */
 
+#define CK_AGENT_IDS(uid, gid) ((uint64_t)(uint32_t)(uid) | (uint64_t)(uint32_t)(gid) << 32)
+#define CK_AGENT_IDS_NONE UINT64_MAX
+
 /* What a plugin may ask of the restored processes before they get their
  * descriptors (the made step). */
 struct sockaddr_un;
@@ -85,16 +88,21 @@ struct ck_agent_procs {
 	 * names listener), sv[1] the accepted end (it names connector); one
 	 * process for both: its socketpair. -errno (nothing made) where the
 	 * processes said they cannot; with *lost set as well, the exchange
-	 * with them broke (message set): the restore cannot go on. */
-	int (*unix_pair)(void *arg, int32_t listener, int32_t connector, int type, int sv[2], int *lost);
+	 * with them broke (message set): the restore cannot go on. lids,
+	 * cids: CK_AGENT_IDS(uid, gid), the effective ids each process is to
+	 * make its part with (the kernel notes them with the pid), or
+	 * CK_AGENT_IDS_NONE: its own. */
+	int (*unix_pair)(void *arg, int32_t listener, uint64_t lids, int32_t connector, uint64_t cids, int type,
+			 int sv[2], int *lost);
 	/* listen(fd, backlog) called again by process jpid on a UNIX listener
 	 * ckrun made: connections to it then name that process. Returns as
 	 * unix_pair. */
-	int (*unix_listen)(void *arg, int32_t jpid, int fd, int backlog, int *lost);
+	int (*unix_listen)(void *arg, int32_t jpid, uint64_t ids, int fd, int backlog, int *lost);
 	/* A new UNIX socket of this type connected by process jpid to the
 	 * address a (al bytes), without waiting: its descriptor, or as
 	 * unix_pair. */
-	int (*unix_connect)(void *arg, int32_t jpid, int type, const struct sockaddr_un *a, uint32_t al, int *lost);
+	int (*unix_connect)(void *arg, int32_t jpid, uint64_t ids, int type, const struct sockaddr_un *a, uint32_t al,
+			    int *lost);
 };
 
 struct ck_agent_plugin {

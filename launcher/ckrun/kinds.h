@@ -294,8 +294,10 @@ void ck_rst_cpu_note(struct ck_jproc *p, const struct ck_msg *m);
 int ck_rst_cpu_send(struct ckrun *c, const struct ck_manifest *m);
 /* rst_sock.c: struct ck_agent_procs's unix_pair, unix_listen and unix_connect (arg: the ckrun) */
 struct sockaddr_un;
-int ck_rst_unix_pair(void *arg, int32_t listener, int32_t connector, int type, int sv[2], int *lost);
-int ck_rst_unix_listen(void *arg, int32_t jpid, int fd, int backlog, int *lost);
-int ck_rst_unix_connect(void *arg, int32_t jpid, int type, const struct sockaddr_un *a, uint32_t al, int *lost);
+int ck_rst_unix_pair(void *arg, int32_t listener, uint64_t lids, int32_t connector, uint64_t cids, int type, int sv[2],
+		     int *lost);
+int ck_rst_unix_listen(void *arg, int32_t jpid, uint64_t ids, int fd, int backlog, int *lost);
+int ck_rst_unix_connect(void *arg, int32_t jpid, uint64_t ids, int type, const struct sockaddr_un *a, uint32_t al,
+			int *lost);
 
 #endif

@@ -54,10 +54,11 @@ static int ck__answer(struct ck_jproc *jp, int *fd, struct sockaddr_un *name, so
 	return r;
 }
 
-/* One request to a restorer (give: a descriptor sent with it, or -1),
- * then its first answer. */
-static int ck__ask(struct ck_jproc *jp, uint64_t op, int type, uint64_t a2, const void *addr, uint32_t alen, int give,
-		   int *fd, struct sockaddr_un *name, socklen_t *nlen, int *lost)
+/* One request to a restorer (give: a descriptor sent with it, or -1;
+ * ids: what it makes its part as, CK_AGENT_IDS_NONE: itself), then its
+ * first answer. */
+static int ck__ask(struct ck_jproc *jp, uint64_t ids, uint64_t op, int type, uint64_t a2, const void *addr,
+		   uint32_t alen, int give, int *fd, struct sockaddr_un *name, socklen_t *nlen, int *lost)
 {
 	struct ck_msg m;
 	int r;
@@ -67,6 +68,7 @@ static int ck__ask(struct ck_jproc *jp, uint64_t op, int type, uint64_t a2, cons
 	m.arg[0] = op;
 	m.arg[1] = (uint64_t)type;
 	m.arg[2] = a2;
+	m.arg[3] = ids;
 	m.len = alen;
 	if (alen)
 		memcpy(m.text, addr, alen);
@@ -104,7 +106,8 @@ static int ck__accept_from(int lfd, pid_t from)
 	return -EPROTO;
 }
 
-int ck_rst_unix_pair(void *arg, int32_t listener, int32_t connector, int type, int sv[2], int *lost)
+int ck_rst_unix_pair(void *arg, int32_t listener, uint64_t lids, int32_t connector, uint64_t cids, int type, int sv[2],
+		     int *lost)
 {
 	struct ckrun *c = arg;
 	struct ck_jproc *lp = ck_tree_jproc(c, listener), *cp = ck_tree_jproc(c, connector);
@@ -117,7 +120,7 @@ int ck_rst_unix_pair(void *arg, int32_t listener, int32_t connector, int type, i
 	if (!lp || !cp)
 		return -ESRCH;
 	if (lp == cp) {
-		if ((r = ck__ask(lp, CK_RST_SOCK_PAIR, type, 0, NULL, 0, -1, &sv[0], NULL, NULL, lost)) < 0)
+		if ((r = ck__ask(lp, lids, CK_RST_SOCK_PAIR, type, 0, NULL, 0, -1, &sv[0], NULL, NULL, lost)) < 0)
 			return r;
 		if ((r = ck__answer(lp, &sv[1], NULL, NULL, lost)) < 0) {
 			*lost = 1; /* the first came: the second must */
@@ -125,8 +128,8 @@ int ck_rst_unix_pair(void *arg, int32_t listener, int32_t connector, int type, i
 		}
 		return 0;
 	}
-	if ((r = ck__ask(lp, CK_RST_SOCK_LISTEN, type, 0, NULL, 0, -1, &lfd, &name, &nlen, lost)) < 0 ||
-	    (r = ck__ask(cp, CK_RST_SOCK_CONNECT, type, 0, &name, (uint32_t)nlen, -1, &sv[0], NULL, NULL, lost)) < 0)
+	if ((r = ck__ask(lp, lids, CK_RST_SOCK_LISTEN, type, 0, NULL, 0, -1, &lfd, &name, &nlen, lost)) < 0 ||
+	    (r = ck__ask(cp, cids, CK_RST_SOCK_CONNECT, type, 0, &name, (uint32_t)nlen, -1, &sv[0], NULL, NULL, lost)) < 0)
 		goto out;
 	if ((sv[1] = ck__accept_from(lfd, cp->pid)) < 0)
 		r = sv[1];
@@ -143,17 +146,18 @@ out:
 	return r < 0 ? r : 0;
 }
 
-int ck_rst_unix_listen(void *arg, int32_t jpid, int fd, int backlog, int *lost)
+int ck_rst_unix_listen(void *arg, int32_t jpid, uint64_t ids, int fd, int backlog, int *lost)
 {
 	struct ck_jproc *jp = ck_tree_jproc(arg, jpid);
 
 	*lost = 0;
 	if (!jp)
 		return -ESRCH;
-	return ck__ask(jp, CK_RST_SOCK_RELISTEN, 0, (uint64_t)backlog, NULL, 0, fd, NULL, NULL, NULL, lost);
+	return ck__ask(jp, ids, CK_RST_SOCK_RELISTEN, 0, (uint64_t)backlog, NULL, 0, fd, NULL, NULL, NULL, lost);
 }
 
-int ck_rst_unix_connect(void *arg, int32_t jpid, int type, const struct sockaddr_un *a, uint32_t al, int *lost)
+int ck_rst_unix_connect(void *arg, int32_t jpid, uint64_t ids, int type, const struct sockaddr_un *a, uint32_t al,
+			int *lost)
 {
 	struct ck_jproc *jp = ck_tree_jproc(arg, jpid);
 	int fd = -1, r;
@@ -161,6 +165,6 @@ int ck_rst_unix_connect(void *arg, int32_t jpid, int type, const struct sockaddr
 	*lost = 0;
 	if (!jp)
 		return -ESRCH;
-	r = ck__ask(jp, CK_RST_SOCK_CONNECT, type, 0, a, al, -1, &fd, NULL, NULL, lost);
+	r = ck__ask(jp, ids, CK_RST_SOCK_CONNECT, type, 0, a, al, -1, &fd, NULL, NULL, lost);
 	return r < 0 ? r : fd;
 }

@@ -473,7 +473,7 @@ static void ck__sock_answer(long r, int fd, const void *name, uint32_t len)
 /* A UNIX socket made by this process (CK_MSG_RST_SOCK): its pid is what
  * SO_PEERCRED of the connection's other end reads. given: the descriptor
  * that came with the message (-1: none). */
-static void ck__sock_make(int given)
+static void ck__sock_do(int given)
 {
 	int type = (int)ck__msg.arg[1] | SOCK_CLOEXEC, sp[2] = {-1, -1};
 	struct sockaddr_un a;
@@ -529,6 +529,25 @@ static void ck__sock_make(int given)
 		return;
 	default:
 		ck__sock_answer(-22, -1, 0, 0);
+	}
+}
+
+/* ck__sock_do as the effective uid and gid ckrun names in arg3 (the
+ * kernel notes them with the pid), where this restorer may take them (a
+ * root one, whose saved uid brings it back); else as itself. */
+static void ck__sock_make(int given)
+{
+	uint64_t ids = ck__msg.arg[3];
+	long uid = (long)(uint32_t)ids, gid = (long)(uint32_t)(ids >> 32);
+	long ouid = ck_sys0(SYS_geteuid), ogid = ck_sys0(SYS_getegid);
+	int as = ids != UINT64_MAX && (uid != ouid || gid != ogid);
+
+	if (as && ck_sys3(SYS_setresgid, -1, gid, -1) == 0 && ck_sys3(SYS_setresuid, -1, uid, -1) < 0)
+		ck_sys3(SYS_setresgid, -1, ogid, -1);
+	ck__sock_do(given);
+	if (as) {
+		ck_sys3(SYS_setresuid, -1, ouid, -1);
+		ck_sys3(SYS_setresgid, -1, ogid, -1);
 	}
 }
 

@@ -17,7 +17,9 @@
  * pings A and B through their connections. At the end the children take
  * their files and check them, and a new child C connects to P's listener,
  * kept open all along: C's end names P, P's accepted end names C (a
- * listener a restore made names whoever called listen() on it). A restore
+ * listener a restore made names whoever called listen() on it). D, run
+ * as root, takes uid and gid 65534 and makes a socketpair: its ends name
+ * D with those ids (as an ordinary user it keeps its own). A restore
  * that made the connections itself names no process (pid 0) and fails.
  * Usage: mp_peercred [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
@@ -26,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -167,7 +170,7 @@ int main(int argc, char **argv)
 	int pa[2], own[2], fl[2], lfd, pb = -1, pb2 = -1, pc;
 	struct sockaddr_un addr;
 	socklen_t alen;
-	pid_t self = getpid(), a, b, c;
+	pid_t self = getpid(), a, b, c, d;
 	struct timespec t;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -184,13 +187,13 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if ((a = fork()) == 0) {
-		int d[2];
+		int dg[2];
 		close(pa[0]);
 		close(fl[0]);
 		close(lfd);
-		if (socketpair(AF_UNIX, SOCK_DGRAM, 0, d) < 0)
+		if (socketpair(AF_UNIX, SOCK_DGRAM, 0, dg) < 0)
 			_exit(2);
-		_exit(serve("A", pa[1], d[0], d[1], fl[1], "hello", 1, -1));
+		_exit(serve("A", pa[1], dg[0], dg[1], fl[1], "hello", 1, -1));
 	}
 	close(pa[1]);
 	close(fl[1]);
@@ -205,7 +208,25 @@ int main(int argc, char **argv)
 			_exit(2);
 		_exit(serve("B", fd, -1, -1, fd2, "world", 0, fd3));
 	}
-	if (a < 0 || b < 0 || (pb = accept(lfd, NULL, NULL)) < 0 || (pb2 = accept(lfd, NULL, NULL)) < 0 ||
+	/* D, as root, makes a pair as another user: the ends name its uid */
+	if ((d = fork()) == 0) {
+		int sp[2], dbad = 0;
+		close(lfd);
+		close(pa[0]);
+		close(fl[0]);
+		if (geteuid() == 0 && (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0))
+			_exit(2);
+		prctl(PR_SET_DUMPABLE, 1);
+		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
+			_exit(2);
+		for (int i = 0; i < steps && dbad < 3; i++) {
+			dbad += check("D", "its own pair made after it changed its ids (first end)", sp[0], getpid());
+			dbad += check("D", "its own pair made after it changed its ids (second end)", sp[1], getpid());
+			usleep(30000);
+		}
+		_exit(dbad ? 1 : 0);
+	}
+	if (a < 0 || b < 0 || d < 0 || (pb = accept(lfd, NULL, NULL)) < 0 || (pb2 = accept(lfd, NULL, NULL)) < 0 ||
 	    send_pipe(fl[0], "hello", 1) < 0 || send_pipe(pb2, "world", 0) < 0) {
 		printf("mp_peercred: setup failed: %s\n", strerror(errno));
 		return 1;
@@ -234,6 +255,8 @@ int main(int argc, char **argv)
 	if (waitpid(a, &st, 0) != a || !WIFEXITED(st) || WEXITSTATUS(st))
 		bad++;
 	if (waitpid(b, &st, 0) != b || !WIFEXITED(st) || WEXITSTATUS(st))
+		bad++;
+	if (waitpid(d, &st, 0) != d || !WIFEXITED(st) || WEXITSTATUS(st))
 		bad++;
 	/* B's third connection, in the listener's queue all along: it names B */
 	if ((pc = accept(lfd, NULL, NULL)) < 0) {

@@ -20,7 +20,7 @@
 #      bare (sent again through the wildcard socket it would come from
 #      127.0.0.1:P; tests/sockets/udpsender).
 #  (e) peer credentials: tests/apps/mp_peercred checkpointed: `ckpt
-#      inspect` names, on each of its 16 connected UNIX descriptors and
+#      inspect` names, on each of its 20 connected UNIX descriptors and
 #      its listener, the process its SO_PEERCRED named; killed and resumed, the app (which checks every
 #      end's pid at every step) ends as bare.
 #  Every resume must prove it restored (h_proof).
@@ -238,19 +238,19 @@ peercred() {
 	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$CKRUN" -v --store "$W/s5" --job pc --resume -- \
 		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/pc.out" 2>>"$W/pc.err"
 	rc=$?
-	# (16 connected descriptors: the children hold copies of P's pairs;
+	# (20 connected descriptors: the children hold copies of P's pairs;
 	# and the listener, named by whoever called listen())
 	n=$(grep -c "connected in the job.*peer credentials of process" "$W/pc.inspect")
 	if ! why=$(h_proof "$W/pc.err"); then
 		fail peercred "$why" "$W/pc.err"
-	elif [ "$n" != 16 ] || [ "$(grep -c "connected in the job" "$W/pc.inspect")" != 16 ] ||
+	elif [ "$n" != 20 ] || [ "$(grep -c "connected in the job" "$W/pc.inspect")" != 20 ] ||
 		! grep -q "(listening) (peer credentials of process" "$W/pc.inspect"; then
-		fail peercred "ckpt inspect names the peer's process on $n of the 16 connected descriptors, or not on the listener" "$W/pc.inspect"
+		fail peercred "ckpt inspect names the peer's process on $n of the 20 connected descriptors, or not on the listener" "$W/pc.inspect"
 	elif [ "$rc" != 0 ] || ! cmp -s "$W/pc.bare" "$W/pc.out"; then
 		diff "$W/pc.bare" "$W/pc.out" >"$W/pc.diff" 2>&1
 		fail peercred "status $rc (want 0) or output differs from bare" "$W/pc.diff" "$W/pc.err"
 	else
-		echo "PASS sockets/peercred: ckpt inspect names the process on all 16 connected descriptors and the listener; restored, every end names it again"
+		echo "PASS sockets/peercred: ckpt inspect names the process on all 20 connected descriptors and the listener; restored, every end names it again"
 	fi
 }
 

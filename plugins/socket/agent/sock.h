@@ -86,6 +86,12 @@ enum ck_sock_state {
  * the pair); without it (none in the job, older images) ckrun makes the
  * pair, and its listen() is the last */
 #define CK_SOCKOPT_PEERPID 0x4000
+/* with PEERPID: the effective uid and gid SO_PEERCRED read (as ckrun sees
+ * them: the job's own where it has a user namespace, ns.c maps its ids
+ * to themselves), two u32 at CK_SOCK_IDS_OFF (after a UNIX address's
+ * room) */
+#define CK_SOCKOPT_PEERIDS 0x8000
+#define CK_SOCK_IDS_OFF 372
 #define CK_SOCK_ADDR_OFF 256
 #define CK_SOCK_PEER_OFF 384
 

@@ -786,8 +786,10 @@ static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpi
 		return;
 	for (size_t i = 0; i < n; i++)
 		if (pids[i] == uc.pid) {
-			s->f->u64[2] |= CK_SOCKOPT_PEERPID;
+			uint32_t ids[2] = {uc.uid, uc.gid};
+			s->f->u64[2] |= CK_SOCKOPT_PEERPID | CK_SOCKOPT_PEERIDS;
 			s->f->peer = jpids[i];
+			memcpy(s->f->path + CK_SOCK_IDS_OFF, ids, sizeof(ids));
 			return;
 		}
 }

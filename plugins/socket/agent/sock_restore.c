@@ -505,6 +505,19 @@ static int ck__by_job(const struct ck__obj *a, const struct ck__obj *b)
 	       b->f->peer > 0 && (TYPE(a->f) != SOCK_DGRAM || a->f->peer == b->f->peer);
 }
 
+/* The ids the process that made this end's connection had (what its
+ * SO_PEERCRED names with the pid), for its restorer to take while it
+ * makes it again. */
+static uint64_t ck__ids(const struct ck_pd_fd *f)
+{
+	uint32_t ids[2];
+
+	if (!(f->u64[2] & CK_SOCKOPT_PEERIDS))
+		return CK_AGENT_IDS_NONE;
+	memcpy(ids, f->path + CK_SOCK_IDS_OFF, sizeof(ids));
+	return CK_AGENT_IDS(ids[0], ids[1]);
+}
+
 /* A connection waiting in listener l's queue, made here. */
 static int ck__pending_by_ckrun(struct ck__obj *o, const struct ck__obj *l)
 {
@@ -538,7 +551,8 @@ static int ck__pending_by_job(struct ck__obj *o, const struct ck_agent_procs *pr
 
 	if (getsockname(o->pend_l->fd, (struct sockaddr *)&a, &al) < 0)
 		return -errno;
-	fd = procs->unix_connect(procs->arg, o->holder, TYPE(o->f), &a, (uint32_t)al, &lost);
+	/* (its connector's ids are not seen: only the listener's, on its end) */
+	fd = procs->unix_connect(procs->arg, o->holder, CK_AGENT_IDS_NONE, TYPE(o->f), &a, (uint32_t)al, &lost);
 	if (fd < 0 && lost)
 		return fd;
 	if (fd < 0) {
@@ -562,7 +576,7 @@ static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs)
 	if (FAMILY(o->f) != AF_UNIX || STATE(o->f) != CK_SOCK_LISTENING || o->fd < 0 ||
 	    !(o->f->u64[2] & CK_SOCKOPT_PEERPID) || o->f->peer <= 0)
 		return 0;
-	r = procs->unix_listen(procs->arg, o->f->peer, o->fd, BACKLOG(o->f), &lost);
+	r = procs->unix_listen(procs->arg, o->f->peer, ck__ids(o->f), o->fd, BACKLOG(o->f), &lost);
 	if (r < 0 && lost)
 		return r;
 	if (r < 0)
@@ -592,7 +606,8 @@ int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_ag
 			continue;
 		/* a names the listener (its connection copied the listener's
 		 * credentials), b the process that connected */
-		r = procs->unix_pair(procs->arg, a->f->peer, b->f->peer, TYPE(a->f), sv, &lost);
+		r = procs->unix_pair(procs->arg, a->f->peer, ck__ids(a->f), b->f->peer, ck__ids(b->f), TYPE(a->f), sv,
+				     &lost);
 		if (r < 0 && lost)
 			goto fail;
 		if (r < 0) {
