@@ -81,11 +81,32 @@ static void ck__bset_drop(void)
 			break;
 }
 
+/* Every descriptor from lowfd up but two, however high (ckrun's own may
+ * lie above 4096 under a raised RLIMIT_NOFILE, and init lives as long as
+ * the job: a pipe end kept here would keep its reader from EOF). */
+static void ck__close_range(unsigned lo, unsigned hi)
+{
+	if (lo > hi)
+		return;
+	if (syscall(SYS_close_range, lo, hi, 0) == 0)
+		return;
+	for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) /* a kernel before 5.9 */
+		close((int)fd);
+}
+
 static void ck__close_from(int lowfd, int keep1, int keep2)
 {
-	for (int fd = lowfd; fd < 4096; fd++)
-		if (fd != keep1 && fd != keep2)
-			close(fd);
+	int k[2] = {keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1};
+	unsigned lo = (unsigned)lowfd;
+
+	for (int i = 0; i < 2; i++) {
+		if (k[i] < lowfd || (unsigned)k[i] < lo)
+			continue;
+		if ((unsigned)k[i] > lo)
+			ck__close_range(lo, (unsigned)k[i] - 1);
+		lo = (unsigned)k[i] + 1;
+	}
+	ck__close_range(lo, ~0u);
 }
 
 static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)

@@ -22,6 +22,10 @@
 #              opened once), the resume's are /dev/null, a file and a
 #              file: the job's stdout and stderr go to the new files, not
 #              with its stdin to /dev/null
+#   inherited  descriptors the caller of ckrun holds beyond stdio (7, and
+#              5000 where the hard limit allows: above what ckrun's init
+#              once closed) do not reach the job (its checkpoint could not
+#              hold them): the job lists only 0, 1, 2 and its own
 # "the rest" is the bare run's output after the saved offset, which
 # `ckpt inspect` prints for descriptor 1. Every resume must also prove it
 # restored (h_proof: no fresh start of the job, ckrun's restore line, the
@@ -186,6 +190,21 @@ shared() {
 	fi
 }
 
+inherited() {
+	local d=$H_WORK/inherited out high=5000
+	mkdir -p "$d"
+	(( $(ulimit -Hn) > high )) || high=1000
+	# shellcheck disable=SC2016 # (expanded by the inner shell)
+	out=$(bash -c 'ulimit -n "$(ulimit -Hn)"; exec 7>"$1/f7"; eval "exec $3>\"\$1/fhigh\""
+		exec "$2" --store "$1/s" --job inh -- ls /proc/self/fd' _ "$d" "$CKRUN" "$high" 2>"$d/err")
+	out=$(echo $out) # (one line)
+	if [ "$out" = "0 1 2 3" ]; then
+		h_pass "stdio/inherited: descriptors 7 and $high of ckrun's caller are not the job's (it lists $out)"
+	else
+		h_fail stdio/inherited "the job lists descriptors '$out' (want 0 1 2 3: ls's own directory)" "$d/err"
+	fi
+}
+
 main() {
 	local d
 	h_seed_init >/dev/null
@@ -231,6 +250,7 @@ main() {
 	chain chain-pipe pipe
 	chain chain-file resume
 	shared
+	inherited
 	return "$H_FAILED"
 }
 
