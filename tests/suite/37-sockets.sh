@@ -23,6 +23,10 @@
 #      inspect` names, on each of its 20 connected UNIX descriptors and
 #      its listener, the process its SO_PEERCRED named; killed and resumed, the app (which checks every
 #      end's pid at every step) ends as bare.
+#  (f) backlog: a TCP listener of backlog 5 (python) checkpointed, killed
+#      and resumed: `ss` shows backlog 5 again (ckrun listened with 511
+#      before; a UNIX listener's is conformance listen_backlog). The
+#      resume proves itself by its port: a fresh start binds another.
 #  Every resume must prove it restored (h_proof).
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
@@ -254,9 +258,48 @@ peercred() {
 	fi
 }
 
+# ---- (f) a TCP listener's backlog ----
+backlog() {
+	local pid port before after why
+	if ! command -v ss >/dev/null; then
+		fail backlog "ss (iproute2) is not installed"
+		return
+	fi
+	cat >"$W/bl.py" <<'PYEOF'
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(5)
+print(s.getsockname()[1], flush=True)
+for i in range(100):
+    time.sleep(0.1)
+print("done", flush=True)
+PYEOF
+	: >"$W/bl.err"
+	h_run_mark "$W/bl.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s6" --job bl -- "$PY" "$W/bl.py" >"$W/bl.out" 2>>"$W/bl.err" &
+	pid=$!
+	h_wait_line "$W/bl.out" "^[0-9]" 10000 "$pid"
+	port=$(head -1 "$W/bl.out")
+	before=$(ss -Hltn "sport = :$port" | awk '{print $3}')
+	checkpoint_kill backlog "$W/bl.err" "$pid" "no checkpoint" || return
+	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s6" --job bl --resume -- "$PY" "$W/bl.py" 1<>"$W/bl.out" \
+		2>>"$W/bl.err" &
+	pid=$!
+	h_wait_line "$W/bl.err" "restored from checkpoint" 20000 "$pid"
+	after=$(ss -Hltn "sport = :$port" | awk '{print $3}')
+	{ kill -9 -- -"$pid"; wait "$pid"; } 2>/dev/null
+	if ! grep -q "restored from checkpoint" "$W/bl.err"; then
+		fail backlog "the job was not restored" "$W/bl.err"
+	elif [ "$before" != 5 ] || [ "$after" != 5 ]; then
+		fail backlog "backlog $before before the checkpoint, $after after the restore (want 5 and 5)" "$W/bl.err"
+	else
+		echo "PASS sockets/backlog: the TCP listener listens with backlog 5 again after the restore"
+	fi
+}
+
 outside
 netns
 samports
 sender
 peercred
+backlog
 exit "$FAILED"

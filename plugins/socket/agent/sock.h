@@ -193,11 +193,16 @@ int ck_sockopt_save(int fd, int family, int type, int32_t jpid, struct ck_pd_fd 
 int ck_sockopt_restore(int fd, int family, int type, const struct ck_pd_fd *f);
 
 /* sock_diag.c: a UNIX socket's peer inode and name (NETLINK_SOCK_DIAG),
- * and its shutdown bits (*shut: CK_SOCK_RCV_SHUT | CK_SOCK_SEND_SHUT, -1
- * where not reported; shut may be NULL). */
+ * its shutdown bits (*shut: CK_SOCK_RCV_SHUT | CK_SOCK_SEND_SHUT, -1
+ * where not reported; shut may be NULL), and a listener's backlog
+ * (*backlog left alone otherwise; may be NULL). */
 #define CK_SOCK_RCV_SHUT 1  /* the kernel's RCV_SHUTDOWN */
 #define CK_SOCK_SEND_SHUT 2 /* SEND_SHUTDOWN */
-int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut);
+int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut,
+		      uint32_t *backlog);
+/* A TCP listener's backlog (what listen() was given, as the kernel
+ * holds it). */
+int ck_sock_tcp_backlog(int family, uint64_t ino, uint32_t *backlog);
 /* A UDP socket's shutdown bits, by inode (*shut -1: not found); 0 or -errno. */
 int ck_sock_udp_shut(int family, uint64_t ino, int *shut);
 /* Ends the TCP socket of addresses src -> dst that no process holds (a

@@ -195,7 +195,7 @@ static int ck__read_one(struct ck__sk *s, int pidfd, struct ck_pd_fd *f, int32_t
 		 * reaches its peer) and whose SHUT_WR shows only here. */
 		uint64_t peer;
 		int shut = -1;
-		ck_sock_unix_diag(f->ino, &peer, NULL, 0, NULL, &shut);
+		ck_sock_unix_diag(f->ino, &peer, NULL, 0, NULL, &shut, NULL);
 		if (s->state == CK_SOCK_EXTERNAL)
 			s->peer_ino = peer;
 		if (s->type == SOCK_DGRAM) /* (no sock_diag for UNIX: what poll shows) */
@@ -794,6 +794,22 @@ static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpi
 		}
 }
 
+/* A listener's backlog as listen() was given it (the kernel's maximum;
+ * 511 where sock_diag does not say, as images before it held). */
+static uint32_t ck__backlog(const struct ck__sk *s)
+{
+	uint32_t b = 511;
+	uint64_t peer;
+
+	if (s->state != CK_SOCK_LISTENING)
+		return b;
+	if (s->family == AF_UNIX)
+		ck_sock_unix_diag(s->f->ino, &peer, NULL, 0, NULL, NULL, &b);
+	else if (s->type == SOCK_STREAM)
+		ck_sock_tcp_backlog(s->family, s->f->ino, &b);
+	return b > 0xffff ? 0xffff : b;
+}
+
 static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_ino)
 {
 	char la[96], pa[96];
@@ -829,7 +845,7 @@ static void ck__encode(struct ck__sk *s, struct ck_pd_fd *f, uint64_t partner_in
 	opts |= ck__shutdown_opts(s) | CK_SOCKOPT_EXT | CK_SOCKOPT_EXT2;
 	f->u64[0] = (uint64_t)s->family | (uint64_t)s->type << 16 | (uint64_t)s->state << 32;
 	/* (the top 16 bits: sock_opts.c's) */
-	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)511 << 32 |
+	f->u64[1] = (uint64_t)s->llen | (uint64_t)s->plen << 16 | (uint64_t)ck__backlog(s) << 32 |
 		    (f->u64[1] & 0xffff000000000000ull);
 	f->u64[2] = opts | (uint64_t)(uint32_t)linger_s << 32;
 	f->u64[3] = (uint64_t)(uint32_t)ck__opt(s->fd, SOL_SOCKET, SO_RCVBUF) |

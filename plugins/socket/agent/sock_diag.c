@@ -16,7 +16,8 @@
 
 #include "plugins/socket/agent/sock.h"
 
-int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut)
+int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namelen, size_t *name_got, int *shut,
+		      uint32_t *backlog)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -43,7 +44,7 @@ int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namel
 	q.req.sdiag_family = AF_UNIX;
 	q.req.udiag_states = ~0u;
 	q.req.udiag_ino = (uint32_t)ino;
-	q.req.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME;
+	q.req.udiag_show = UDIAG_SHOW_PEER | UDIAG_SHOW_NAME | (backlog ? UDIAG_SHOW_RQLEN : 0);
 	q.req.udiag_cookie[0] = q.req.udiag_cookie[1] = ~0u; /* no cookie */
 	if (send(fd, &q, sizeof(q), 0) != (ssize_t)sizeof(q)) {
 		r = -errno;
@@ -72,6 +73,9 @@ int ck_sock_unix_diag(uint64_t ino, uint64_t *peer_ino, char *name, size_t namel
 				*peer_ino = *(uint32_t *)RTA_DATA(a);
 			else if (a->rta_type == UNIX_DIAG_SHUTDOWN && shut && RTA_PAYLOAD(a) >= 1)
 				*shut = *(uint8_t *)RTA_DATA(a);
+			else if (a->rta_type == UNIX_DIAG_RQLEN && backlog && m->udiag_state == TCP_LISTEN &&
+				 RTA_PAYLOAD(a) >= sizeof(struct unix_diag_rqlen))
+				*backlog = ((struct unix_diag_rqlen *)RTA_DATA(a))->udiag_wqueue; /* a listener's maximum */
 			else if (a->rta_type == UNIX_DIAG_NAME && name) {
 				size_t k = RTA_PAYLOAD(a) < namelen ? RTA_PAYLOAD(a) : namelen;
 				memcpy(name, RTA_DATA(a), k);
@@ -90,7 +94,10 @@ out:
 /* A UDP socket's shutdown bits: the kernel looks one up exactly only by
  * its addresses and ports, so every UDP socket of the family is listed
  * and the one with this inode taken. */
-int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
+/* The inet socket of this protocol with this inode, among those in
+ * `states` (the kernel looks one up exactly only by its addresses and
+ * ports, so all are listed): its message, and its shutdown bits if shut. */
+static int ck__inet_find(int family, int proto, uint32_t states, uint64_t ino, struct inet_diag_msg *out, int *shut)
 {
 	struct {
 		struct nlmsghdr nlh;
@@ -102,7 +109,8 @@ int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
 	} u;
 	int fd = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG), r = -ENOENT, done = 0;
 
-	*shut = -1;
+	if (shut)
+		*shut = -1;
 	if (fd < 0)
 		return -errno;
 	memset(&q, 0, sizeof(q));
@@ -110,8 +118,8 @@ int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
 	q.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
 	q.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
 	q.req.sdiag_family = (uint8_t)family;
-	q.req.sdiag_protocol = IPPROTO_UDP;
-	q.req.idiag_states = ~0u;
+	q.req.sdiag_protocol = (uint8_t)proto;
+	q.req.idiag_states = states;
 	if (send(fd, &q, sizeof(q), 0) != (ssize_t)sizeof(q)) {
 		r = -errno;
 		goto out;
@@ -138,8 +146,10 @@ int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
 			m = NLMSG_DATA(h);
 			if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || m->idiag_inode != (uint32_t)ino)
 				continue;
+			*out = *m;
+			r = shut ? r : 0;
 			len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof(*m)));
-			for (a = (struct rtattr *)(m + 1); RTA_OK(a, len); a = RTA_NEXT(a, len))
+			for (a = (struct rtattr *)(m + 1); shut && RTA_OK(a, len); a = RTA_NEXT(a, len))
 				if (a->rta_type == INET_DIAG_SHUTDOWN && RTA_PAYLOAD(a) >= 1) {
 					*shut = *(uint8_t *)RTA_DATA(a);
 					r = 0;
@@ -148,6 +158,23 @@ int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
 	}
 out:
 	close(fd);
+	return r;
+}
+
+int ck_sock_udp_shut(int family, uint64_t ino, int *shut)
+{
+	struct inet_diag_msg m;
+
+	return ck__inet_find(family, IPPROTO_UDP, ~0u, ino, &m, shut);
+}
+
+int ck_sock_tcp_backlog(int family, uint64_t ino, uint32_t *backlog)
+{
+	struct inet_diag_msg m;
+	int r = ck__inet_find(family, IPPROTO_TCP, 1u << TCP_LISTEN, ino, &m, NULL);
+
+	if (r == 0)
+		*backlog = m.idiag_wqueue; /* a listener's maximum */
 	return r;
 }
 
