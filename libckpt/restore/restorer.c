@@ -534,20 +534,28 @@ static void ck__sock_do(int given)
 
 /* ck__sock_do as the effective uid and gid ckrun names in arg3 (the
  * kernel notes them with the pid), where this restorer may take them (a
- * root one, whose saved uid brings it back); else as itself. */
+ * root one, whose saved uid brings it back); else as itself. A change of
+ * ids resets the dumpable flag, which ckrun's writing of this process's
+ * memory needs where it lacks CAP_SYS_PTRACE: set again after. */
 static void ck__sock_make(int given)
 {
 	uint64_t ids = ck__msg.arg[3];
 	long uid = (long)(uint32_t)ids, gid = (long)(uint32_t)(ids >> 32);
 	long ouid = ck_sys0(SYS_geteuid), ogid = ck_sys0(SYS_getegid);
-	int as = ids != UINT64_MAX && (uid != ouid || gid != ogid);
+	long dumpable = ck_sys2(SYS_prctl, PR_GET_DUMPABLE, 0);
+	int as = ids != UINT64_MAX && (uid != ouid || gid != ogid), changed = 0;
 
-	if (as && ck_sys3(SYS_setresgid, -1, gid, -1) == 0 && ck_sys3(SYS_setresuid, -1, uid, -1) < 0)
-		ck_sys3(SYS_setresgid, -1, ogid, -1);
+	if (as && ck_sys3(SYS_setresgid, -1, gid, -1) == 0) {
+		changed = 1;
+		if (ck_sys3(SYS_setresuid, -1, uid, -1) < 0)
+			ck_sys3(SYS_setresgid, -1, ogid, -1);
+	}
 	ck__sock_do(given);
-	if (as) {
-		ck_sys3(SYS_setresuid, -1, ouid, -1);
-		ck_sys3(SYS_setresgid, -1, ogid, -1);
+	if (changed) {
+		if (ck_sys3(SYS_setresuid, -1, ouid, -1) < 0 || ck_sys3(SYS_setresgid, -1, ogid, -1) < 0)
+			ck__die("restorer: cannot take its own ids back after making a socket", -1);
+		if (dumpable >= 0)
+			ck_sys2(SYS_prctl, PR_SET_DUMPABLE, dumpable);
 	}
 }
 

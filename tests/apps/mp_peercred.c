@@ -18,8 +18,9 @@
  * their files and check them, and a new child C connects to P's listener,
  * kept open all along: C's end names P, P's accepted end names C (a
  * listener a restore made names whoever called listen() on it). D, run
- * as root, takes uid and gid 65534 and makes a socketpair: its ends name
- * D with those ids (as an ordinary user it keeps its own). A restore
+ * as root, makes a socketpair with effective uid and gid 65534, then takes
+ * its own back: its ends name D with 65534 (as an ordinary user it keeps
+ * its own ids throughout). A restore
  * that made the connections itself names no process (pid 0) and fails.
  * Usage: mp_peercred [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
@@ -36,7 +37,7 @@
 #include <unistd.h>
 
 /* 0 if fd's peer is `want` with our own uid and gid; else says what. */
-static int check(const char *who, const char *what, int fd, pid_t want)
+static int check_ids(const char *who, const char *what, int fd, pid_t want, uid_t wu, gid_t wg)
 {
 	struct ucred uc;
 	socklen_t l = sizeof(uc);
@@ -45,12 +46,18 @@ static int check(const char *who, const char *what, int fd, pid_t want)
 		printf("%s: %s: SO_PEERCRED: %s\n", who, what, strerror(errno));
 		return 1;
 	}
-	if (uc.pid != want || uc.uid != getuid() || uc.gid != getgid()) {
+	if (uc.pid != want || uc.uid != wu || uc.gid != wg) {
 		printf("%s: %s names pid %d uid %u gid %u (want pid %d uid %u gid %u)\n", who, what, (int)uc.pid,
-		       (unsigned)uc.uid, (unsigned)uc.gid, (int)want, (unsigned)getuid(), (unsigned)getgid());
+		       (unsigned)uc.uid, (unsigned)uc.gid, (int)want, (unsigned)wu, (unsigned)wg);
 		return 1;
 	}
 	return 0;
+}
+
+/* 0 if fd's peer is `want` with our own uid and gid; else says what. */
+static int check(const char *who, const char *what, int fd, pid_t want)
+{
+	return check_ids(who, what, fd, want, getuid(), getgid());
 }
 
 /* A pipe with `text` in it sent on sock: its read end, and its write end
@@ -208,20 +215,33 @@ int main(int argc, char **argv)
 			_exit(2);
 		_exit(serve("B", fd, -1, -1, fd2, "world", 0, fd3));
 	}
-	/* D, as root, makes a pair as another user: the ends name its uid */
+	/* D, as root, makes a pair with effective ids 65534, then takes its
+	 * own back (and stays dumpable: a ckrun without CAP_SYS_PTRACE can
+	 * read it): the ends name 65534 */
 	if ((d = fork()) == 0) {
-		int sp[2], dbad = 0;
+		int sp[2], dbad = 0, as = 0;
+		uid_t wu = getuid();
+		gid_t wg = getgid();
 		close(lfd);
 		close(pa[0]);
 		close(fl[0]);
-		if (geteuid() == 0 && (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0))
-			_exit(2);
-		prctl(PR_SET_DUMPABLE, 1);
+		if (geteuid() == 0) {
+			if (setresgid(-1, 65534, -1) < 0 || setresuid(-1, 65534, -1) < 0)
+				_exit(2);
+			as = 1;
+		}
 		if (socketpair(AF_UNIX, SOCK_STREAM, 0, sp) < 0)
 			_exit(2);
+		if (as) {
+			if (setresuid(-1, 0, -1) < 0 || setresgid(-1, 0, -1) < 0)
+				_exit(2);
+			prctl(PR_SET_DUMPABLE, 1);
+			wu = 65534;
+			wg = 65534;
+		}
 		for (int i = 0; i < steps && dbad < 3; i++) {
-			dbad += check("D", "its own pair made after it changed its ids (first end)", sp[0], getpid());
-			dbad += check("D", "its own pair made after it changed its ids (second end)", sp[1], getpid());
+			dbad += check_ids("D", "its pair made as other ids (first end)", sp[0], getpid(), wu, wg);
+			dbad += check_ids("D", "its pair made as other ids (second end)", sp[1], getpid(), wu, wg);
 			usleep(30000);
 		}
 		_exit(dbad ? 1 : 0);

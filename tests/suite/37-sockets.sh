@@ -23,6 +23,9 @@
 #      inspect` names, on each of its 20 connected UNIX descriptors and
 #      its listener, the process its SO_PEERCRED named; killed and resumed, the app (which checks every
 #      end's pid at every step) ends as bare.
+#      Again with a ckrun without CAP_SYS_PTRACE (a container given only
+#      SYS_ADMIN): the restorer that makes a pair as other ids (the app's
+#      child D, as root) must stay writable to ckrun (dumpable).
 #  (f) backlog: a TCP listener of backlog 5 (python) checkpointed, killed
 #      and resumed: `ss` shows backlog 5 again (ckrun listened with 511
 #      before; a UNIX listener's is conformance listen_backlog). The
@@ -258,6 +261,34 @@ peercred() {
 	fi
 }
 
+# peercred_noptrace: mp_peercred's cycle, ckrun without CAP_SYS_PTRACE.
+peercred_noptrace() {
+	local pid rc why np=(setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace --)
+	if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+		echo "SKIP sockets/peercred-noptrace: needs root and setpriv"
+		return
+	fi
+	: >"$W/pn.err"
+	h_run_mark "$W/pn.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "${np[@]}" "$CKRUN" -v --store "$W/s7" --job pn -- "$H_APPS_BIN/mp_peercred" 1.5 \
+		>"$W/pn.out" 2>>"$W/pn.err" &
+	pid=$!
+	h_wait_line "$W/pn.out" "steps" 10000 "$pid"
+	h_sleep_alive "$pid" 300
+	checkpoint_kill peercred-noptrace "$W/pn.err" "$pid" "no checkpoint" || return
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "${np[@]}" "$CKRUN" -v --store "$W/s7" --job pn --resume -- \
+		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/pn.out" 2>>"$W/pn.err"
+	rc=$?
+	if ! why=$(h_proof "$W/pn.err"); then
+		fail peercred-noptrace "$why" "$W/pn.err"
+	elif [ "$rc" != 0 ] || ! cmp -s "$W/pc.bare" "$W/pn.out"; then
+		diff "$W/pc.bare" "$W/pn.out" >"$W/pn.diff" 2>&1
+		fail peercred-noptrace "status $rc (want 0) or output differs from bare" "$W/pn.diff" "$W/pn.err"
+	else
+		echo "PASS sockets/peercred-noptrace: without CAP_SYS_PTRACE too, every end names its process and ids again"
+	fi
+}
+
 # ---- (f) a TCP listener's backlog ----
 backlog() {
 	local pid port before after why
@@ -301,5 +332,6 @@ netns
 samports
 sender
 peercred
+peercred_noptrace
 backlog
 exit "$FAILED"

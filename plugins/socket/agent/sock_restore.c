@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ struct ck__obj {
 	struct ck__obj *by_job; /* CK_SOCKOPT_PEERPID: made with this peer by the job's processes (ck_sock_made) */
 	int32_t holder;		/* the first process of the job that holds it */
 	struct ck__obj *pend_l; /* UNIX, waiting in this listener's queue: connected by its holder (ck_sock_made) */
+	int relisten_failed;	/* UNIX listener: its process could not listen on it again: ckrun does */
 };
 
 struct ck_sock_set {
@@ -46,6 +48,11 @@ struct ck_sock_set {
 #define LLEN(f) ((socklen_t)((f)->u64[1] & 0xffff))
 #define PLEN(f) ((socklen_t)(((f)->u64[1] >> 16) & 0xffff))
 #define BACKLOG(f) ((int)(((f)->u64[1] >> 32) & 0xffff))
+/* A listener's while the restore puts back the connections waiting in
+ * its queue: the saved backlog leaves no room for a stray client (or a
+ * host whose somaxconn is lower), and a connect to a full UNIX listener
+ * waits for good. Its own backlog is set once they are in. */
+#define CK__RESTORE_BACKLOG 65535
 #define LOCAL(f) ((const struct sockaddr *)((f)->path + CK_SOCK_ADDR_OFF))
 #define PEER(f) ((const struct sockaddr *)((f)->path + CK_SOCK_PEER_OFF))
 
@@ -521,6 +528,7 @@ static uint64_t ck__ids(const struct ck_pd_fd *f)
 /* A connection waiting in listener l's queue, made here. */
 static int ck__pending_by_ckrun(struct ck__obj *o, const struct ck__obj *l)
 {
+	struct timeval tmo = {5, 0};
 	struct sockaddr_storage a;
 	socklen_t al = sizeof(a);
 
@@ -531,11 +539,16 @@ static int ck__pending_by_ckrun(struct ck__obj *o, const struct ck__obj *l)
 		((struct sockaddr_in *)&a)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (FAMILY(o->f) == AF_INET6 && !memcmp(&((struct sockaddr_in6 *)&a)->sin6_addr, &in6addr_any, 16))
 		((struct sockaddr_in6 *)&a)->sin6_addr = in6addr_loopback;
+	/* a full listener's queue: an error within 5 s, not a wait for good
+	 * (then none, and the job's own with its options) */
+	setsockopt(o->fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	if (connect(o->fd, (struct sockaddr *)&a, al) < 0) {
 		int e = errno;
 		ck_err_set("cannot connect %s to its listener again: %s", o->f->path, strerror(e));
 		return -e;
 	}
+	tmo.tv_sec = 0;
+	setsockopt(o->fd, SOL_SOCKET, SO_SNDTIMEO, &tmo, sizeof(tmo));
 	ck__buffers(o->fd, o->f);
 	return ck__options(o->fd, o->f);
 }
@@ -567,23 +580,31 @@ static int ck__pending_by_job(struct ck__obj *o, const struct ck_agent_procs *pr
 	return ck__options(o->fd, o->f);
 }
 
-/* A UNIX listener made here: listened on again by the process that had
- * listened, so that connections to it name that process. */
-static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs)
+/* A UNIX listener made here: listened on again (with this backlog) by
+ * the process that had listened, so that connections to it name that
+ * process; by ckrun where none is known, or the process could not. */
+static int ck__relisten(struct ck__obj *o, const struct ck_agent_procs *procs, int backlog)
 {
-	int lost = 0, r;
+	int lost = 0, r = -ESRCH;
 
-	if (FAMILY(o->f) != AF_UNIX || STATE(o->f) != CK_SOCK_LISTENING || o->fd < 0 ||
-	    !(o->f->u64[2] & CK_SOCKOPT_PEERPID) || o->f->peer <= 0)
+	if (FAMILY(o->f) != AF_UNIX || STATE(o->f) != CK_SOCK_LISTENING || o->fd < 0)
 		return 0;
-	r = procs->unix_listen(procs->arg, o->f->peer, ck__ids(o->f), o->fd, BACKLOG(o->f), &lost);
+	if ((o->f->u64[2] & CK_SOCKOPT_PEERPID) && o->f->peer > 0 && !o->relisten_failed)
+		r = procs->unix_listen(procs->arg, o->f->peer, ck__ids(o->f), o->fd, backlog, &lost);
 	if (r < 0 && lost)
 		return r;
-	if (r < 0)
+	if (r < 0 && r != -ESRCH && !o->relisten_failed)
 		fprintf(stderr,
 			"ckrun: warning: socket %s: process %d could not listen on it again (%s); a connection to it "
 			"names no process (SO_PEERCRED)\n",
 			o->f->path, o->f->peer, strerror(-r));
+	if (r < 0) {
+		o->relisten_failed = 1;
+		if (listen(o->fd, backlog) < 0) {
+			ck_err_set("cannot listen on %s again: %s", o->f->path, strerror(errno));
+			return -errno;
+		}
+	}
 	return 0;
 }
 
@@ -591,12 +612,15 @@ int ck_sock_made(struct ck_sock_set *s, struct ck_reader *rd, const struct ck_ag
 {
 	int r = 0;
 
-	/* listeners first: a connection made to one copies what it names */
+	/* listeners first: a connection made to one copies what it names;
+	 * then their own backlogs, once their queues are back */
 	for (size_t i = 0; s && i < s->n && r == 0; i++)
-		r = ck__relisten(&s->v[i], procs);
+		r = ck__relisten(&s->v[i], procs, CK__RESTORE_BACKLOG);
 	for (size_t i = 0; s && i < s->n && r == 0; i++)
 		if (s->v[i].pend_l)
 			r = ck__pending_by_job(&s->v[i], procs);
+	for (size_t i = 0; s && i < s->n && r == 0; i++)
+		r = ck__relisten(&s->v[i], procs, BACKLOG(s->v[i].f));
 	if (r < 0)
 		goto fail;
 	for (size_t i = 0; s && i < s->n; i++) {
@@ -943,7 +967,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 				goto fail;
 			}
 			s->v = o;
-			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL, NULL, pds[i]->pid, NULL};
+			s->v[s->n++] = (struct ck__obj){f, -1, 0, -1, NULL, NULL, pds[i]->pid, NULL, 0};
 		}
 	/* TCP connections in the job, at their own ports: before the
 	 * listeners, as one of them may share its port */
@@ -972,7 +996,7 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 		}
 		if (LLEN(o->f) > sizeof(sa_family_t) && (r = ck__bind(o->fd, o->f)) < 0)
 			break;
-		if (st == CK_SOCK_LISTENING && listen(o->fd, BACKLOG(o->f)) < 0) {
+		if (st == CK_SOCK_LISTENING && listen(o->fd, CK__RESTORE_BACKLOG) < 0) {
 			r = -errno;
 			ck_err_set("cannot listen on %s again: %s", o->f->path, strerror(errno));
 			break;
@@ -1056,6 +1080,15 @@ int ck_sock_prepare(struct ck_reader *rd, struct ck_procdesc *const *pds, size_t
 			o->pend_l = l; /* connected by its process, once the listener listens as its own */
 		else
 			r = ck__pending_by_ckrun(o, l);
+	}
+	/* TCP listeners' own backlogs, their queues back (UNIX ones: ck_sock_made) */
+	for (size_t i = 0; i < s->n && r == 0; i++) {
+		struct ck__obj *o = &s->v[i];
+		if (STATE(o->f) == CK_SOCK_LISTENING && FAMILY(o->f) != AF_UNIX && o->fd >= 0 &&
+		    listen(o->fd, BACKLOG(o->f)) < 0) {
+			r = -errno;
+			ck_err_set("cannot listen on %s again: %s", o->f->path, strerror(errno));
+		}
 	}
 	/* datagrams queued on unconnected sockets, once every sender is made */
 	for (size_t i = 0; i < s->n && r == 0; i++) {
