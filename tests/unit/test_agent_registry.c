@@ -43,9 +43,9 @@ static int ck__register_in_child(const struct ck_agent_plugin *p, int times)
 
 void ck_unit_run(void)
 {
-	static const struct ck_agent_plugin one = {CK_AGENT_PLUGIN_ABI, "one", 77, "ones", ck__ckpt, NULL, ck__fd, NULL, NULL, NULL};
-	static const struct ck_agent_plugin two = {CK_AGENT_PLUGIN_ABI, "two", 78, "twos", ck__ckpt, NULL, ck__fd, NULL, NULL, NULL};
-	static const struct ck_agent_plugin old = {CK_AGENT_PLUGIN_ABI + 1, "old", 79, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+	static const struct ck_agent_plugin one = {CK_AGENT_PLUGIN_ABI, "one", 77, "ones", ck__ckpt, NULL, ck__fd, NULL, NULL, NULL, NULL};
+	static const struct ck_agent_plugin two = {CK_AGENT_PLUGIN_ABI, "two", 78, "twos", ck__ckpt, NULL, ck__fd, NULL, NULL, NULL, NULL};
+	static const struct ck_agent_plugin old = {CK_AGENT_PLUGIN_ABI + 1, "old", 79, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 	/* another ABI, a full registry: exit 99 */
 	CHECK_EQ_INT(ck__register_in_child(&old, 1), 99);
