@@ -1022,6 +1022,14 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 			s->state = CK_SOCK_PAIRED;
 			continue;
 		}
+		/* A peer that shut its sending side had been accepted (a queued
+		 * connection sends nothing): the server took it and closed it,
+		 * and what it sent is still to read; not one to connect again. */
+		if (s->type != SOCK_DGRAM) {
+			struct pollfd pf = {s->fd, POLLRDHUP, 0};
+			if (poll(&pf, 1, 0) == 1 && (pf.revents & (POLLRDHUP | POLLHUP)))
+				continue;
+		}
 		for (size_t j = 0; j < nv; j++)
 			if (ck__listener_takes(&v[j], s) ||
 			    (s->family == AF_UNIX && v[j].state == CK_SOCK_LISTENING &&
