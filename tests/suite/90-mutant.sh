@@ -59,7 +59,8 @@ main() {
 		loginuid) sample loginuid '^loginuid/' -- 39-loginuid.sh ;;
 		faults) sample faults '^faults/(kill-run-|treekill|corrupt-pack)' \
 			CKPT_TEST_FAULTS="kill treekill corrupt" CKPT_TEST_KILL_TRIALS=3 -- 30-faults.sh ;;
-		stdio) sample stdio '^stdio/' -- 24-stdio.sh ;;
+		# (stdio/inherited checks no restore)
+		stdio) sample stdio '^stdio/(elsewhere|same|truncated|pipe|chain-pipe|chain-file|shared)$' -- 24-stdio.sh ;;
 		api) sample api '^api/after-restore' -- 25-api.sh ;;
 		mappath) sample mappath '^mappath/(missing-path|move|copy|paths-.*|env-unset)$' CKPT_TEST_MAPPATH="move copy paths env" -- 42-mappath.sh ;;
 		filepages) sample filepages '^filepages/(copy|rewrite|size|gone)$' -- 43-filepages.sh ;;
