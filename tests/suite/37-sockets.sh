@@ -230,21 +230,44 @@ sender() {
 }
 
 # ---- (e) SO_PEERCRED: the processes named in the image, and after a restore ----
-peercred() {
-	local pid rc why n
-	"$H_APPS_BIN/mp_peercred" 1.5 >"$W/pc.bare" 2>&1
-	: >"$W/pc.err"
-	h_run_mark "$W/pc.err" new 0
-	CKPT_TEST_ORIGIN=1 setsid "$CKRUN" -v --store "$W/s5" --job pc -- "$H_APPS_BIN/mp_peercred" 1.5 >"$W/pc.out" \
-		2>>"$W/pc.err" &
+# peercred_cycle CASE TAG [PREFIX...]: mp_peercred under PREFIX ckrun,
+# checkpointed once it runs, killed, `ckpt inspect`ed into $W/TAG.inspect
+# and resumed; sets RC (the resume's status). 1 if no checkpoint came.
+peercred_cycle() {
+	local name=$1 tag=$2 pid
+	shift 2
+	: >"$W/$tag.err"
+	h_run_mark "$W/$tag.err" new 0
+	CKPT_TEST_ORIGIN=1 setsid "$@" "$CKRUN" -v --store "$W/$tag.s" --job "$tag" -- "$H_APPS_BIN/mp_peercred" 1.5 \
+		>"$W/$tag.out" 2>>"$W/$tag.err" &
 	pid=$!
-	h_wait_line "$W/pc.out" "steps" 10000 "$pid"
+	h_wait_line "$W/$tag.out" "steps" 10000 "$pid"
 	h_sleep_alive "$pid" 300
-	checkpoint_kill peercred "$W/pc.err" "$pid" "no checkpoint" || return
-	timeout -s KILL 60 "$CKPT" inspect --store "$W/s5" pc >"$W/pc.inspect" 2>&1
-	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$CKRUN" -v --store "$W/s5" --job pc --resume -- \
-		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/pc.out" 2>>"$W/pc.err"
-	rc=$?
+	checkpoint_kill "$name" "$W/$tag.err" "$pid" "no checkpoint" || return 1
+	timeout -s KILL 60 "$CKPT" inspect --store "$W/$tag.s" "$tag" >"$W/$tag.inspect" 2>&1
+	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "$@" "$CKRUN" -v --store "$W/$tag.s" --job "$tag" --resume -- \
+		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/$tag.out" 2>>"$W/$tag.err"
+	RC=$?
+}
+
+# peercred_result CASE TAG PASS-LINE: the resume proved itself and ended as
+# bare (why not, else PASS-LINE). 0 when it did.
+peercred_result() {
+	local name=$1 tag=$2 why
+	if ! why=$(h_proof "$W/$tag.err"); then
+		fail "$name" "$why" "$W/$tag.err"
+	elif [ "$RC" != 0 ] || ! cmp -s "$W/pc.bare" "$W/$tag.out"; then
+		diff "$W/pc.bare" "$W/$tag.out" >"$W/$tag.diff" 2>&1
+		fail "$name" "status $RC (want 0) or output differs from bare" "$W/$tag.diff" "$W/$tag.err"
+	else
+		echo "PASS sockets/$name: $3"
+	fi
+}
+
+peercred() {
+	local n why
+	"$H_APPS_BIN/mp_peercred" 1.5 >"$W/pc.bare" 2>&1
+	peercred_cycle peercred pc || return
 	# (20 connected descriptors: the children hold copies of P's pairs;
 	# and the listener, named by whoever called listen())
 	n=$(grep -c "connected in the job.*peer credentials of process" "$W/pc.inspect")
@@ -253,40 +276,19 @@ peercred() {
 	elif [ "$n" != 20 ] || [ "$(grep -c "connected in the job" "$W/pc.inspect")" != 20 ] ||
 		! grep -q "(listening) (peer credentials of process" "$W/pc.inspect"; then
 		fail peercred "ckpt inspect names the peer's process on $n of the 20 connected descriptors, or not on the listener" "$W/pc.inspect"
-	elif [ "$rc" != 0 ] || ! cmp -s "$W/pc.bare" "$W/pc.out"; then
-		diff "$W/pc.bare" "$W/pc.out" >"$W/pc.diff" 2>&1
-		fail peercred "status $rc (want 0) or output differs from bare" "$W/pc.diff" "$W/pc.err"
 	else
-		echo "PASS sockets/peercred: ckpt inspect names the process on all 20 connected descriptors and the listener; restored, every end names it again"
+		peercred_result peercred pc "ckpt inspect names the process on all 20 connected descriptors and the listener; restored, every end names it again"
 	fi
 }
 
 # peercred_noptrace: mp_peercred's cycle, ckrun without CAP_SYS_PTRACE.
 peercred_noptrace() {
-	local pid rc why np=(setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace --)
 	if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
 		echo "SKIP sockets/peercred-noptrace: needs root and setpriv"
 		return
 	fi
-	: >"$W/pn.err"
-	h_run_mark "$W/pn.err" new 0
-	CKPT_TEST_ORIGIN=1 setsid "${np[@]}" "$CKRUN" -v --store "$W/s7" --job pn -- "$H_APPS_BIN/mp_peercred" 1.5 \
-		>"$W/pn.out" 2>>"$W/pn.err" &
-	pid=$!
-	h_wait_line "$W/pn.out" "steps" 10000 "$pid"
-	h_sleep_alive "$pid" 300
-	checkpoint_kill peercred-noptrace "$W/pn.err" "$pid" "no checkpoint" || return
-	CKPT_TEST_ORIGIN=1 timeout -s KILL 60 "${np[@]}" "$CKRUN" -v --store "$W/s7" --job pn --resume -- \
-		"$H_APPS_BIN/mp_peercred" 1.5 1<>"$W/pn.out" 2>>"$W/pn.err"
-	rc=$?
-	if ! why=$(h_proof "$W/pn.err"); then
-		fail peercred-noptrace "$why" "$W/pn.err"
-	elif [ "$rc" != 0 ] || ! cmp -s "$W/pc.bare" "$W/pn.out"; then
-		diff "$W/pc.bare" "$W/pn.out" >"$W/pn.diff" 2>&1
-		fail peercred-noptrace "status $rc (want 0) or output differs from bare" "$W/pn.diff" "$W/pn.err"
-	else
-		echo "PASS sockets/peercred-noptrace: without CAP_SYS_PTRACE too, every end names its process and ids again"
-	fi
+	peercred_cycle peercred-noptrace pn setpriv --bounding-set -sys_ptrace --inh-caps -sys_ptrace -- || return
+	peercred_result peercred-noptrace pn "without CAP_SYS_PTRACE too, every end names its process and ids again"
 }
 
 # ---- (f) a TCP listener's backlog ----
