@@ -413,8 +413,10 @@ main() {
 	mpi_setup mpi-ckpt || return 1
 	shm_names >"$H_WORK/shm.before"
 	stops sgd 2 "$T/sgd_mpi" 6000
-	stops ring 2 "$T/ring_mpi" 1500
-	stops comms 2 "$T/comms_mpi" 1500
+	# ring and comms long enough that the second run's stop lands before the
+	# end (ring's 1500 rounds, about 2.7 s under ckrun, ended first in a CI run)
+	stops ring 2 "$T/ring_mpi" 6000
+	stops comms 2 "$T/comms_mpi" 5000
 	MUST_CARRY=1 stops nbring 2 "$T/nbring_mpi" 1500
 	# long enough that the stop lands before the end on a loaded machine (1500
 	# steps ended first in a CI run: "rank 2 has finalized MPI")
