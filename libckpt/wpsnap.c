@@ -59,13 +59,17 @@ static int ck__wp_eligible(const char *perms, const char *path, const char *eol)
 }
 
 /* A mapping a write-protect snapshot would not see change: device memory
- * (a GPU, an RDMA NIC) is written by DMA, not through page tables. */
+ * (a GPU, an RDMA NIC) is written by DMA, not through page tables. Shared
+ * memory is no device: files of /dev/shm, /dev/zero mapped, and shared
+ * anonymous memory, which the kernel names "/dev/zero (deleted)" (it is
+ * read while the threads are parked, as every unprotected mapping is). */
 static int ck__wp_refused(const char *path, const char *eol)
 {
 	size_t n = (size_t)(eol - path);
 
 	if (n > 5 && !ck_strncmp(path, "/dev/", 5))
-		return ck_strncmp(path, "/dev/shm/", 9) && !(n == 9 && !ck_strncmp(path, "/dev/zero", 9));
+		return ck_strncmp(path, "/dev/shm/", 9) && !(n == 9 && !ck_strncmp(path, "/dev/zero", 9)) &&
+		       !(n == 19 && !ck_strncmp(path, "/dev/zero (deleted)", 19));
 	return 0;
 }
 

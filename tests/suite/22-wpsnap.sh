@@ -4,6 +4,8 @@
 #             (faults > 0), and a restore from it gives the bare output;
 #   late-events  the same with the kernel's layout events taking effect
 #             late (CKPT_TEST_WP_EVENT_DELAY_MS): rounds must be repeated;
+#   shared-anon  a job of five processes sharing anonymous memory: its
+#             rounds write-protect too;
 #   churn     a job that unmaps, discards and moves memory all the time: a
 #             round that meets such a change is repeated with a fork, and
 #             the restored output is still the bare one;
@@ -132,6 +134,11 @@ run() {
 
 PRE=all run used memgrow 0.5 wp --snapshot wp
 run churn mmchurn 0.5 churn --snapshot wp
+# Shared anonymous memory (named "/dev/zero (deleted)" in maps) is read
+# while the threads are parked, as any unprotected mapping: it does not
+# make the round fork (every round forked before, "write protection:
+# Operation not supported").
+run shared-anon mp_shmcount 1 wp
 # Pre-armed and held running 150 ms before each cut: what it wrote then
 # was lifted and must be protected again at the cut (else its blocks
 # read as absent: zeros, and memgrow's check fails after the restore).
