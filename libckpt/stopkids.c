@@ -11,9 +11,9 @@
  * (ckrun lets them go first), the parent takes the new report of a stop it
  * had waited for already, and the SIGCHLD the new stop sent where none
  * was pending at the cut.
- * Refused: a stop not yet reported by a signal other than SIGSTOP (a
- * restore stops with SIGSTOP: the report would name another signal), more
- * than CK__MAX_KIDS stopped children. */
+ * A restore stops a child by the signal that had stopped it (SIGSTOP,
+ * SIGTSTP, SIGTTIN, SIGTTOU), so a report still to be taken names it.
+ * Refused: more than CK__MAX_KIDS stopped children. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -60,9 +60,12 @@ static int ck__add(long pid)
 	r = ck_sys5(SYS_waitid, P_PID, pid, (long)&si, WSTOPPED | WNOWAIT | WNOHANG, 0);
 	if (r < 0)
 		return 0; /* not a child of ours after all */
-	if (si.si_pid == pid && si.si_code == CLD_STOPPED && si.si_status != SIGSTOP) {
-		ck__failf("child process %ld was stopped by signal %d and its parent has not waited for that stop yet: a "
-			  "restore can stop it only with SIGSTOP: not supported",
+	/* (a restore stops it by the same signal: ckrun saw it when it held
+	 * the child; these four are all a stop can be) */
+	if (si.si_pid == pid && si.si_code == CLD_STOPPED && si.si_status != SIGSTOP && si.si_status != SIGTSTP &&
+	    si.si_status != SIGTTIN && si.si_status != SIGTTOU) {
+		ck__failf("child process %ld was stopped by signal %d and its parent has not waited for that stop yet: "
+			  "not supported",
 			  pid, si.si_status);
 		return -ENOTSUP;
 	}

@@ -237,6 +237,12 @@ struct ck_procdesc {
 /* set by ckrun: the job had stopped the process (SIGSTOP); a restore
  * stops it again before it runs (launcher/ckrun/stopped.c) */
 #define CK_PD_P_STOPPED 0x10
+/* ... and the signal that had stopped it where it was not SIGSTOP
+ * (SIGTSTP, SIGTTIN, SIGTTOU): the restore stops it with the same one, so
+ * that a stop its parent has still to take is reported as it was; 0:
+ * SIGSTOP (and in images made before it was saved) */
+#define CK_PD_P_STOPSIG_SHIFT 8
+#define CK_PD_P_STOPSIG_MASK 0xff00u
 #define CK_PD_CWD_REMOVED 0x80000000u /* in cwd_mode */
 
 static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");

@@ -212,8 +212,11 @@ int ck_stopped_all_T(pid_t pid);
 int ck_stopped_pump(struct ckrun *c);
 void ck_stopped_end(struct ckrun *c, struct ck_jproc *p, int done, int64_t result);
 void ck_stopped_let_go_all(struct ckrun *c);
-/* Restore: p, saved stopped, gets DONE and is stopped again (SIGSTOP)
- * with its threads back where the job's stop had found them. */
+/* The signal that stopped held process p (SIGSTOP where not known). */
+int ck_stopped_sig(const struct ck_jproc *p);
+/* Restore: p, saved stopped, gets DONE and is stopped again (by the
+ * signal that had stopped it) with its threads back where the job's stop
+ * had found them. */
 int ck_stopped_restore(struct ck_jproc *p, const struct ck_procdesc *pd);
 /* Whether ckrun holds a process the job stopped in this round. */
 int ck_stopped_any(const struct ckrun *c);

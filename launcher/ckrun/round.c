@@ -715,9 +715,15 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		r = ck_mem_save_regions(rd, rd->w, jp, m, rd->flags, 1);
 		if (r == 0 && jp->round.snap == jp->pid)
 			r = ck_mem_advice(jp);
-		/* the job had stopped it: a restore stops it again (stopped.c) */
-		jp->pd->pflags = jp->round.hold && !ck_stopped_continued(jp) ? jp->pd->pflags | CK_PD_P_STOPPED
-									       : jp->pd->pflags & ~CK_PD_P_STOPPED;
+		/* the job had stopped it: a restore stops it again, by the
+		 * same signal (stopped.c) */
+		jp->pd->pflags &= ~(CK_PD_P_STOPPED | CK_PD_P_STOPSIG_MASK);
+		if (jp->round.hold && !ck_stopped_continued(jp)) {
+			int sig = ck_stopped_sig(jp);
+			jp->pd->pflags |= CK_PD_P_STOPPED;
+			if (sig != SIGSTOP)
+				jp->pd->pflags |= (uint32_t)sig << CK_PD_P_STOPSIG_SHIFT;
+		}
 		if (r == 0)
 			r = ck_desc_pack(jp->pd, &jp->round.mp->desc, &jp->round.mp->desc_len);
 		for (uint32_t k = 0; r == 0 && k < jp->pd->nfds; k++)

@@ -83,7 +83,8 @@ struct ck__thr {
 };
 
 struct ck_hold {
-	int sig; /* libckpt's parking signal in this process */
+	int sig;     /* libckpt's parking signal in this process */
+	int stopsig; /* the signal of the job's stop (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) */
 	size_t n;
 	struct ck__thr *t;
 };
@@ -289,6 +290,16 @@ static int ck__drop_stale_park(struct ck_hold *h, pid_t pid, struct ck__thr *t)
 	return r;
 }
 
+static int ck__stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+int ck_stopped_sig(const struct ck_jproc *p)
+{
+	return p->round.hold && p->round.hold->stopsig ? p->round.hold->stopsig : SIGSTOP;
+}
+
 /* Seizes one stopped process; the job's threads stay stopped. */
 static int ck__hold_one(struct ck_jproc *p)
 {
@@ -316,8 +327,12 @@ static int ck__hold_one(struct ck_jproc *p)
 		}
 		if ((r = ck__add_thr(h, tid, 0, CK__T_TRAPPED)) < 0)
 			break;
-		/* a seized stopped thread reports its stop again, as a ptrace one */
-		if ((r = ck__wait_stop(tid, 2000, &st)) < 0 || !WIFSTOPPED(st)) {
+		/* a seized stopped thread reports its stop again, as a ptrace
+		 * one (PTRACE_EVENT_STOP) naming the signal of the group stop */
+		if ((r = ck__wait_stop(tid, 2000, &st)) == 0 && WIFSTOPPED(st) && (st >> 16) == PTRACE_EVENT_STOP &&
+		    !h->stopsig && ck__stop_signal(WSTOPSIG(st)))
+			h->stopsig = WSTOPSIG(st);
+		if (r < 0 || !WIFSTOPPED(st)) {
 			/* still traced if it did not stop: let go with the rest */
 			h->t[h->n - 1].state = r == -ETIMEDOUT ? CK__T_RUNNING : CK__T_GONE;
 			if (r == -ETIMEDOUT) {
@@ -698,7 +713,7 @@ static int ck__nstid_of(pid_t pid, pid_t tid, void *arg)
 int ck_stopped_restore(struct ck_jproc *p, const struct ck_procdesc *pd)
 {
 	struct ck_hold *h = calloc(1, sizeof(*h));
-	int r = 0;
+	int r = 0, sig;
 
 	if (!h)
 		return -ENOMEM;
@@ -736,13 +751,31 @@ int ck_stopped_restore(struct ck_jproc *p, const struct ck_procdesc *pd)
 	}
 	if (r == 0 && (r = ck__done_unwind(h, p, 0)) < 0)
 		ck_err_set("restored process %d, which the job had stopped, did not end its restart", p->jpid);
-	/* Stopped again: its threads join the stop as they are let go, and
-	 * its parent is told once, as the job's stop told it (its libckpt
-	 * then takes what it had seen: libckpt/stopkids.c). */
-	if (r == 0 && kill(p->pid, SIGSTOP) < 0)
+	/* Stopped again, by the signal that had stopped it: its threads join
+	 * the stop as they are let go, and its parent is told once, as the
+	 * job's stop told it (its libckpt then takes what it had seen:
+	 * libckpt/stopkids.c). */
+	sig = (int)((pd->pflags & CK_PD_P_STOPSIG_MASK) >> CK_PD_P_STOPSIG_SHIFT);
+	if (!ck__stop_signal(sig))
+		sig = SIGSTOP;
+	if (r == 0 && kill(p->pid, sig) < 0)
 		r = -errno;
 	ck__detach_all(h);
 	ck__hold_free(h);
+	if (r == 0 && sig != SIGSTOP) {
+		/* the kernel drops SIGTSTP & co. in an orphaned process group,
+		 * and a handler would take it: then as SIGSTOP, said */
+		for (int i = 0; i < 2000 && !ck_stopped_all_T(p->pid); i++)
+			usleep(1000);
+		if (!ck_stopped_all_T(p->pid)) {
+			fprintf(stderr,
+				"ckrun: warning: restored process %d did not stop by signal %d as the job had stopped it: "
+				"stopped by SIGSTOP instead (its parent's report names SIGSTOP)\n",
+				p->jpid, sig);
+			if (kill(p->pid, SIGSTOP) < 0)
+				r = -errno;
+		}
+	}
 	return r;
 }
 

@@ -11,6 +11,11 @@
 #       (h_proof). mp_stopped itself checks what the parent sees: no stop
 #       reported twice, the unreported one still reported once, SIGCHLDs,
 #       the pending SIGUSR1 handled after SIGCONT.
+#   stopped/tstp-restore  the same with mp_tstp: its children in process
+#       groups of their own, stopped by SIGTSTP (reported) and SIGTTIN (left
+#       to be reported): the restore stops each by its own signal, and the
+#       parent takes a report naming SIGTTIN (the previous build refused the
+#       round: "a restore can stop it only with SIGSTOP").
 #   stopped/refused  a stopped process whose own round refuses (io_uring):
 #       the refusal line, the process still stopped after the round and no
 #       longer traced, its output a bare run's once the test continues it
@@ -18,7 +23,6 @@
 # shellcheck source=tests/lib/harness.sh
 . "$(dirname "$0")/../lib/harness.sh"
 
-APP=$H_BUILD/tests/apps/mp_stopped
 SCALE=2
 
 # kids CKRUN-PID: the job's main process's children (ckrun -> init -> main).
@@ -77,51 +81,57 @@ refused() {
 	fi
 }
 
-main() {
-	local d rc why
-	h_init stopped
-	d=$H_WORK
-	if ! h_have_ckrun; then
-		h_skip stopped "ckrun is not built ($CKRUN); run make"
-		return 0
-	fi
-	"$APP" "$SCALE" >"$d/bare"
+# hold_restore NAME APP: APP stops its two children (test stopped/NAME).
+hold_restore() {
+	local name=$1 app=$2 d=$H_WORK/$1 rc why
+	mkdir -p "$d"
+	"$app" "$SCALE" >"$d/bare"
 	: >"$d/err"
-	H_CMD=("$APP" "$SCALE")
+	H_CMD=("$app" "$SCALE")
 	h_start new "$d/out" "$d/err" --store "$d/st" --job stp
 	h_wait_origin "$H_PID" "$d/err" 10000
 	if ! all_stopped "$H_PID" 5000; then
-		h_fail stopped/hold-restore "the job's children did not stop" "$d/err"
-		return 1
+		h_fail stopped/$name "the job's children did not stop" "$d/err"
+		return
 	fi
 	kill -USR2 "$H_PID"
 	if ! h_wait_line "$d/err" "checkpoint 1 (committed|of job stp failed)" 30000 "$H_PID" ||
 	   ! grep -q "checkpoint 1 committed" "$d/err"; then
-		h_fail stopped/hold-restore "no checkpoint of the stopped children was committed" "$d/err"
-		return 1
+		h_fail stopped/$name "no checkpoint of the stopped children was committed" "$d/err"
+		return
 	fi
 	if ! all_stopped "$H_PID" 100; then
-		h_fail stopped/hold-restore "the children are not stopped after the checkpoint" "$d/err"
-		return 1
+		h_fail stopped/$name "the children are not stopped after the checkpoint" "$d/err"
+		return
 	fi
 	{ h_kill_group "$H_PID"; h_wait "$H_PID" 5000; } >/dev/null 2>&1
 	h_start resume "$d/out" "$d/err" --store "$d/st" --job stp --resume
 	h_wait_line "$d/err" "restored from" 60000 "$H_PID"
 	if ! all_stopped "$H_PID" 2000; then
-		h_fail stopped/hold-restore "the restored children are not stopped" "$d/err"
-		return 1
+		h_fail stopped/$name "the restored children are not stopped" "$d/err"
+		return
 	fi
 	h_wait "$H_PID" 60000
 	rc=$?
 	if [ "$rc" != 0 ]; then
-		h_fail stopped/hold-restore "the resumed job exited $rc" "$d/out" "$d/err"
+		h_fail stopped/$name "the resumed job exited $rc" "$d/out" "$d/err"
 	elif ! cmp -s "$d/bare" "$d/out"; then
-		h_fail stopped/hold-restore "output differs from a bare run" "$d/out" "$d/err"
+		h_fail stopped/$name "output differs from a bare run" "$d/out" "$d/err"
 	elif ! why=$(h_proof "$d/err"); then
-		h_fail stopped/hold-restore "$why" "$d/err"
+		h_fail stopped/$name "$why" "$d/err"
 	else
-		h_pass "stopped/hold-restore: $(grep -m1 'checkpoint 1 committed' "$d/err" | cut -c1-90)"
+		h_pass "stopped/$name: $(grep -m1 'checkpoint 1 committed' "$d/err" | cut -c1-90)"
 	fi
+}
+
+main() {
+	h_init stopped
+	if ! h_have_ckrun; then
+		h_skip stopped "ckrun is not built ($CKRUN); run make"
+		return 0
+	fi
+	hold_restore hold-restore "$H_BUILD/tests/apps/mp_stopped"
+	hold_restore tstp-restore "$H_BUILD/tests/apps/mp_tstp"
 	refused
 	return "$H_FAILED"
 }

@@ -137,11 +137,9 @@ attach() { # ckrun pid -> strace on the job's main process
 	done
 }
 detach() { kill "$STRACE" 2>/dev/null; wait "$STRACE" 2>/dev/null; }
-# A process of the job stopped by SIGTSTP whose parent has not waited for
-# that stop: a restore stops with SIGSTOP, which its parent would be told
-# instead; refused by the parent, naming it. (Stopped by SIGSTOP, or once
-# reported, it is held and saved: 34-stopped.sh.)
-refused stopped-tstp 'child process [0-9]+ was stopped by signal 20 and its parent has not waited for that stop yet: a restore can stop it only with SIGSTOP: not supported' "$B/tests/unsupported/stoptstp"
+# (A process stopped by SIGTSTP whose parent has not waited for that stop
+# was refused here; it is held and saved now, and a restore stops it by
+# the same signal: 34-stopped.sh tstp-restore.)
 
 if command -v strace >/dev/null; then
 	HOOK=attach UNHOOK=detach refused traced 'traced \(ptrace\)' "$B/tests/apps/sleeper" 0.6
