@@ -179,6 +179,8 @@ static int ck__take_request(int *devfd)
 
 	if (r == 0 && m.type != CK_MSG_CHECKPOINT)
 		r = -EPROTO;
+	if (r == 0)
+		ck__stopkids_held(m.text, m.len);
 	return r;
 }
 

@@ -131,6 +131,7 @@ int ck__pstate_collect(void) CK_HIDDEN;
  * stopped and whether this process waited for their stop; at a restore,
  * once they are stopped again, its view of them as it was. */
 int ck__stopkids_collect(int asked) CK_HIDDEN;
+void ck__stopkids_held(const char *text, uint32_t len) CK_HIDDEN;
 /* pstate.c: the saved oom_score_adj, where it differs (restart.c, before
  * the credentials; pstate_restore again). */
 int ck__pstate_oom_restore(void) CK_HIDDEN;

@@ -52,6 +52,29 @@ static void ck__name_waiting(struct ckrun *c, uint64_t ms)
 	ck_err_set("the job's processes did not answer within the round's bound (--round-timeout)");
 }
 
+/* The job's pids of p's children that the job stopped (held in this
+ * round, or to be), into text: p records its view of them when asked, and
+ * one held already does not look stopped to it (its threads run in the
+ * parking handler). Returns the bytes used. */
+static uint32_t ck__stopped_kids(const struct ckrun *c, const struct ck_jproc *p, char *text, size_t size)
+{
+	uint32_t n = 0;
+
+	for (size_t k = 0; k < c->nprocs && (n + 1) * sizeof(int32_t) <= size; k++) {
+		char buf[64];
+		const char *pp;
+		int32_t j = c->procs[k].jpid;
+		if (!c->procs[k].round.later && !c->procs[k].round.hold)
+			continue;
+		pp = ck_proc_stat_field(c->procs[k].pid, 4, buf, sizeof(buf));
+		if (!pp || (pid_t)atoi(pp) != p->pid)
+			continue;
+		memcpy(text + n * sizeof(j), &j, sizeof(j));
+		n++;
+	}
+	return n * (uint32_t)sizeof(int32_t);
+}
+
 static void ck__ask(struct ckrun *c, struct ck_round *rd, struct ck_jproc *p, uint64_t park_ms)
 {
 	int fd = rd->devfd;
@@ -65,6 +88,8 @@ static void ck__ask(struct ckrun *c, struct ck_round *rd, struct ck_jproc *p, ui
 	m.arg[3] = c->round_timeout_ms; /* for its message */
 	m.arg[4] = rd->seccomp_base;
 	m.arg[5] = (uint64_t)ck_procs_boost_orig(p->pid);
+	if (rd->ckflags & CK_CKPT_STOPKIDS)
+		m.len = ck__stopped_kids(c, p, m.text, sizeof(m.text));
 	if (p->round.prearm == 2 && p->round.wp_pre) { /* its own userfaultfd instead */
 		m.arg[0] |= CK_CKPT_PREARMED;
 		fd = ck_wp_fd(p->round.wp_pre);
@@ -80,19 +105,8 @@ static int ck__hold_later(struct ckrun *c, struct ck_round *rd, uint64_t park_ms
 	for (size_t i = 0; i < c->nprocs; i++)
 		if (!c->procs[i].round.later && c->procs[i].round.state != CK_JP_SNAPSHOT)
 			return 0;
-	/* A stopped parent would record its stopped children's state only
-	 * once they are held (not stopped any more to its eyes): refused. */
-	for (size_t i = 0; i < c->nprocs; i++) {
-		char buf[64];
-		const char *pp = c->procs[i].round.later ? ck_proc_stat_field(c->procs[i].pid, 4, buf, sizeof(buf)) : NULL;
-		for (size_t k = 0; pp && k < c->nprocs; k++)
-			if (k != i && c->procs[k].round.later && c->procs[k].pid == (pid_t)atoi(pp)) {
-				ck_err_set("process %d of the job and its parent, process %d, are both stopped: not supported "
-					   "(try again once one of them runs)",
-					   c->procs[i].jpid, c->procs[k].jpid);
-				return -ENOTSUP;
-			}
-	}
+	/* (a stopped parent records its stopped children's state once they
+	 * may be held: each is told which of its children are: ck__ask) */
 	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_jproc *p = &c->procs[i];
 		int r;

@@ -70,10 +70,12 @@ static int pending_stop(pid_t kid)
 	return si.si_status;
 }
 
-static int wait_T(pid_t kid)
+/* kid stopped by sig, its report posted (the kernel posts it a moment
+ * after the threads show T). */
+static int wait_stop(pid_t kid, int sig)
 {
 	for (int i = 0; i < 2000; i++) {
-		if (state_of(kid) == 'T')
+		if (state_of(kid) == 'T' && pending_stop(kid) == sig)
 			return 0;
 		nap_ms(1);
 	}
@@ -110,7 +112,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	kill(kid[1], SIGTTIN);
-	if (wait_T(kid[1]) < 0 || pending_stop(kid[1]) != SIGTTIN) {
+	if (wait_stop(kid[1], SIGTTIN) < 0) {
 		printf("mp_tstp: child 1 did not stop by SIGTTIN (state %c)\n", state_of(kid[1]));
 		return 1;
 	}

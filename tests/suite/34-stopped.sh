@@ -16,6 +16,11 @@
 #       to be reported): the restore stops each by its own signal, and the
 #       parent takes a report naming SIGTTIN (the previous build refused the
 #       round: "a restore can stop it only with SIGSTOP").
+#   stopped/nested-restore  the same with mp_stopnest: a stopped child C
+#       whose own child G is stopped too, both stops left to be reported
+#       (C's to the main process, G's to C, which checks it once
+#       continued; the previous build refused the round: "are both
+#       stopped").
 #   stopped/refused  a stopped process whose own round refuses (io_uring):
 #       the refusal line, the process still stopped after the round and no
 #       longer traced, its output a bare run's once the test continues it
@@ -25,15 +30,24 @@
 
 SCALE=2
 
-# kids CKRUN-PID: the job's main process's children (ckrun -> init -> main).
+# below PID: its descendants.
+below() {
+	local k
+	for k in $(pgrep -P "$1"); do
+		echo "$k"
+		below "$k"
+	done
+}
+
+# kids CKRUN-PID: the job's main process's descendants (ckrun -> init -> main).
 kids() {
 	local init main
 	init=$(pgrep -P "$1" | head -n 1)
 	main=$([ -n "$init" ] && pgrep -P "$init" | head -n 1)
-	[ -n "$main" ] && pgrep -P "$main"
+	[ -n "$main" ] && below "$main"
 }
 
-# all_stopped CKRUN-PID MS: both children in state T within MS.
+# all_stopped CKRUN-PID MS: two descendants in state T within MS.
 all_stopped() {
 	local end=$(( $(h_now_ms) + $2 )) k n s
 	while (( $(h_now_ms) < end )); do
@@ -132,6 +146,7 @@ main() {
 	fi
 	hold_restore hold-restore "$H_BUILD/tests/apps/mp_stopped"
 	hold_restore tstp-restore "$H_BUILD/tests/apps/mp_tstp"
+	hold_restore nested-restore "$H_BUILD/tests/apps/mp_stopnest"
 	refused
 	return "$H_FAILED"
 }
