@@ -83,11 +83,12 @@ static int ck__add(long pid)
  * stopped them: where this process is stopped too, it records after them,
  * and a held child's threads run in the parking handler (not 'T'). */
 static int32_t ck__held_pids[CK__MAX_KIDS];
-static uint32_t ck__nheld;
+static uint32_t ck__nheld, ck__held_over;
 
 void ck__stopkids_held(const char *text, uint32_t len)
 {
 	ck__nheld = 0;
+	ck__held_over = len / sizeof(int32_t) > CK__MAX_KIDS;
 	for (uint32_t at = 0; at + sizeof(int32_t) <= len && ck__nheld < CK__MAX_KIDS; at += sizeof(int32_t))
 		memcpy(&ck__held_pids[ck__nheld++], text + at, sizeof(int32_t));
 }
@@ -105,8 +106,15 @@ int ck__stopkids_collect(int asked)
 	static char buf[16384];
 
 	ck__nkids = 0;
+	/* this libckpt takes the list of held children (ckrun checks it for
+	 * a parent held too: an older one's image cannot) */
+	ck__pd.pflags |= CK_PD_P_HELDKIDS;
 	if (!asked)
 		return 0;
+	if (ck__held_over) {
+		ck__failf("more than %d stopped children of one process: not supported", CK__MAX_KIDS);
+		return -E2BIG;
+	}
 	for (uint32_t i = 0; i < ck__pd.nthreads; i++) {
 		char path[64];
 		const char *p = buf;
@@ -151,35 +159,22 @@ void ck__stopkids_restored(void)
 		void *restorer;
 		uint64_t mask;
 	} act;
-	uint8_t seen[CK__MAX_KIDS] = {0};
-	int sent = 0, missing = 1;
+	int sent = 0;
 
-	/* The kernel reports a stop a moment after its threads show stopped:
-	 * a parent stopped too gets DONE right after its child's stop, and
-	 * would look before the report is there (then a report it had taken
-	 * comes back to it). Each stop is awaited a while; a child the job
-	 * continued during the round is not stopped again and never reports. */
-	for (int tries = 0; missing && tries < 500; tries++) {
-		struct timespec ms = {0, 1000 * 1000};
-		missing = 0;
-		for (uint32_t i = 0; i < ck__nkids; i++) {
-			siginfo_t si;
-			if (seen[i])
-				continue;
-			memset(&si, 0, sizeof(si));
-			/* the stop is there again: the one reported before is taken */
-			if (ck_sys5(SYS_waitid, P_PID, ck__kids[i].pid, (long)&si, WSTOPPED | WNOWAIT | WNOHANG, 0) == 0 &&
-			    si.si_pid == ck__kids[i].pid) {
-				seen[i] = 1;
-				sent = 1;
-				if (ck__kids[i].reported)
-					ck_sys5(SYS_waitid, P_PID, ck__kids[i].pid, (long)&si, WSTOPPED | WNOHANG, 0);
-			} else {
-				missing = 1;
-			}
+	/* (ckrun lets this process go once every thread of each child it
+	 * stopped again shows T: the report is there by then, posted as the
+	 * last thread stops; a child the job continued during the round is
+	 * not stopped again) */
+	for (uint32_t i = 0; i < ck__nkids; i++) {
+		siginfo_t si;
+		memset(&si, 0, sizeof(si));
+		/* the stop is there again: the one reported before is taken */
+		if (ck_sys5(SYS_waitid, P_PID, ck__kids[i].pid, (long)&si, WSTOPPED | WNOWAIT | WNOHANG, 0) == 0 &&
+		    si.si_pid == ck__kids[i].pid) {
+			sent = 1;
+			if (ck__kids[i].reported)
+				ck_sys5(SYS_waitid, P_PID, ck__kids[i].pid, (long)&si, WSTOPPED | WNOHANG, 0);
 		}
-		if (missing)
-			ck_sys2(SYS_nanosleep, (long)&ms, 0);
 	}
 	/* The new stop's SIGCHLD, unless the disposition sends none on a stop
 	 * or one was pending at the cut. It may come a moment after the stop

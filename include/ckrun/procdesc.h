@@ -243,6 +243,10 @@ struct ck_procdesc {
  * SIGSTOP (and in images made before it was saved) */
 #define CK_PD_P_STOPSIG_SHIFT 8
 #define CK_PD_P_STOPSIG_MASK 0xff00u
+/* set by libckpt: it counts the children ckrun names held in the round's
+ * request as stopped (an image of an older one cannot record a stopped
+ * child of a parent held too: ckrun refuses that round) */
+#define CK_PD_P_HELDKIDS 0x20
 #define CK_PD_CWD_REMOVED 0x80000000u /* in cwd_mode */
 
 static_assert(sizeof(struct ck_pd_thread) == 144 + sizeof(struct ck_ctx), "ck_pd_thread layout");

@@ -52,23 +52,54 @@ static void ck__name_waiting(struct ckrun *c, uint64_t ms)
 	ck_err_set("the job's processes did not answer within the round's bound (--round-timeout)");
 }
 
-/* The job's pids of p's children that the job stopped (held in this
- * round, or to be), into text: p records its view of them when asked, and
- * one held already does not look stopped to it (its threads run in the
- * parking handler). Returns the bytes used. */
+/* The numbers of pid's NSpid line (outermost first), at most max; how
+ * many. */
+static int ck__nspids(pid_t pid, int32_t *v, int max)
+{
+	char path[64], line[512];
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "NSpid:", 6)) {
+			char *s = line + 6, *end;
+			for (long x; n < max && (x = strtol(s, &end, 10), end != s); s = end)
+				v[n++] = (int32_t)x;
+			break;
+		}
+	fclose(f);
+	return n;
+}
+
+/* The pids of p's children that the job stopped (held in this round, or
+ * to be), as p sees them (a child may be in a pid namespace of its own),
+ * into text: p records its view of them when asked, and one held already
+ * does not look stopped to it (its threads run in the parking handler).
+ * Returns the bytes used. */
 static uint32_t ck__stopped_kids(const struct ckrun *c, const struct ck_jproc *p, char *text, size_t size)
 {
+	int32_t pv[32], kv[32];
+	int np = 0;
 	uint32_t n = 0;
 
 	for (size_t k = 0; k < c->nprocs && (n + 1) * sizeof(int32_t) <= size; k++) {
 		char buf[64];
 		const char *pp;
-		int32_t j = c->procs[k].jpid;
+		int32_t j;
+		int nk;
 		if (!c->procs[k].round.later && !c->procs[k].round.hold)
 			continue;
 		pp = ck_proc_stat_field(c->procs[k].pid, 4, buf, sizeof(buf));
 		if (!pp || (pid_t)atoi(pp) != p->pid)
 			continue;
+		if (!np && !(np = ck__nspids(p->pid, pv, 32)))
+			continue;
+		if ((nk = ck__nspids(c->procs[k].pid, kv, 32)) < np)
+			continue;
+		j = kv[np - 1]; /* at p's own namespace's level */
 		memcpy(text + n * sizeof(j), &j, sizeof(j));
 		n++;
 	}

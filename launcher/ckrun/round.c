@@ -686,10 +686,39 @@ static void ck__round_kids_free(struct ckrun *c)
 	}
 }
 
+/* A stopped process whose parent is held too is recorded by that parent
+ * from the list in ckrun's request (cut.c); a libckpt that does not take
+ * it (restored from an image an older ckrun wrote) recorded nothing, and
+ * a restore would report the child's stop to it again. */
+static int ck__round_heldkids(const struct ckrun *c)
+{
+	for (size_t i = 0; i < c->nprocs; i++) {
+		char buf[64];
+		const char *pp;
+		if (!c->procs[i].round.hold)
+			continue;
+		pp = ck_proc_stat_field(c->procs[i].pid, 4, buf, sizeof(buf));
+		for (size_t k = 0; pp && k < c->nprocs; k++) {
+			const struct ck_jproc *q = &c->procs[k];
+			if (q->pid != (pid_t)atoi(pp) || !q->round.hold || !q->pd || (q->pd->pflags & CK_PD_P_HELDKIDS))
+				continue;
+			ck_err_set("process %d of the job and its parent, process %d, are both stopped, and the parent runs "
+				   "the libckpt of an image an older ckrun wrote, which cannot record that child: not "
+				   "supported (try again once one of them runs); the job keeps running",
+				   c->procs[i].jpid, q->jpid);
+			return -ENOTSUP;
+		}
+	}
+	return 0;
+}
+
 static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 {
 	struct ck_manifest *m = rd->m;
 	int r = 0;
+
+	if ((r = ck__round_heldkids(c)) < 0)
+		return r;
 
 	if (!c->nofork && !rd->held && !rd->any_wp)
 		ck__round_release(c, rd);
