@@ -6,19 +6,23 @@
  * slave's termios (TCGETS2: flags, c_cc, both speeds), its window size, the
  * lock (TIOCGPTLCK) and packet mode (TIOCGPKT); saved as a data chunk on
  * the first descriptor of the master. Bytes one side wrote that the other
- * has not read cannot be read without taking them (FIONREAD tells how many
- * without), so a pair holding any refuses the round, as does a status
- * packet not read yet (POLLPRI in packet mode), and a master
+ * has not read are taken and put back (pty_queue.c) and saved with the
+ * state; where that cannot be done exactly (packet mode, termios locked,
+ * EXTPROC, the slave's output stopped, more than half the line
+ * discipline's buffer of input) a pair holding any refuses the round, as
+ * does a status packet not read yet (POLLPRI in packet mode), and a master
  * whose slave no process of the job holds (what waits for that slave
  * cannot be seen). A slave whose master is not the job's (a terminal
  * outside, other than ckrun's stdio) is reopened by path, as any device.
  *
  * Restore: one new pair per saved master (/dev/ptmx, unlocked, the slave
- * through TIOCGPTPEER), given the saved state, and the lock put back last;
+ * through TIOCGPTPEER), given the saved state and its unread bytes, and
+ * packet mode and the lock put back last;
  * every holder of the master gets that description, each slave
  * description a new open of the new slave with its flags. The pts number
  * is the kernel's choice: ptsname() names the new one. */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
@@ -30,18 +34,23 @@
 #include <asm/termbits.h>
 
 #include "launcher/ckrun/kinds.h"
+#include "launcher/ckrun/pty_queue.h"
 #include "launcher/common/ck_err.h"
 
 #define CK__PTY_MAGIC 0x50545931u /* "PTY1" */
 
-/* The saved state of one pair (a data chunk of its master's descriptor). */
+/* The saved state of one pair (a data chunk of its master's descriptor),
+ * followed by the bytes waiting: in[nin], eof[neof] (uint32_t), out[nout]. */
 struct ck__ptystate {
 	uint32_t magic;
 	uint32_t size; /* of this struct: a later layout is refused, not misread */
 	struct termios2 t;
 	struct winsize ws;
 	int32_t lock, pkt;
+	/* images before 2026-12-07 end here (no bytes waiting) */
+	uint32_t nin, neof, nout, pad;
 };
+#define CK__PTY_SIZE_V1 ((uint32_t)offsetof(struct ck__ptystate, nin))
 
 /* ---- round ---- */
 
@@ -66,9 +75,10 @@ static int ck__unread(int fd)
 	return ioctl(fd, FIONREAD, &n) < 0 ? -1 : n;
 }
 
-/* The job's slave descriptions of pts n: checks each for unread bytes.
- * Returns how many there are, or -ENOTSUP/-errno with the message set. */
-static int ck__slaves(struct ckrun *c, uint64_t n)
+/* The job's slave descriptions of pts n: how many there are (or -errno
+ * with the message set); *unread: bytes waiting for the slave, and where
+ * (one tty: every description sees the same). */
+static int ck__slaves(struct ckrun *c, uint64_t n, int *unread, size_t *upi, uint32_t *uk)
 {
 	int found = 0;
 
@@ -88,23 +98,138 @@ static int ck__slaves(struct ckrun *c, uint64_t n)
 			}
 			q = ck__unread(d);
 			close(d);
-			if (q != 0) {
-				ck_err_set("process %d: descriptor %d (%s, pseudo-terminal slave): %d bytes written to "
-					   "its master not read yet: not restored",
-					   c->procs[i].jpid, f->fd, f->path, q);
-				return -ENOTSUP;
+			if (q != 0 && *unread == 0) {
+				*unread = q;
+				*upi = i;
+				*uk = k;
 			}
 		}
 	}
 	return found;
 }
 
+/* Termios bits the job locked (TIOCSLCKTRMIOS): a temporary termios
+ * would not take. */
+static int ck__locked_termios(int d)
+{
+	struct termios lk;
+	unsigned char any = 0;
+
+	if (ioctl(d, TIOCGLCKTRMIOS, &lk) < 0)
+		return 1;
+	for (size_t i = 0; i < sizeof(lk.c_cc); i++)
+		any |= lk.c_cc[i];
+	return lk.c_iflag || lk.c_oflag || lk.c_cflag || lk.c_lflag || any;
+}
+
+/* An open of the slave of ckrun's own (the lock, if the job set it, is
+ * lifted for it and put back). */
+static int ck__open_slave(int m, int flags)
+{
+	int lock = 0, unlock = 0, s;
+
+	ioctl(m, TIOCGPTLCK, &lock);
+	if (lock)
+		ioctl(m, TIOCSPTLCK, &unlock);
+	s = ioctl(m, TIOCGPTPEER, flags | O_NOCTTY | O_CLOEXEC);
+	if (lock) {
+		int e = errno;
+		ioctl(m, TIOCSPTLCK, &lock);
+		errno = e;
+	}
+	return s;
+}
+
+/* What waits in the pair, taken and put back (pty_queue.c) where that
+ * is exact; else a pair holding any refuses the round. */
+static int ck__take_queues(struct ckrun *c, size_t pi, struct ck_pd_fd *f, int d, const struct ck__ptystate *st,
+			   int qm, int qs, size_t spi, uint32_t sk, struct ck_ptyq *q)
+{
+	const char *why = NULL;
+	struct pollfd p = {.fd = -1, .events = POLLOUT};
+	int r;
+
+	if (st->pkt)
+		why = "in packet mode";
+	else if (ck__locked_termios(d))
+		why = "with termios locked (TIOCSLCKTRMIOS)";
+	else if (st->t.c_lflag & EXTPROC)
+		why = "in EXTPROC mode";
+	else if (qs >= (int)CK_PTYQ_IN_MAX / 2)
+		why = "more than half its line discipline's buffer";
+	else if ((p.fd = ck__open_slave(d, O_RDWR | O_NONBLOCK)) < 0) {
+		ck_err_set("process %d: descriptor %d (pseudo-terminal master of /dev/pts/%llu): cannot open its "
+			   "slave: %s",
+			   c->procs[pi].jpid, f->fd, (unsigned long long)f->u64[0], strerror(errno));
+		return -errno;
+	} else if (poll(&p, 1, 0) != 1 || !(p.revents & POLLOUT))
+		why = "its slave's output stopped (flow control)";
+	if (why) {
+		if (p.fd >= 0)
+			close(p.fd);
+		if (qs > 0) {
+			ck_err_set("process %d: descriptor %d (%s, pseudo-terminal slave): %d bytes written to its "
+				   "master not read yet, %s: not restored",
+				   c->procs[spi].jpid, c->procs[spi].pd->fds[sk].fd, c->procs[spi].pd->fds[sk].path,
+				   qs, why);
+			return -ENOTSUP;
+		}
+		if (qm > 0) {
+			ck_err_set("process %d: descriptor %d (pseudo-terminal master of /dev/pts/%llu): %d bytes "
+				   "written to its slave not read yet, %s: not restored",
+				   c->procs[pi].jpid, f->fd, (unsigned long long)f->u64[0], qm, why);
+			return -ENOTSUP;
+		}
+		return 0; /* a canonical line not ended yet is not seen (NOTES) */
+	}
+	if (!(q->out = malloc(CK_PTYQ_OUT_MAX))) {
+		close(p.fd);
+		ck_err_set("out of memory");
+		return -ENOMEM;
+	}
+	r = ck_ptyq_read(d, p.fd, &st->t, q);
+	close(p.fd);
+	if (r < 0)
+		ck_err_wrap("process %d: descriptor %d (pseudo-terminal master of /dev/pts/%llu)", c->procs[pi].jpid,
+			    f->fd, (unsigned long long)f->u64[0]);
+	return r;
+}
+
+/* The state and the bytes waiting, as one data chunk. */
+static int ck__save_state(struct ck_writer *w, struct ck_pd_fd *f, struct ck__ptystate *st,
+			  const struct ck_ptyq *q)
+{
+	size_t n;
+	uint8_t *buf;
+	int r;
+
+	st->nin = q->nin;
+	st->neof = q->neof;
+	st->nout = q->nout;
+	n = sizeof(*st) + q->nin + q->neof * sizeof(uint32_t) + q->nout;
+	if (!(buf = malloc(n))) {
+		ck_err_set("out of memory");
+		return -ENOMEM;
+	}
+	memcpy(buf, st, sizeof(*st));
+	memcpy(buf + sizeof(*st), q->in, q->nin);
+	memcpy(buf + sizeof(*st) + q->nin, q->eof, q->neof * sizeof(uint32_t));
+	if (q->nout)
+		memcpy(buf + sizeof(*st) + q->nin + q->neof * sizeof(uint32_t), q->out, q->nout);
+	r = ck_writer_add(w, n, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
+	free(buf);
+	return r;
+}
+
 static int ck__record_master(struct ckrun *c, struct ck_writer *w, size_t pi, struct ck_pd_fd *f)
 {
 	struct ck__ptystate st;
-	int d, q, r;
+	struct ck_ptyq *pq = NULL;
+	int d, q, r, qs = 0;
+	size_t spi = 0;
+	uint32_t sk = 0;
 
-	if ((r = ck__slaves(c, f->u64[0])) < 0)
+	if ((r = ck__slaves(c, f->u64[0], &qs, &spi, &sk)) < 0)
 		return r;
 	if (r == 0) {
 		ck_err_set("process %d: descriptor %d (pseudo-terminal master of /dev/pts/%llu): no process of "
@@ -141,15 +266,18 @@ static int ck__record_master(struct ckrun *c, struct ck_writer *w, size_t pi, st
 			goto out;
 		}
 	}
-	if (q > 0) {
-		r = -ENOTSUP;
-		ck_err_set("process %d: descriptor %d (pseudo-terminal master of /dev/pts/%llu): %d bytes written "
-			   "to its slave not read yet: not restored",
-			   c->procs[pi].jpid, f->fd, (unsigned long long)f->u64[0], q);
+	if (!(pq = calloc(1, sizeof(*pq)))) {
+		r = -ENOMEM;
+		ck_err_set("out of memory");
 		goto out;
 	}
-	r = ck_writer_add(w, sizeof(st), ck_mem_src, &st, &f->data_chunk, &f->data_nchunks);
+	if ((r = ck__take_queues(c, pi, f, d, &st, q, qs, spi, sk, pq)) < 0)
+		goto out;
+	r = ck__save_state(w, f, &st, pq);
 out:
+	if (pq)
+		free(pq->out);
+	free(pq);
 	close(d);
 	return r;
 }
@@ -312,22 +440,76 @@ int ck_ptys_record(struct ckrun *c, struct ck_writer *w)
 
 /* ---- restore ---- */
 
-static int ck__state(struct ck_reader *rd, struct ck_objs *o, uint64_t n, struct ck__ptystate *st)
-{
-	uint8_t buf[sizeof(*st)];
+/* A sink that refuses to run past its buffer (a damaged image). */
+struct ck__bounded {
+	uint8_t *p;
+	size_t cap, len;
+};
 
+static int ck__bounded_sink(void *arg, uint64_t off, const void *buf, size_t len)
+{
+	struct ck__bounded *b = arg;
+
+	if (off > b->cap || len > b->cap - off)
+		return -EFBIG;
+	memcpy(b->p + off, buf, len);
+	if (off + len > b->len)
+		b->len = off + len;
+	return 0;
+}
+
+/* The state and the bytes waiting of a saved pair from its chunk. */
+static int ck__parse(const struct ck__bounded *b, struct ck__ptystate *st, struct ck_ptyq *q)
+{
+	const uint8_t *p = b->p + sizeof(*st);
+	size_t rest;
+
+	memset(st, 0, sizeof(*st));
+	memcpy(st, b->p, b->len < sizeof(*st) ? b->len : sizeof(*st));
+	if (st->magic != CK__PTY_MAGIC || (st->size != sizeof(*st) && st->size != CK__PTY_SIZE_V1) ||
+	    b->len < st->size)
+		return -EINVAL;
+	if (st->size == CK__PTY_SIZE_V1) {
+		st->nin = st->neof = st->nout = 0;
+		return 0;
+	}
+	rest = b->len - sizeof(*st);
+	if (st->nin >= CK_PTYQ_IN_MAX || st->neof >= CK_PTYQ_IN_MAX || st->nout > CK_PTYQ_OUT_MAX ||
+	    rest != st->nin + st->neof * sizeof(uint32_t) + st->nout)
+		return -EINVAL;
+	q->nin = st->nin;
+	q->neof = st->neof;
+	q->nout = st->nout;
+	memcpy(q->in, p, q->nin);
+	memcpy(q->eof, p + q->nin, q->neof * sizeof(uint32_t));
+	for (uint32_t k = 0; k < q->neof; k++)
+		if (q->eof[k] > q->nin || (k && q->eof[k] < q->eof[k - 1]))
+			return -EINVAL;
+	q->out = (uint8_t *)p + q->nin + q->neof * sizeof(uint32_t);
+	return 0;
+}
+
+/* The saved state of pair n; q->out points into *buf (the caller frees it). */
+static int ck__state(struct ck_reader *rd, struct ck_objs *o, uint64_t n, struct ck__ptystate *st,
+		     struct ck_ptyq *q, uint8_t **buf)
+{
 	for (size_t i = 0; i < o->npds; i++)
 		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
 			const struct ck_pd_fd *x = &o->pds[i]->fds[k];
+			struct ck__bounded b = {.cap = sizeof(*st) + CK_PTYQ_IN_MAX * (1 + sizeof(uint32_t)) +
+						       CK_PTYQ_OUT_MAX};
 			int r;
 
 			if (x->kind != CK_FD_PTMX || x->u64[0] != n || !x->data_nchunks)
 				continue;
-			memset(buf, 0, sizeof(buf));
-			if ((r = ck_reader_read(rd, x->data_chunk, x->data_nchunks, ck_mem_sink, buf)) < 0)
+			if (!(b.p = *buf = calloc(1, b.cap))) {
+				ck_err_set("out of memory");
+				return -ENOMEM;
+			}
+			if ((r = ck_reader_read(rd, x->data_chunk, x->data_nchunks, ck__bounded_sink, &b)) < 0 &&
+			    r != -EFBIG)
 				return r;
-			memcpy(st, buf, sizeof(*st));
-			if (st->magic != CK__PTY_MAGIC || st->size != sizeof(*st)) {
+			if (r == -EFBIG || ck__parse(&b, st, q) < 0) {
 				ck_err_set("process %d: descriptor %d (pseudo-terminal master): its saved state is not "
 					   "one this ckrun reads",
 					   o->pds[i]->pid, x->fd);
@@ -344,17 +526,34 @@ static int ck__pair(struct ck_reader *rd, struct ck_objs *o, uint64_t n, struct 
 {
 	struct ck_obj *ob = ck_obj_find(o, CK_FD_PTMX, n, 0);
 	struct ck__ptystate st;
+	struct ck_ptyq *q = NULL;
+	uint8_t *buf = NULL;
 	int m = -1, s = -1, unlock = 0, r;
 
 	if (ob) {
 		*out = ob;
 		return 0;
 	}
-	if ((r = ck__state(rd, o, n, &st)) < 0)
-		return r;
+	if (!(q = calloc(1, sizeof(*q)))) {
+		ck_err_set("out of memory");
+		return -ENOMEM;
+	}
+	if ((r = ck__state(rd, o, n, &st, q, &buf)) < 0)
+		goto fail;
 	if ((m = open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || ioctl(m, TIOCSPTLCK, &unlock) < 0 ||
-	    (s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || ioctl(s, TCSETS2, &st.t) < 0 ||
-	    ioctl(s, TIOCSWINSZ, &st.ws) < 0 || ioctl(m, TIOCPKT, &st.pkt) < 0 || ioctl(m, TIOCSPTLCK, &st.lock) < 0) {
+	    (s = ioctl(m, TIOCGPTPEER, O_RDWR | O_NOCTTY | O_NONBLOCK | O_CLOEXEC)) < 0 ||
+	    ioctl(s, TCSETS2, &st.t) < 0 || ioctl(s, TIOCSWINSZ, &st.ws) < 0) {
+		r = -errno;
+		ck_err_set("pseudo-terminal /dev/pts/%llu: cannot make it again: %s", (unsigned long long)n,
+			   strerror(errno));
+		goto fail;
+	}
+	/* the bytes before packet mode: a master in it would read them as packets */
+	if ((r = ck_ptyq_put(m, s, &st.t, q)) < 0) {
+		ck_err_wrap("pseudo-terminal /dev/pts/%llu: cannot put back its unread bytes", (unsigned long long)n);
+		goto fail;
+	}
+	if (fcntl(s, F_SETFL, O_RDWR) < 0 || ioctl(m, TIOCPKT, &st.pkt) < 0 || ioctl(m, TIOCSPTLCK, &st.lock) < 0) {
 		r = -errno;
 		ck_err_set("pseudo-terminal /dev/pts/%llu: cannot make it again: %s", (unsigned long long)n,
 			   strerror(errno));
@@ -367,12 +566,16 @@ static int ck__pair(struct ck_reader *rd, struct ck_objs *o, uint64_t n, struct 
 	ob->fd[0] = m;
 	ob->fd[1] = s;
 	*out = ob;
+	free(q);
+	free(buf);
 	return 0;
 fail:
 	if (s >= 0)
 		close(s);
 	if (m >= 0)
 		close(m);
+	free(q);
+	free(buf);
 	return r;
 }
 
@@ -395,19 +598,8 @@ int ck_pty_remake(struct ck_reader *rd, struct ck_objs *o, const struct ck_pd_fd
 		return 0;
 	}
 	/* A slave: the lock (if the job set it again) does not keep our own
-	 * open out, so lift it for the open and put it back. */
-	{
-		int lock = 0, unlock = 0;
-		ioctl(ob->fd[0], TIOCGPTLCK, &lock);
-		if (lock)
-			ioctl(ob->fd[0], TIOCSPTLCK, &unlock);
-		*fd = ioctl(ob->fd[0], TIOCGPTPEER, (f->flags & CK__PTS_FLAGS) | O_NOCTTY | O_CLOEXEC);
-		if (lock) {
-			int e = errno;
-			ioctl(ob->fd[0], TIOCSPTLCK, &lock);
-			errno = e;
-		}
-	}
+	 * open out. */
+	*fd = ck__open_slave(ob->fd[0], (int)(f->flags & CK__PTS_FLAGS));
 	return 0;
 }
 

@@ -1,8 +1,9 @@
-/* ptyunread toslave|tomaster|noslave|pktstatus: a pseudo-terminal pair
- * holding what a checkpoint cannot take without consuming it: a line
- * written to the master that the slave has not read, bytes the slave
- * wrote that the master has not read, a master whose slave no process
- * holds, or a packet-mode status packet not read yet. The round must be
+/* ptyunread noslave|pktdata|stopped|pktstatus: a pseudo-terminal pair
+ * holding what a checkpoint cannot take and put back exactly: a line
+ * written to the master of a slave no process holds, bytes the slave wrote
+ * that a master in packet mode has not read, a line the slave has not read
+ * while its output is stopped (tcflow TCOOFF: the line's echo could not be
+ * seen), or a packet-mode status packet not read yet. The round must be
  * refused naming it, and the job must go on with everything where it was:
  * after the wait it reads exactly what was waiting. */
 #define _GNU_SOURCE
@@ -16,7 +17,7 @@
 
 int main(int argc, char **argv)
 {
-	const char *mode = argc > 1 ? argv[1] : "toslave";
+	const char *mode = argc > 1 ? argv[1] : "noslave";
 	int m = posix_openpt(O_RDWR | O_NOCTTY), s = -1, one = 1;
 	struct termios t;
 	char buf[64];
@@ -32,11 +33,14 @@ int main(int argc, char **argv)
 		if (tcsetattr(s, TCSANOW, &t) < 0)
 			return 1;
 	}
-	if (!strcmp(mode, "toslave") || !strcmp(mode, "noslave")) {
+	if (!strcmp(mode, "noslave")) {
 		if (write(m, "waiting\n", 8) != 8)
 			return 1;
-	} else if (!strcmp(mode, "tomaster")) {
-		if (write(s, "waiting\n", 8) != 8)
+	} else if (!strcmp(mode, "stopped")) {
+		if (write(m, "waiting\n", 8) != 8 || tcflow(s, TCOOFF) < 0)
+			return 1;
+	} else if (!strcmp(mode, "pktdata")) {
+		if (ioctl(m, TIOCPKT, &one) < 0 || write(s, "waiting\n", 8) != 8)
 			return 1;
 	} else if (!strcmp(mode, "pktstatus")) {
 		/* packet mode, then a flush of the slave's input: a status packet */
@@ -45,10 +49,14 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < 25; i++)
 		usleep(100000);
-	if (!strcmp(mode, "toslave")) {
-		n = read(s, buf, sizeof(buf) - 1);
-	} else if (!strcmp(mode, "tomaster")) {
+	if (!strcmp(mode, "stopped")) {
+		n = tcflow(s, TCOON) < 0 ? -1 : read(s, buf, sizeof(buf) - 1);
+	} else if (!strcmp(mode, "pktdata")) {
 		n = read(m, buf, sizeof(buf) - 1);
+		if (n > 1 && buf[0] == TIOCPKT_DATA)
+			memmove(buf, buf + 1, (size_t)n--);
+		else
+			n = -1;
 	} else if (!strcmp(mode, "noslave")) {
 		s = open(ptsname(m), O_RDWR | O_NOCTTY);
 		n = s < 0 ? -1 : read(s, buf, sizeof(buf) - 1);
