@@ -374,62 +374,129 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 }
 
 /* Descriptors: ckrun sends each prepared one with its target number. They
- * arrive at low numbers, so park them high first, then place them. */
-#define CK_FD_PARK 1100
+ * arrive at the lowest free numbers; once all are here each is parked at
+ * a number that is no target, no arrival and not the channel, then
+ * placed: a parked one is never overwritten. (A fixed parking area above
+ * 1100 made a checkpoint holding a descriptor above it impossible to
+ * restore.) The numbers searched: 3 per descriptor and the channel's
+ * spare, so a bitmap of that range tells which are taken. */
+#define CK_FD_MAX_PLACED 4096
+#define CK_FD_PARK_RANGE (3 * CK_FD_MAX_PLACED + 64)
+static uint8_t ck__fd_busy[CK_FD_PARK_RANGE / 8];
+
+static void ck__fd_mark(int32_t n)
+{
+	if (n >= 0 && n < CK_FD_PARK_RANGE)
+		ck__fd_busy[n / 8] |= (uint8_t)(1u << (n % 8));
+}
+
+/* The next number from *from on that is not taken. */
+static int32_t ck__fd_free(int32_t *from)
+{
+	for (; *from < CK_FD_PARK_RANGE; (*from)++)
+		if (!(ck__fd_busy[*from / 8] & (1u << (*from % 8))))
+			return (*from)++;
+	ck__die("restorer: no room to park descriptors", -24);
+}
+
 static void ck__place_fds(uint32_t nfds)
 {
-	static int32_t target[4096];
+	static int32_t target[CK_FD_MAX_PLACED], held[CK_FD_MAX_PLACED], park[CK_FD_MAX_PLACED];
 	static int fds[250];
 	uint32_t got = 0;
-	uint64_t lim[2];
+	uint64_t lim[2], need;
+	int32_t top = ck__ctl, from = 0, spare;
 
-	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < CK_FD_PARK + nfds + 16) {
-		lim[0] = lim[1] < CK_FD_PARK + nfds + 16 ? lim[1] : CK_FD_PARK + nfds + 16;
+	if (nfds > CK_FD_MAX_PLACED)
+		ck__die("restorer: too many descriptors", -7);
+	/* room for what arrives, the parked copies and the targets */
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < lim[1] && lim[0] < CK_FD_PARK_RANGE) {
+		lim[0] = lim[1] < CK_FD_PARK_RANGE ? lim[1] : CK_FD_PARK_RANGE;
 		ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, lim, 0);
 	}
-	if (nfds > 4096)
-		ck__die("restorer: too many descriptors", -7);
+	ck_memset(ck__fd_busy, 0, sizeof(ck__fd_busy));
+	ck__fd_mark(ck__ctl);
 	while (got < nfds) {
 		int n;
 		ck__recv(fds, 250, &n);
 		if (ck__msg.type != CK_MSG_RST_FDS || (uint32_t)n * 4 != ck__msg.len || got + (uint32_t)n > nfds)
 			ck__die("restorer: bad descriptor message", -22);
 		for (int i = 0; i < n; i++) {
-			long r = ck_sys3(SYS_dup3, fds[i], CK_FD_PARK + got + (uint32_t)i, O_CLOEXEC);
-			if (r < 0)
-				ck__die("restorer: cannot park a descriptor", r);
-			ck_close(fds[i]);
-			ck_memcpy(&target[got + (uint32_t)i], ck__msg.text + 4 * i, 4);
+			int32_t t;
+			held[got + (uint32_t)i] = fds[i];
+			ck_memcpy(&t, ck__msg.text + 4 * i, 4);
+			target[got + (uint32_t)i] = t;
+			t = t < 0 ? -t - 1 : t;
+			if (t < 0)
+				ck__die("restorer: a bad descriptor number", -22);
+			ck__fd_mark(t);
+			ck__fd_mark(fds[i]);
+			if (t > top)
+				top = t;
 		}
 		got += (uint32_t)n;
 	}
-	/* A descriptor of the job's own at CK_CTL_FD (it dup2'd onto it):
-	 * the channel goes above the parked ones, out of the job's way. */
 	for (uint32_t i = 0; i < nfds; i++)
-		if (target[i] == CK_CTL_FD || target[i] == -CK_CTL_FD - 1) {
-			long r = ck_sys3(SYS_dup3, ck__ctl, CK_FD_PARK + nfds, O_CLOEXEC);
+		park[i] = ck__fd_free(&from);
+	spare = ck__fd_free(&from);
+	if (spare > top)
+		top = spare;
+	need = (uint64_t)top + 1;
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < need) {
+		if (lim[1] < need)
+			ck__die("restorer: a saved descriptor number is above the restorer's RLIMIT_NOFILE", -24);
+		lim[0] = need;
+		ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, lim, 0);
+	}
+	/* parked: numbers no arrival holds, so nothing is overwritten */
+	for (uint32_t i = 0; i < nfds; i++) {
+		long r = ck_sys3(SYS_dup3, held[i], park[i], O_CLOEXEC);
+		if (r < 0)
+			ck__die("restorer: cannot park a descriptor", r);
+	}
+	for (uint32_t i = 0; i < nfds; i++)
+		ck_close(held[i]);
+	/* A descriptor of the job's own at the channel's number (it dup2'd
+	 * onto it): the channel goes to the spare number, out of its way. */
+	for (uint32_t i = 0; i < nfds; i++)
+		if (target[i] == ck__ctl || target[i] == -ck__ctl - 1) {
+			long r = ck_sys3(SYS_dup3, ck__ctl, spare, O_CLOEXEC);
 			if (r < 0)
 				ck__die("restorer: cannot move the channel", r);
-			ck__ctl = CK_FD_PARK + (int)nfds;
+			ck_close(ck__ctl);
+			ck__ctl = spare;
 			break;
 		}
-	/* Everything below the parking area but the channel goes. */
-	if (ck__ctl < CK_FD_PARK) {
-		ck_sys3(SYS_close_range, 0, ck__ctl - 1, 0);
-		ck_sys3(SYS_close_range, ck__ctl + 1, CK_FD_PARK - 1, 0);
-	} else {
-		ck_sys3(SYS_close_range, 0, CK_FD_PARK - 1, 0);
+	/* Everything else the restorer holds goes: what lies between the
+	 * parked ones (in increasing order) and the channel. */
+	{
+		int32_t lo = 0, next;
+		uint32_t i = 0;
+		int ctl_done = 0;
+
+		for (;;) {
+			if (i < nfds && (ctl_done || park[i] < ck__ctl))
+				next = park[i++];
+			else if (!ctl_done && (ctl_done = 1))
+				next = ck__ctl;
+			else
+				break;
+			if (next > lo)
+				ck_sys3(SYS_close_range, lo, next - 1, 0);
+			lo = next + 1;
+		}
+		ck_sys3(SYS_close_range, lo, ~0U, 0);
 	}
 	for (uint32_t i = 0; i < nfds; i++) {
 		int cloexec = target[i] < 0;
 		int t = cloexec ? -target[i] - 1 : target[i];
 		long r;
-		if (t == ck__ctl || t >= CK_FD_PARK)
+		if (t == ck__ctl)
 			ck__die("restorer: a saved descriptor number collides with the restorer's", -16);
-		r = ck_sys3(SYS_dup3, CK_FD_PARK + i, t, cloexec ? O_CLOEXEC : 0);
+		r = ck_sys3(SYS_dup3, park[i], t, cloexec ? O_CLOEXEC : 0);
 		if (r < 0)
 			ck__die("restorer: cannot place a descriptor", r);
-		ck_close((int)(CK_FD_PARK + i));
+		ck_close(park[i]);
 	}
 }
 
