@@ -40,7 +40,8 @@
 #define CK__PTY_MAGIC 0x50545931u /* "PTY1" */
 
 /* The saved state of one pair (a data chunk of its master's descriptor),
- * followed by the bytes waiting: in[nin], eof[neof] (uint32_t), out[nout]. */
+ * followed by the bytes waiting: in[nin] (as pty_queue.h says, with its
+ * escape characters), out[nout]. */
 struct ck__ptystate {
 	uint32_t magic;
 	uint32_t size; /* of this struct: a later layout is refused, not misread */
@@ -48,7 +49,9 @@ struct ck__ptystate {
 	struct winsize ws;
 	int32_t lock, pkt;
 	/* images before 2026-12-07 end here (no bytes waiting) */
-	uint32_t nin, neof, nout, pad;
+	uint32_t nin, nout;
+	uint8_t lnext, eofc, erase, pad8;
+	uint32_t pad;
 };
 #define CK__PTY_SIZE_V1 ((uint32_t)offsetof(struct ck__ptystate, nin))
 
@@ -140,6 +143,19 @@ static int ck__open_slave(int m, int flags)
 	return s;
 }
 
+/* A description of pair n in the job with O_ASYNC: a put-back's wakeups
+ * would raise its SIGIO. */
+static int ck__async(struct ckrun *c, uint64_t n)
+{
+	for (size_t i = 0; i < c->nprocs; i++)
+		for (uint32_t k = 0; k < c->procs[i].pd->nfds; k++) {
+			const struct ck_pd_fd *f = &c->procs[i].pd->fds[k];
+			if ((f->kind == CK_FD_PTS || f->kind == CK_FD_PTMX) && f->u64[0] == n && (f->flags & O_ASYNC))
+				return 1;
+		}
+	return 0;
+}
+
 /* What waits in the pair, taken and put back (pty_queue.c) where that
  * is exact; else a pair holding any refuses the round. */
 static int ck__take_queues(struct ckrun *c, size_t pi, struct ck_pd_fd *f, int d, const struct ck__ptystate *st,
@@ -155,6 +171,8 @@ static int ck__take_queues(struct ckrun *c, size_t pi, struct ck_pd_fd *f, int d
 		why = "with termios locked (TIOCSLCKTRMIOS)";
 	else if (st->t.c_lflag & EXTPROC)
 		why = "in EXTPROC mode";
+	else if (ck__async(c, f->u64[0]))
+		why = "with O_ASYNC set (putting them back would signal the job)";
 	else if (qs >= (int)CK_PTYQ_IN_MAX / 2)
 		why = "more than half its line discipline's buffer";
 	else if ((p.fd = ck__open_slave(d, O_RDWR | O_NONBLOCK)) < 0) {
@@ -182,10 +200,9 @@ static int ck__take_queues(struct ckrun *c, size_t pi, struct ck_pd_fd *f, int d
 		}
 		return 0; /* a canonical line not ended yet is not seen (NOTES) */
 	}
-	if (!(q->out = malloc(CK_PTYQ_OUT_MAX))) {
+	if ((r = ck_ptyq_alloc(q)) < 0) {
 		close(p.fd);
-		ck_err_set("out of memory");
-		return -ENOMEM;
+		return r;
 	}
 	r = ck_ptyq_read(d, p.fd, &st->t, q);
 	close(p.fd);
@@ -204,18 +221,20 @@ static int ck__save_state(struct ck_writer *w, struct ck_pd_fd *f, struct ck__pt
 	int r;
 
 	st->nin = q->nin;
-	st->neof = q->neof;
 	st->nout = q->nout;
-	n = sizeof(*st) + q->nin + q->neof * sizeof(uint32_t) + q->nout;
+	st->lnext = q->lnext;
+	st->eofc = q->eofc;
+	st->erase = q->erase;
+	n = sizeof(*st) + q->nin + q->nout;
 	if (!(buf = malloc(n))) {
 		ck_err_set("out of memory");
 		return -ENOMEM;
 	}
 	memcpy(buf, st, sizeof(*st));
-	memcpy(buf + sizeof(*st), q->in, q->nin);
-	memcpy(buf + sizeof(*st) + q->nin, q->eof, q->neof * sizeof(uint32_t));
+	if (q->nin)
+		memcpy(buf + sizeof(*st), q->in, q->nin);
 	if (q->nout)
-		memcpy(buf + sizeof(*st) + q->nin + q->neof * sizeof(uint32_t), q->out, q->nout);
+		memcpy(buf + sizeof(*st) + q->nin, q->out, q->nout);
 	r = ck_writer_add(w, n, ck_mem_src, buf, &f->data_chunk, &f->data_nchunks);
 	free(buf);
 	return r;
@@ -276,7 +295,7 @@ static int ck__record_master(struct ckrun *c, struct ck_writer *w, size_t pi, st
 	r = ck__save_state(w, f, &st, pq);
 out:
 	if (pq)
-		free(pq->out);
+		ck_ptyq_free(pq);
 	free(pq);
 	close(d);
 	return r;
@@ -470,22 +489,20 @@ static int ck__parse(const struct ck__bounded *b, struct ck__ptystate *st, struc
 	    b->len < st->size)
 		return -EINVAL;
 	if (st->size == CK__PTY_SIZE_V1) {
-		st->nin = st->neof = st->nout = 0;
+		st->nin = st->nout = 0;
+		st->lnext = st->eofc = st->erase = 0;
 		return 0;
 	}
 	rest = b->len - sizeof(*st);
-	if (st->nin >= CK_PTYQ_IN_MAX || st->neof >= CK_PTYQ_IN_MAX || st->nout > CK_PTYQ_OUT_MAX ||
-	    rest != st->nin + st->neof * sizeof(uint32_t) + st->nout)
+	if (st->nin > 2 * CK_PTYQ_IN_FIT || st->nout > CK_PTYQ_OUT_MAX || rest != (size_t)st->nin + st->nout)
 		return -EINVAL;
 	q->nin = st->nin;
-	q->neof = st->neof;
 	q->nout = st->nout;
-	memcpy(q->in, p, q->nin);
-	memcpy(q->eof, p + q->nin, q->neof * sizeof(uint32_t));
-	for (uint32_t k = 0; k < q->neof; k++)
-		if (q->eof[k] > q->nin || (k && q->eof[k] < q->eof[k - 1]))
-			return -EINVAL;
-	q->out = (uint8_t *)p + q->nin + q->neof * sizeof(uint32_t);
+	q->lnext = st->lnext;
+	q->eofc = st->eofc;
+	q->erase = st->erase;
+	q->in = (uint8_t *)p;
+	q->out = (uint8_t *)p + q->nin;
 	return 0;
 }
 
@@ -496,8 +513,7 @@ static int ck__state(struct ck_reader *rd, struct ck_objs *o, uint64_t n, struct
 	for (size_t i = 0; i < o->npds; i++)
 		for (uint32_t k = 0; k < o->pds[i]->nfds; k++) {
 			const struct ck_pd_fd *x = &o->pds[i]->fds[k];
-			struct ck__bounded b = {.cap = sizeof(*st) + CK_PTYQ_IN_MAX * (1 + sizeof(uint32_t)) +
-						       CK_PTYQ_OUT_MAX};
+			struct ck__bounded b = {.cap = sizeof(*st) + 2 * CK_PTYQ_IN_FIT + CK_PTYQ_OUT_MAX};
 			int r;
 
 			if (x->kind != CK_FD_PTMX || x->u64[0] != n || !x->data_nchunks)

@@ -2,8 +2,9 @@
  *
  * State exercised: pair A, canonical with the kernel's default termios
  * (ICANON, ECHO, ECHOCTL, ICRNL, OPOST|ONLCR): each step the master writes
- * two whole lines, a line ended by the EOF character, an EOF alone, and a
- * line not ended yet; the slave writes a line the master has not read.
+ * two whole lines, a line ended by the EOF character, an EOF alone, a line
+ * holding a newline made literal by ^V (VLNEXT) ended by EOF, and a line
+ * not ended yet; the slave writes a line the master has not read.
  * Pair B, raw (cfmakeraw), with bytes of every kind waiting both ways (NUL,
  * 0xff, control characters, a CR). Then the step waits (the checkpoint's
  * window) and checks: the master reads exactly the echo of the input and
@@ -161,8 +162,9 @@ int main(int argc, char **argv)
 		bin[3] = 3; /* ^C: no signal in raw mode */
 		bout[0] = 0xff;
 		bout[1] = '\n';
-		if (writen(am, one, n1) || writen(am, two, n2) || writen(am, eofl, ne) || writen(am, part, np) ||
-		    echo_in(am, n1 + n2 + ne - 2 + np + 2) || writen(as, out, no) || writen(bm, bin, sizeof(bin)) ||
+		if (writen(am, one, n1) || writen(am, two, n2) || writen(am, eofl, ne) ||
+		    writen(am, "esc\026\nx\004", 7) || writen(am, part, np) ||
+		    echo_in(am, n1 + n2 + ne - 2 + 8 + np + 2) || writen(as, out, no) || writen(bm, bin, sizeof(bin)) ||
 		    writen(bs, bout, sizeof(bout))) {
 			rc = fail("write", i);
 			break;
@@ -171,13 +173,16 @@ int main(int argc, char **argv)
 
 		/* A's master: the echo of the input (no echo for the EOFs), then
 		 * the slave's line, each newline as CR NL */
-		nw = (size_t)snprintf(want, sizeof(want), "L%03ld one\r\nL%03ld two\r\neof%03ldpart%03ldout%03ld\r\n",
+		/* ^V echoes as ^ and a backspace, the literal newline as ^J */
+		nw = (size_t)snprintf(want, sizeof(want),
+				      "L%03ld one\r\nL%03ld two\r\neof%03ldesc^\b^Jxpart%03ldout%03ld\r\n",
 				      i % 1000, i % 1000, i % 1000, i % 1000, i % 1000);
 		if (readn(am, buf, nw) || memcmp(buf, want, nw) || !empty(am)) {
 			rc = fail("A master's bytes", i);
 			break;
 		}
-		if (!line_is(as, one, n1) || !line_is(as, two, n2) || !line_is(as, eofl, ne - 2) || !line_is(as, "", 0)) {
+		if (!line_is(as, one, n1) || !line_is(as, two, n2) || !line_is(as, eofl, ne - 2) || !line_is(as, "", 0) ||
+		    !line_is(as, "esc\nx", 5)) {
 			rc = fail("A slave's lines", i);
 			break;
 		}
