@@ -167,8 +167,9 @@ struct ck_rst_child {
 #define CK_RST_MAX_CHILDREN (CK_MSG_TEXT / 8)
 
 /* Shared-memory objects (MAP_SHARED anonymous memory, deleted shm files)
- * reach the restorer as descriptors at CK_RST_SHARED_FD + k; it maps them
- * and closes them before the job runs. */
+ * reach the restorer as descriptors at shared_fd + k (CK_RST_SHARED_FD or
+ * above, past the job's own descriptors there); it maps them and closes
+ * them before the job runs. */
 #define CK_RST_SHARED_FD 1001
 #define CK_RST_MAX_SHARED 96
 
@@ -249,8 +250,8 @@ struct ck_rst_layout {
 	 * region and write a jump at each tramp[].old_addr to new_addr. */
 	uint32_t vdso_mode, ntramp;
 	uint64_t new_special_base;
-	uint32_t nshared; /* descriptors at CK_RST_SHARED_FD.. to close after mapping */
-	uint32_t pad1;
+	uint32_t nshared; /* descriptors at shared_fd.. to close after mapping */
+	int32_t shared_fd; /* where they are: a range no descriptor of the job's holds (0: CK_RST_SHARED_FD) */
 	struct {
 		uint64_t old_addr, new_addr;
 	} tramp[CK_RST_MAX_TRAMP];

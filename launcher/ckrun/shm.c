@@ -21,6 +21,9 @@
 #include <unistd.h>
 
 #include "launcher/ckrun/kinds.h"
+
+/* A region's map_fd until the objects are numbered: -1000 - k. */
+#define CK__SHM_PENDING (-1000)
 #include "launcher/common/ck_err.h"
 
 struct ck_round_shared *ck_shm_saved_find(struct ck_round *rc, const struct ck_region *rg)
@@ -201,7 +204,6 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 	if (rg->map_fd < 0 && ck_shm_region(r)) {
 		struct ck_obj *ob = ck_obj_file(objs, r->dev, r->ino);
 		uint32_t k;
-		int32_t target = -1;
 		if (!ob) {
 			ck_err_set("shared memory %s has no object", r->path ? r->path : "");
 			return -EPROTO;
@@ -217,12 +219,11 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 				return -E2BIG;
 			}
 			pl->fds[pl->n] = -2 - (int)(ob - objs->v); /* placeholder, resolved by ck_shm_layout_resolve */
-			pl->targets[pl->n] = -(CK_RST_SHARED_FD + (int32_t)k) - 1;
+			pl->targets[pl->n] = 0; /* numbered by ck_shm_layout_resolve */
 			pl->n++;
 			l->nshared++;
 		}
-		target = CK_RST_SHARED_FD + (int32_t)k;
-		rg->map_fd = target;
+		rg->map_fd = CK__SHM_PENDING - (int32_t)k; /* numbered by ck_shm_layout_resolve */
 		rg->fill = 0;
 		*shmfill = 1;
 	}
@@ -231,6 +232,29 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 
 int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct ck_objs *objs)
 {
+	struct ck_rst_region *rg = (struct ck_rst_region *)(l + 1);
+	uint32_t njob = pl->n - l->nshared;
+	int32_t base = CK_RST_SHARED_FD;
+
+	/* The objects' numbers: a range none of the job's descriptors takes
+	 * (a job's own descriptor at 1001 was replaced by an object's and
+	 * closed with it). */
+	for (int again = 1; again;) {
+		again = 0;
+		for (uint32_t k = 0; k < njob; k++) {
+			int32_t t = pl->targets[k] < 0 ? -pl->targets[k] - 1 : pl->targets[k];
+			if (t >= base && t < base + (int32_t)l->nshared) {
+				base = t + 1;
+				again = 1;
+			}
+		}
+	}
+	l->shared_fd = base;
+	for (uint32_t k = 0; k < l->nshared; k++)
+		pl->targets[njob + k] = -(base + (int32_t)k) - 1;
+	for (uint32_t i = 0; i < l->nregions; i++)
+		if (rg[i].map_fd <= CK__SHM_PENDING && rg[i].map_fd > CK__SHM_PENDING - CK_RST_MAX_SHARED)
+			rg[i].map_fd = base + (CK__SHM_PENDING - rg[i].map_fd);
 	for (uint32_t k = pl->n - l->nshared; k < pl->n; k++) {
 		int idx = -2 - pl->fds[k];
 		pl->fds[k] = fcntl(objs->v[idx].fd[0], F_DUPFD_CLOEXEC, 3);

@@ -780,7 +780,7 @@ __attribute__((noreturn, used)) void ck_rst_main(void)
 
 	/* Shared-memory objects are mapped: their descriptors go. */
 	for (uint32_t i = 0; i < l->nshared && i < CK_RST_MAX_SHARED; i++)
-		ck_close(CK_RST_SHARED_FD + (int)i);
+		ck_close((l->shared_fd ? l->shared_fd : CK_RST_SHARED_FD) + (int)i);
 
 	ck__send(CK_MSG_RST_MAPPED, 1, 0);
 	ck__populate(rg, l->nregions);

@@ -1,15 +1,19 @@
 /* fd_high: descriptors at high numbers, far above the usual ones.
  *
  * State exercised: a program that raises its RLIMIT_NOFILE and keeps files
- * and a pipe's ends at numbers 1099, 1100, 1101, 2047/2048 (the pipe),
- * 4095 and its soft limit less one (up to 20000), with O_CLOEXEC on some;
- * a forked child inherits them and adds its own at 3000. Each step both
- * write a record through each file and check, for every number, that it
- * is the same file (inode), at the offset its writes put it, with its
- * close-on-exec flag, and pass a byte through the pipe. A restore that
- * placed its descriptors through a fixed parking area above 1100 failed
- * on every checkpoint of this program ("a saved descriptor number
- * collides with the restorer's").
+ * and a pipe's ends at numbers 1001, 1002, 1099, 1100, 1101, 2047/2048
+ * (the pipe), 4095 and its soft limit less one (up to 20000), with
+ * O_CLOEXEC on some, and two shared anonymous mappings; a forked child
+ * inherits them and adds its own at 3000. Each step both write a record
+ * through each file and check, for every number, that it is the same file
+ * (inode), at the offset its writes put it, with its close-on-exec flag;
+ * the parent writes the step into both mappings and passes a byte through
+ * the pipe, and the child checks the mappings when it reads the byte.
+ * A restore that placed its descriptors through a fixed parking area above
+ * 1100 failed on every checkpoint of this program ("a saved descriptor
+ * number collides with the restorer's"); one that handed the restorer the
+ * shared mappings' objects at 1001 and up closed the program's own 1001
+ * and 1002 (EBADF after the restore).
  * Usage: fd_high [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -17,13 +21,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#define NFILES 5
+#define NFILES 7
 
 static double app_scale(int argc, char **argv)
 {
@@ -89,8 +94,9 @@ int main(int argc, char **argv)
 	struct rlimit rl;
 	struct hf h[NFILES + 1];
 	char dir[] = "/tmp/fd_high.XXXXXX", path[64];
-	int nums[NFILES] = {1099, 1100, 1101, 4095, 0}, p[2], st = 0, rc = 0;
+	int nums[NFILES] = {1001, 1002, 1099, 1100, 1101, 4095, 0}, p[2], st = 0, rc = 0;
 	pid_t kid;
+	volatile long *sh[2];
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
 		return fail("main", "getrlimit", -1, -1);
@@ -99,7 +105,7 @@ int main(int argc, char **argv)
 		printf("fd_high: RLIMIT_NOFILE's hard limit is under 8192: nothing tested\n");
 		return 0;
 	}
-	nums[4] = (int)rl.rlim_cur - 1;
+	nums[NFILES - 1] = (int)rl.rlim_cur - 1;
 	if (!mkdtemp(dir))
 		return fail("main", "mkdtemp", -1, -1);
 	for (int k = 0; k < NFILES; k++) {
@@ -109,6 +115,13 @@ int main(int argc, char **argv)
 	}
 	if (pipe(p) < 0 || dup2(p[0], 2047) != 2047 || dup2(p[1], 2048) != 2048 || close(p[0]) || close(p[1]))
 		return fail("main", "pipe", 2047, -1);
+	for (int k = 0; k < 2; k++) {
+		void *a = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (a == MAP_FAILED)
+			return fail("main", "mmap", -1, -1);
+		sh[k] = a;
+		*sh[k] = -1;
+	}
 	kid = fork();
 	if (kid < 0)
 		return fail("main", "fork", -1, -1);
@@ -124,6 +137,8 @@ int main(int argc, char **argv)
 			char c;
 			if (read(2047, &c, 1) != 1 || c != (char)('a' + i % 26))
 				_exit(fail("child", "the pipe's byte", 2047, i));
+			if (*sh[0] < i || *sh[1] < i + 1000) /* the parent may be a step on */
+				_exit(fail("child", "the shared mappings", -1, i));
 			if (step("child", &h[NFILES], 1, i))
 				_exit(1);
 		}
@@ -133,6 +148,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < steps && !rc; i++) {
 		char c = (char)('a' + i % 26);
 		rc = step("parent", h, NFILES, i);
+		*sh[0] = i;
+		*sh[1] = i + 1000;
 		if (!rc && write(2048, &c, 1) != 1)
 			rc = fail("parent", "the pipe", 2048, i);
 		nanosleep(&nap, NULL);
@@ -148,7 +165,7 @@ int main(int argc, char **argv)
 	unlink(path);
 	rmdir(dir);
 	if (!rc)
-		printf("fd_high: %ld steps, files at 1099, 1100, 1101, 4095 and the limit less one, a pipe at 2047/2048, a child's at 3000\n",
+		printf("fd_high: %ld steps, files at 1001, 1002, 1099, 1100, 1101, 4095 and the limit less one, a pipe at 2047/2048, a child's at 3000, shared mappings\n",
 		       i);
 	return rc;
 }

@@ -83,6 +83,8 @@ refused pty-pktdata 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master 
 	"$B/tests/unsupported/ptyunread" pktdata
 refused pty-stopped 'process [0-9]+: descriptor [0-9]+ \(/dev/pts/[0-9]+, pseudo-terminal slave\): 8 bytes written to its master not read yet, its slave.s output stopped \(flow control\)' \
 	"$B/tests/unsupported/ptyunread" stopped
+refused pty-async 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): 8 bytes written to its slave not read yet, with O_ASYNC set' \
+	"$B/tests/unsupported/ptyunread" async
 refused pty-noslave 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): no process of the job holds its slave' \
 	"$B/tests/unsupported/ptyunread" noslave
 refused pty-pktstatus 'process [0-9]+: descriptor [0-9]+ \(pseudo-terminal master of /dev/pts/[0-9]+\): a packet-mode status not read yet' \

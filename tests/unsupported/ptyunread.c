@@ -1,13 +1,16 @@
-/* ptyunread noslave|pktdata|stopped|pktstatus: a pseudo-terminal pair
+/* ptyunread noslave|pktdata|stopped|async|pktstatus: a pseudo-terminal pair
  * holding what a checkpoint cannot take and put back exactly: a line
  * written to the master of a slave no process holds, bytes the slave wrote
  * that a master in packet mode has not read, a line the slave has not read
  * while its output is stopped (tcflow TCOOFF: the line's echo could not be
- * seen), or a packet-mode status packet not read yet. The round must be
+ * seen), bytes the slave wrote that a master with O_ASYNC has not read
+ * (putting them back would raise its SIGIO), or a packet-mode status
+ * packet not read yet. The round must be
  * refused naming it, and the job must go on with everything where it was:
  * after the wait it reads exactly what was waiting. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,11 @@ int main(int argc, char **argv)
 	} else if (!strcmp(mode, "pktdata")) {
 		if (ioctl(m, TIOCPKT, &one) < 0 || write(s, "waiting\n", 8) != 8)
 			return 1;
+	} else if (!strcmp(mode, "async")) {
+		signal(SIGIO, SIG_IGN);
+		if (fcntl(m, F_SETOWN, getpid()) < 0 || fcntl(m, F_SETFL, fcntl(m, F_GETFL) | O_ASYNC) < 0 ||
+		    write(s, "waiting\n", 8) != 8)
+			return 1;
 	} else if (!strcmp(mode, "pktstatus")) {
 		/* packet mode, then a flush of the slave's input: a status packet */
 		if (ioctl(m, TIOCPKT, &one) < 0 || tcflush(s, TCIFLUSH) < 0)
@@ -51,6 +59,8 @@ int main(int argc, char **argv)
 		usleep(100000);
 	if (!strcmp(mode, "stopped")) {
 		n = tcflow(s, TCOON) < 0 ? -1 : read(s, buf, sizeof(buf) - 1);
+	} else if (!strcmp(mode, "async")) {
+		n = read(m, buf, sizeof(buf) - 1);
 	} else if (!strcmp(mode, "pktdata")) {
 		n = read(m, buf, sizeof(buf) - 1);
 		if (n > 1 && buf[0] == TIOCPKT_DATA)
