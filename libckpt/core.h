@@ -72,6 +72,12 @@ struct ck_core {
 long ck__open_priv(const char *path, int flags) CK_HIDDEN;
 void ck__close_priv(int fd) CK_HIDDEN;
 void ck__priv_forget(void) CK_HIDDEN; /* a fork child: the parent's marks are not ours */
+/* fd is about to be taken by a descriptor of the job's (a restore's dup3
+ * onto it): where the channel has that number, the channel moves first
+ * and the old number stays open for the dup3 to replace. threads: other
+ * threads of libckpt may use the channel (the move waits for them). 0 or
+ * -errno. */
+long ck__ctl_aside(int fd, int threads) CK_HIDDEN;
 
 /* init.c: ck__core.fork_lock */
 void ck__fork_lock(void) CK_HIDDEN;

@@ -154,6 +154,24 @@ static int ck__ctl_vacate(void)
 	return nfd < 0 ? nfd : oldfd;
 }
 
+long ck__ctl_aside(int fd, int threads)
+{
+	long nfd;
+
+	if (fd < 0 || fd != ck__ctl())
+		return 0;
+	if (threads)
+		return ck__ctl_vacate() < 0 ? -EMFILE : 0;
+	/* alone in the process (a restore, before its threads): no one to wait for */
+	nfd = ck_sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1024);
+	if (nfd < 0)
+		nfd = ck_sys3(SYS_fcntl, fd, F_DUPFD_CLOEXEC, fd + 1);
+	if (nfd < 0)
+		return nfd;
+	__atomic_store_n(&ck__core.ctl_fd, (int)nfd, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
 /* r: a descriptor the job just got. If the channel's number lies below it
  * and at or above min, a bare run got the channel's number: r moves there. */
 static int ck__claim(int r, int min)

@@ -302,7 +302,12 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 		if (fd < 0)
 			return ck__fd_fail("cannot open again", f, fd, why, path);
 		if (fd != f->fd) {
-			long r = ck_sys3(SYS_dup3, fd, f->fd, cloexec);
+			long r = ck__ctl_aside(f->fd, 0);
+			if (r < 0) {
+				ck_close((int)fd);
+				return ck__fd_fail("cannot move libckpt's channel off", f, r, why, path);
+			}
+			r = ck_sys3(SYS_dup3, fd, f->fd, cloexec);
 			ck_close((int)fd);
 			if (r < 0)
 				return ck__fd_fail("cannot open again", f, r, why, path);
@@ -318,8 +323,8 @@ long ck__fdstate_reopen(const struct ck_procdesc *pd, const char **why, const ch
 		if (f->kind != CK_FD_DUP || !(o = ck__fd_of(pd, f->peer)) || !ck__reopened_here(o) ||
 		    (o->kind == CK_FD_PIDFD && !o->u64[0]) || ck__task_file(o))
 			continue; /* (a dead pidfd's or a thread's file's: with it, ck__fdstate_late) */
-		long r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0);
-		if (r < 0)
+		long r = ck__ctl_aside(f->fd, 0);
+		if (r < 0 || (r = ck_sys3(SYS_dup3, f->peer, f->fd, (f->fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0)) < 0)
 			return ck__fd_fail("cannot duplicate again", f, r, why, path);
 	}
 	return 0;
@@ -368,7 +373,8 @@ onto:
 			return ck__fd_fail("cannot make again", f, r, why, path);
 		for (uint32_t k = 0; k < pd->nfds; k++) /* its duplicates */
 			if (pd->fds[k].kind == CK_FD_DUP && pd->fds[k].peer == f->fd &&
-			    (r = ck_sys3(SYS_dup3, f->fd, pd->fds[k].fd, (pd->fds[k].fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0)) < 0)
+			    ((r = ck__ctl_aside(pd->fds[k].fd, 1)) < 0 ||
+			     (r = ck_sys3(SYS_dup3, f->fd, pd->fds[k].fd, (pd->fds[k].fdflags & FD_CLOEXEC) ? O_CLOEXEC : 0)) < 0))
 				return ck__fd_fail("cannot duplicate again", &pd->fds[k], r, why, path);
 	}
 	return 0;

@@ -381,6 +381,7 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
  * restore.) The numbers searched: 3 per descriptor and the channel's
  * spare, so a bitmap of that range tells which are taken. */
 #define CK_FD_MAX_PLACED 4096
+#define CK_FD_SPARE_MIN 1100
 #define CK_FD_PARK_RANGE (3 * CK_FD_MAX_PLACED + 64)
 static uint8_t ck__fd_busy[CK_FD_PARK_RANGE / 8];
 
@@ -438,7 +439,16 @@ static void ck__place_fds(uint32_t nfds)
 	}
 	for (uint32_t i = 0; i < nfds; i++)
 		park[i] = ck__fd_free(&from);
-	spare = ck__fd_free(&from);
+	/* the channel's spare number (where a descriptor of the job's takes
+	 * its own): well above, out of the way of the job's next opens and
+	 * of the descriptors its process opens again itself (/proc files,
+	 * pidfds, which ckrun does not send; libckpt moves the channel off
+	 * one of those where they meet, fdstate.c), within the hard limit */
+	spare = top + 1 > CK_FD_SPARE_MIN + (int32_t)nfds ? top + 1 : CK_FD_SPARE_MIN + (int32_t)nfds;
+	if (nfds && spare <= park[nfds - 1])
+		spare = park[nfds - 1] + 1;
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) < 0 || lim[1] <= (uint64_t)spare)
+		spare = ck__fd_free(&from);
 	if (spare > top)
 		top = spare;
 	need = (uint64_t)top + 1;

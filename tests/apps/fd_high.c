@@ -3,7 +3,9 @@
  * State exercised: a program that raises its RLIMIT_NOFILE and keeps files
  * and a pipe's ends at numbers 1001, 1002, 1099, 1100, 1101, 2047/2048
  * (the pipe), 4095 and its soft limit less one (up to 20000), with
- * O_CLOEXEC on some, and two shared anonymous mappings; a forked child
+ * O_CLOEXEC on some, /proc/self/status at 1000 (libckpt's channel's own
+ * number, which a restore opens again in the process itself), and two
+ * shared anonymous mappings; a forked child
  * inherits them and adds its own at 3000. Each step both write a record
  * through each file and check, for every number, that it is the same file
  * (inode), at the offset its writes put it, with its close-on-exec flag;
@@ -13,7 +15,9 @@
  * 1100 failed on every checkpoint of this program ("a saved descriptor
  * number collides with the restorer's"); one that handed the restorer the
  * shared mappings' objects at 1001 and up closed the program's own 1001
- * and 1002 (EBADF after the restore).
+ * and 1002 (EBADF after the restore); one whose process opened the /proc
+ * file again onto its channel's number lost the channel (the restore
+ * failed: "a restored process exited").
  * Usage: fd_high [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -113,6 +117,11 @@ int main(int argc, char **argv)
 		if (place(&h[k], path, nums[k], k & 1) < 0)
 			return fail("main", "place", nums[k], -1);
 	}
+	{
+		int pf = open("/proc/self/status", O_RDONLY);
+		if (pf < 0 || dup2(pf, 1000) != 1000 || close(pf) < 0)
+			return fail("main", "/proc/self/status", 1000, -1);
+	}
 	if (pipe(p) < 0 || dup2(p[0], 2047) != 2047 || dup2(p[1], 2048) != 2048 || close(p[0]) || close(p[1]))
 		return fail("main", "pipe", 2047, -1);
 	for (int k = 0; k < 2; k++) {
@@ -148,6 +157,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < steps && !rc; i++) {
 		char c = (char)('a' + i % 26);
 		rc = step("parent", h, NFILES, i);
+		if (!rc && (pread(1000, path, 5, 0) != 5 || memcmp(path, "Name:", 5)))
+			rc = fail("parent", "/proc/self/status", 1000, i);
 		*sh[0] = i;
 		*sh[1] = i + 1000;
 		if (!rc && write(2048, &c, 1) != 1)
@@ -165,7 +176,7 @@ int main(int argc, char **argv)
 	unlink(path);
 	rmdir(dir);
 	if (!rc)
-		printf("fd_high: %ld steps, files at 1001, 1002, 1099, 1100, 1101, 4095 and the limit less one, a pipe at 2047/2048, a child's at 3000, shared mappings\n",
+		printf("fd_high: %ld steps, /proc/self/status at 1000, files at 1001, 1002, 1099, 1100, 1101, 4095 and the limit less one, a pipe at 2047/2048, a child's at 3000, shared mappings\n",
 		       i);
 	return rc;
 }
