@@ -171,7 +171,7 @@ struct ck_rst_child {
  * above, past the job's own descriptors there); it maps them and closes
  * them before the job runs. */
 #define CK_RST_SHARED_FD 1001
-#define CK_RST_MAX_SHARED 96
+#define CK_RST_MAX_SHARED 1024 /* (the restorer places 4096 descriptors at most) */
 
 
 #define CK_CKPT_NOFORK 0x1

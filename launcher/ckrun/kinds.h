@@ -232,6 +232,7 @@ struct ck_round_shared *ck_shm_saved_find(struct ck_round *rc, const struct ck_r
 int ck_shm_saved_add(struct ck_round *rc, const struct ck_region *rg);
 /* Restore: a region whose bytes live in a shared memory object. */
 int ck_shm_region(const struct ck_region *r);
+int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid);
 /* Restore, before any process exists: the objects, and /dev/shm files. */
 int ck_shm_make_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck_objs *o);
 int ck_shm_prepare_files(const struct ck_manifest *m);

@@ -295,6 +295,8 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 			}
 		}
 	}
+	if ((r = ck_shm_count_check(p, pd, jp->jpid)) < 0)
+		goto out;
 	if (snap != jp->pid && (r = ck_mem_advice(jp)) < 0)
 		goto out;
 	if ((r = ck_fp_split(m, jp)) < 0)

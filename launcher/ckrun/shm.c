@@ -178,6 +178,68 @@ int ck_shm_prepare_files(const struct ck_manifest *m)
 	return 0;
 }
 
+/* The process's own read-write descriptor of a deleted file or memfd it
+ * maps shared: the mapping is made again through it. */
+static const struct ck_pd_fd *ck__shm_held(const struct ck_procdesc *pd, const struct ck_region *r)
+{
+	for (uint32_t k = 0; k < pd->nfds; k++) {
+		const struct ck_pd_fd *f = &pd->fds[k];
+		if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
+		    ((uint64_t)major(f->dev) << 8 | minor(f->dev)) == r->dev && /* maps' maj << 8 | min */
+		    (f->flags & O_ACCMODE) == O_RDWR)
+			return f;
+	}
+	return NULL;
+}
+
+/* At the round: the objects a restore would hand the process's restorer
+ * (ck_shm_layout_map) fit its limit, or the round is refused, not the
+ * restore. */
+static int ck__devino_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	if (x[0] != y[0])
+		return x[0] < y[0] ? -1 : 1;
+	return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid)
+{
+	uint64_t (*v)[2] = NULL;
+	size_t n = 0, distinct = 0;
+
+	for (size_t i = 0; i < p->nregions; i++) {
+		const struct ck_region *r = &p->regions[i];
+		if (!ck_shm_region(r) || ck__shm_held(pd, r))
+			continue;
+		if (!(n & (n + 1))) { /* 0, 1, 3, 7...: grow */
+			uint64_t (*nv)[2] = realloc(v, (2 * n + 2) * sizeof(*v));
+			if (!nv) {
+				free(v);
+				ck_err_set("out of memory");
+				return -ENOMEM;
+			}
+			v = nv;
+		}
+		v[n][0] = r->dev;
+		v[n++][1] = r->ino;
+	}
+	if (n > CK_RST_MAX_SHARED) {
+		qsort(v, n, sizeof(*v), ck__devino_cmp);
+		for (size_t i = 0; i < n; i++)
+			distinct += !i || ck__devino_cmp(v[i], v[i - 1]);
+	}
+	free(v);
+	if (distinct > CK_RST_MAX_SHARED) {
+		ck_err_set("process %d maps %zu shared memory objects it holds no descriptor of (shared anonymous "
+			   "memory, deleted files): a restore takes at most %d",
+			   jpid, distinct, CK_RST_MAX_SHARED);
+		return -ENOTSUP;
+	}
+	return 0;
+}
+
 int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, const struct ck_region *r,
 		      struct ck_rst_layout *l, struct ck_rst_region *rg, struct ck_fdplan *pl, struct ck_objs *objs,
 		      uint8_t *shmfill)
@@ -186,19 +248,14 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 	if (r->flags & CK_REG_SYSV) {
 		rg->map_fd = (int32_t)r->ino; /* the segment id: the restorer attaches it */
 	} else if ((r->flags & CK_REG_SHARED) && (r->flags & CK_REG_DELETED)) {
-		for (uint32_t k = 0; k < pd->nfds; k++) {
-			const struct ck_pd_fd *f = &pd->fds[k];
-			if ((f->kind == CK_FD_DELETED || f->kind == CK_FD_MEMFD) && f->ino == r->ino &&
-			    ((uint64_t)major(f->dev) << 8 | minor(f->dev)) == r->dev && /* maps' maj << 8 | min */
-			    (f->flags & O_ACCMODE) == O_RDWR) {
-				/* the file's contents come back through the
-				 * descriptor: the mapping shows them, and may be
-				 * read-only (a memfd sealed against writes) */
-				rg->map_fd = f->fd;
-				rg->fill = 0;
-				*shmfill = 1;
-				break;
-			}
+		const struct ck_pd_fd *f = ck__shm_held(pd, r);
+		if (f) {
+			/* the file's contents come back through the descriptor:
+			 * the mapping shows them, and may be read-only (a memfd
+			 * sealed against writes) */
+			rg->map_fd = f->fd;
+			rg->fill = 0;
+			*shmfill = 1;
 		}
 	}
 	if (rg->map_fd < 0 && ck_shm_region(r)) {
