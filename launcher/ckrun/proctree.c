@@ -31,6 +31,51 @@ static int ck__zombie_status(pid_t pid)
 /* The job's tree: every attached process and every zombie. Process groups
  * must have their leader in the job, or be a session's whose leader has
  * gone (restore re-creates such a session with a helper). */
+/* A restore hands each process the children it makes in one message
+ * (ck_tree_build): its children, zombies too, or, for a session whose
+ * leader has gone, the helper standing in for it, the session's processes
+ * whose parent has gone. More than that holds refuse the round, not the
+ * restore. */
+static int ck__tree_fits(const struct ck_manifest *m)
+{
+	uint8_t *orphan = calloc(m->ntasks + 1, 1); /* its parent is not a live process of the job */
+	int r = 0;
+
+	if (!orphan)
+		return -ENOMEM;
+	for (size_t i = 0; i < m->ntasks; i++) {
+		orphan[i] = 1;
+		for (size_t j = 0; j < m->ntasks && orphan[i]; j++)
+			if (m->tasks[j].pid == m->tasks[i].ppid && !(m->tasks[j].flags & CK_TASK_ZOMBIE))
+				orphan[i] = 0;
+	}
+	for (size_t i = 0; i < m->ntasks && !r; i++) {
+		const struct ck_task *x = &m->tasks[i];
+		size_t kids = 0, members = 0;
+
+		for (size_t j = 0; j < m->ntasks; j++) {
+			const struct ck_task *y = &m->tasks[j];
+			kids += !(x->flags & CK_TASK_ZOMBIE) && y->ppid == x->pid;
+			/* the first orphan of a session counts its helper's */
+			members += orphan[i] && x->sid && x->sid != x->pid && orphan[j] && y->sid == x->sid &&
+				   y->sid != y->pid;
+		}
+		if (kids > CK_RST_MAX_CHILDREN) {
+			ck_err_set("process %d has %zu children, more than a restore makes for one process (%d): not "
+				   "supported",
+				   x->pid, kids, CK_RST_MAX_CHILDREN);
+			r = -ENOTSUP;
+		} else if (members > CK_RST_MAX_CHILDREN) {
+			ck_err_set("session %d, whose leader has exited, has %zu processes whose parent has exited too, "
+				   "more than a restore makes for one process (%d): not supported",
+				   x->sid, members, CK_RST_MAX_CHILDREN);
+			r = -ENOTSUP;
+		}
+	}
+	free(orphan);
+	return r;
+}
+
 int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_t nz)
 {
 	m->tasks = calloc(c->nprocs + nz + 1, sizeof(*m->tasks));
@@ -73,7 +118,7 @@ int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_
 			return -ENOTSUP;
 		}
 	}
-	return 0;
+	return ck__tree_fits(m);
 }
 
 int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout)
