@@ -68,6 +68,10 @@ enum { CK_JP_IDLE, CK_JP_ASKED, CK_JP_SNAPSHOT };
 #define CK_MSG_GONE 1000
 
 struct ckrun {
+	/* ckrun's RLIMIT_NOFILE soft limit as it came (nofile_raised: ckrun
+	 * raised it to the hard limit for itself; the job gets this back) */
+	unsigned long long nofile_cur;
+	int nofile_raised;
 	/* options */
 	const char *store_uri;
 	char *job;

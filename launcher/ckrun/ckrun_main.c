@@ -20,6 +20,7 @@
 #include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "launcher/common/ck_err.h"
@@ -609,6 +610,22 @@ static int ck__clean_leftovers(struct ckrun *c)
 
 static int ck__run(struct ckrun *c);
 
+/* A restore holds a descriptor per shared memory object of the job and
+ * more per process, a round pidfd duplicates: ckrun takes its hard limit
+ * of descriptors for itself (a soft limit of 1024 is common), and gives
+ * the job the soft limit it came with (ns.c). */
+static void ck__raise_nofile(struct ckrun *c)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= rl.rlim_max)
+		return;
+	c->nofile_cur = rl.rlim_cur;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl) == 0)
+		c->nofile_raised = 1;
+}
+
 int main(int argc, char **argv)
 {
 	struct ckrun c;
@@ -618,6 +635,7 @@ int main(int argc, char **argv)
 	c.agent_fd = c.status_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;
+	ck__raise_nofile(&c);
 	if (ck__find_helpers(&c) < 0 || (c.mpi_np && ck_mpi_prepare(&c) < 0)) {
 		fprintf(stderr, "ckrun: %s\n", ck_err_msg());
 		return CK_EXIT_INTERNAL;

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "launcher/common/ck_err.h"
@@ -118,6 +119,11 @@ static __attribute__((noreturn)) void ck__exec_job(struct ckrun *c, int chan)
 		_exit(CK_EXIT_INTERNAL);
 	if (chan != CK_CTL_FD)
 		close(chan);
+	if (c->nofile_raised) { /* the job's own soft limit, as bare */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || (rl.rlim_cur = c->nofile_cur, setrlimit(RLIMIT_NOFILE, &rl)) < 0)
+			_exit(CK_EXIT_INTERNAL);
+	}
 	if (c->userns)
 		ck__bset_drop();
 	if (old && *old) {

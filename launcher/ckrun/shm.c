@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -225,7 +226,7 @@ int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, in
 		v[n][0] = r->dev;
 		v[n++][1] = r->ino;
 	}
-	if (n > CK_RST_MAX_SHARED) {
+	if (n) {
 		qsort(v, n, sizeof(*v), ck__devino_cmp);
 		for (size_t i = 0; i < n; i++)
 			distinct += !i || ck__devino_cmp(v[i], v[i - 1]);
@@ -236,6 +237,19 @@ int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, in
 			   "memory, deleted files): a restore takes at most %d",
 			   jpid, distinct, CK_RST_MAX_SHARED);
 		return -ENOTSUP;
+	}
+	/* ckrun holds each object and a copy per process, the restorer parks
+	 * the process's descriptors and objects (up to 3 numbers each): both
+	 * under the hard limit ckrun runs with (a restore runs under one too) */
+	if (distinct) {
+		struct rlimit rl;
+		uint64_t need = 3 * ((uint64_t)distinct + pd->nfds) + 64;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max) {
+			ck_err_set("process %d maps %zu shared memory objects it holds no descriptor of: a restore of it "
+				   "needs about %llu descriptors, more than ckrun's hard RLIMIT_NOFILE (%llu)",
+				   jpid, distinct, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+			return -ENOTSUP;
+		}
 	}
 	return 0;
 }
@@ -287,25 +301,37 @@ int ck_shm_layout_map(const struct ck_proc *p, const struct ck_procdesc *pd, con
 	return 0;
 }
 
-int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct ck_objs *objs)
+/* The first n numbers from base up that no job descriptor's target is. */
+static int32_t ck__shared_range(const struct ck_fdplan *pl, uint32_t njob, uint32_t n, int32_t base)
 {
-	struct ck_rst_region *rg = (struct ck_rst_region *)(l + 1);
-	uint32_t njob = pl->n - l->nshared;
-	int32_t base = CK_RST_SHARED_FD;
-
-	/* The objects' numbers: a range none of the job's descriptors takes
-	 * (a job's own descriptor at 1001 was replaced by an object's and
-	 * closed with it). */
 	for (int again = 1; again;) {
 		again = 0;
 		for (uint32_t k = 0; k < njob; k++) {
 			int32_t t = pl->targets[k] < 0 ? -pl->targets[k] - 1 : pl->targets[k];
-			if (t >= base && t < base + (int32_t)l->nshared) {
+			if (t >= base && t < base + (int32_t)n) {
 				base = t + 1;
 				again = 1;
 			}
 		}
 	}
+	return base;
+}
+
+int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct ck_objs *objs)
+{
+	struct ck_rst_region *rg = (struct ck_rst_region *)(l + 1);
+	uint32_t njob = pl->n - l->nshared;
+	int32_t base = ck__shared_range(pl, njob, l->nshared, CK_RST_SHARED_FD);
+	struct rlimit rl;
+
+	/* The objects' numbers: a range none of the job's descriptors takes
+	 * (a job's own descriptor at 1001 was replaced by an object's and
+	 * closed with it), 1001 and up, or low numbers where that range would
+	 * pass the hard limit the restorer inherits from ckrun (1024 in some
+	 * containers) */
+	if (l->nshared && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+	    (uint64_t)base + l->nshared + 64 > rl.rlim_max)
+		base = ck__shared_range(pl, njob, l->nshared, 3);
 	l->shared_fd = base;
 	for (uint32_t k = 0; k < l->nshared; k++)
 		pl->targets[njob + k] = -(base + (int32_t)k) - 1;
@@ -315,8 +341,10 @@ int ck_shm_layout_resolve(struct ck_rst_layout *l, struct ck_fdplan *pl, struct 
 	for (uint32_t k = pl->n - l->nshared; k < pl->n; k++) {
 		int idx = -2 - pl->fds[k];
 		pl->fds[k] = fcntl(objs->v[idx].fd[0], F_DUPFD_CLOEXEC, 3);
-		if (pl->fds[k] < 0)
+		if (pl->fds[k] < 0) {
+			ck_err_set("a shared memory object for the restorer: %s", strerror(errno));
 			return -errno;
+		}
 	}
 	return 0;
 }

@@ -12,7 +12,7 @@
 
 MUTANT=$H_TOP/tests/lib/noresume-ckrun.sh
 REAL=$CKRUN
-SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio pty api mappath filepages vdso sockets user podman report sites loginuid}
+SUITES=${CKPT_MUTANT_SUITES:-conformance faults stdio pty nofile api mappath filepages vdso sockets user podman report sites loginuid}
 
 # sample NAME REGEX ENV... -- SUITE: runs SUITE with the mutant; every check
 # whose name matches REGEX must fail, and at least one must have run.
@@ -63,6 +63,7 @@ main() {
 		stdio) sample stdio '^stdio/(elsewhere|same|truncated|pipe|chain-pipe|chain-file|shared)$' -- 24-stdio.sh ;;
 		# (pty/checkpoint-only checks no restore)
 		pty) sample pty '^pty/waiting$' -- 33-pty.sh ;;
+		nofile) sample nofile '^nofile/hard-1024-shm$' -- 31-nofile.sh ;;
 		api) sample api '^api/after-restore' -- 25-api.sh ;;
 		mappath) sample mappath '^mappath/(missing-path|move|copy|paths-.*|env-unset)$' CKPT_TEST_MAPPATH="move copy paths env" -- 42-mappath.sh ;;
 		filepages) sample filepages '^filepages/(copy|rewrite|size|gone)$' -- 43-filepages.sh ;;
