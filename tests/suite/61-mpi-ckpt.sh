@@ -412,9 +412,10 @@ main() {
 	h_seed_init
 	mpi_setup mpi-ckpt || return 1
 	shm_names >"$H_WORK/shm.before"
-	stops sgd 2 "$T/sgd_mpi" 6000
-	# ring and comms long enough that the second run's stop lands before the
-	# end (ring's 1500 rounds, about 2.7 s under ckrun, ended first in a CI run)
+	# sgd, ring and comms long enough that the second run's stop lands
+	# before the end (ring's 1500 rounds, about 2.7 s under ckrun, ended
+	# first in a CI run; sgd's 6000 steps in another, 2026-12-07)
+	stops sgd 2 "$T/sgd_mpi" 20000
 	stops ring 2 "$T/ring_mpi" 6000
 	stops comms 2 "$T/comms_mpi" 5000
 	MUST_CARRY=1 stops nbring 2 "$T/nbring_mpi" 1500
