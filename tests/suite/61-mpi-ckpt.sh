@@ -128,8 +128,10 @@ stops() {
 kill9() {
 	local d=$H_WORK/kill9 pid left n k
 	mkdir -p "$d"
-	ref kill9 "$T/sgd_mpi" 6000
-	setsid "$CKRUN" -v --store "$d/store" --interval 300ms --np "$NP" -- "$T/sgd_mpi" 6000 </dev/null \
+	# 20000 steps: with 6000 the job ended before two commits after its
+	# first line in a run here (2026-12-07)
+	ref kill9 "$T/sgd_mpi" 20000
+	setsid "$CKRUN" -v --store "$d/store" --interval 300ms --np "$NP" -- "$T/sgd_mpi" 20000 </dev/null \
 		>"$d/out.1" 2>"$d/err.1" &
 	pid=$!
 	H_PGIDS+=("$pid")
@@ -151,7 +153,7 @@ kill9() {
 		h_fail mpi-ckpt/kill9 "processes left after the kill: $(ps -o pid,comm -p "${left//$'\n'/,}" | tail -n +2 | tr '\n' ' ')"
 		return
 	fi
-	timeout -s KILL 300 "$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/sgd_mpi" 6000 </dev/null \
+	timeout -s KILL 300 "$CKRUN" -v --store "$d/store" --np "$NP" --resume -- "$T/sgd_mpi" 20000 </dev/null \
 		>"$d/out.2" 2>"$d/err.2"
 	n=$?
 	if [ "$n" != 0 ]; then
@@ -186,10 +188,10 @@ np_mismatch() {
 		h_fail mpi-ckpt/np-mismatch "kill9 left no checkpoint to resume"
 		return
 	fi
-	timeout -s KILL 120 "$CKRUN" --store "$d/store" --np 2 --resume -- "$T/sgd_mpi" 6000 </dev/null \
+	timeout -s KILL 120 "$CKRUN" --store "$d/store" --np 2 --resume -- "$T/sgd_mpi" 20000 </dev/null \
 		>"$d/out.np" 2>"$d/err.np"
 	n=$?
-	timeout -s KILL 120 "$CKRUN" --store "$d/store" --resume -- "$T/sgd_mpi" 6000 </dev/null \
+	timeout -s KILL 120 "$CKRUN" --store "$d/store" --resume -- "$T/sgd_mpi" 20000 </dev/null \
 		>"$d/out.nonp" 2>"$d/err.nonp"
 	m=$?
 	if [ "$n $m" != "64 64" ]; then
