@@ -165,6 +165,10 @@ static int ck__take_queues(struct ckrun *c, size_t pi, struct ck_pd_fd *f, int d
 	struct pollfd p = {.fd = -1, .events = POLLOUT};
 	int r;
 
+	/* nothing counted, and no line not ended yet can hide (non-canonical
+	 * input is all counted): nothing to take, no slave to open */
+	if (!qm && !qs && !(st->t.c_lflag & ICANON))
+		return 0;
 	if (st->pkt)
 		why = "in packet mode";
 	else if (ck__locked_termios(d))
