@@ -128,6 +128,12 @@ enum ck_msg_type {
 	/* restorer -> ckrun: arg0: 0, SCM_RIGHTS one descriptor (none for
 	 * RELISTEN); or -errno */
 	CK_MSG_RST_SOCK_FD,
+	/* ckrun -> restorer, after the tree: reap child arg0, a helper that
+	 * made members of this process's session and has ended (the job must
+	 * not find it among its children); answered with REAP_DONE, arg0: 0
+	 * or -errno. */
+	CK_MSG_RST_REAP,
+	CK_MSG_RST_REAP_DONE,
 };
 enum { CK_RST_SOCK_PAIR = 1, CK_RST_SOCK_LISTEN, CK_RST_SOCK_CONNECT, CK_RST_SOCK_RELISTEN };
 
@@ -162,6 +168,9 @@ struct ck_rst_child {
 	uint32_t flags; /* CK_RST_CHILD_* */
 };
 #define CK_RST_CHILD_QUIET 0x1 /* exit signal 0: invisible to the parent's wait() */
+/* made before the creator's setsid: it stays in the session its creator
+ * was made in (the creator started a session of its own after forking it) */
+#define CK_RST_CHILD_EARLY 0x2
 #define CK_RST_SETSID 0x1
 #define CK_RST_CTTY 0x2
 #define CK_RST_MAX_CHILDREN (CK_MSG_TEXT / 8)

@@ -262,6 +262,7 @@ struct ck_tree_node {
 	int32_t pid, ppid, pgid, sid;
 	int creator; /* node index, -1: init */
 	int helper, zombie, proc; /* proc: index in m->procs, -1 if none */
+	int early; /* made before its creator's setsid (CK_RST_CHILD_EARLY) */
 	int32_t status;
 	int attached, treedone;
 };

@@ -7,6 +7,9 @@
  * children with their pids (clone3 set_tid) and sessions; helpers stand in
  * for session leaders that had exited (they start the session, create its
  * members and exit, so the members end up init's children, as saved);
+ * where a member's parent has exited but its session's leader is saved
+ * (alive or a zombie), the leader makes such a helper under a number no
+ * saved process has, and reaps it after;
  * a session leader whose pseudo-terminal was its controlling terminal
  * takes it (TIOCSCTTY) before its children exist (pty.c); then process
  * groups, leaders first; then the terminals' foreground groups; then
@@ -28,51 +31,171 @@ static int ck__zombie_status(pid_t pid)
 	return p ? atoi(p) : 0;
 }
 
-/* The job's tree: every attached process and every zombie. Process groups
- * must have their leader in the job, or be a session's whose leader has
- * gone (restore re-creates such a session with a helper). */
+/* A number for a helper: above every saved pid, session and group (a
+ * helper standing in for an exited leader takes its session's number),
+ * and above the helpers made so far. */
+static int32_t ck__helper_pid(const struct ck_tree_node *v, size_t n)
+{
+	int32_t top = 1;
+
+	for (size_t i = 0; i < n; i++) {
+		if (v[i].pid > top)
+			top = v[i].pid;
+		if (v[i].sid > top)
+			top = v[i].sid;
+		if (v[i].pgid > top)
+			top = v[i].pgid;
+	}
+	return top + 1;
+}
+
+/* The helper making the members of session sid whose parent has exited:
+ * one per session. Where the session's leader has exited too, the helper
+ * stands in for it (its pid, setsid) and init is its parent; where the
+ * leader is saved (alive or a zombie), the leader makes the helper, under
+ * a number of its own, in the session, and reaps it when it has ended
+ * (ck_tree_finish). Returns its index in v. */
+static int ck__session_helper(struct ck_tree_node *v, size_t nt, size_t *n, int32_t sid, int leader)
+{
+	struct ck_tree_node *h;
+
+	for (size_t k = nt; k < *n; k++)
+		if (v[k].sid == sid)
+			return (int)k;
+	h = &v[*n];
+	memset(h, 0, sizeof(*h));
+	h->sid = sid;
+	h->helper = 1;
+	h->proc = -1;
+	if (leader < 0) {
+		h->pid = h->pgid = sid;
+		h->ppid = 1;
+		h->creator = -1;
+	} else {
+		h->pid = ck__helper_pid(v, *n);
+		h->ppid = v[leader].pid;
+		h->creator = leader;
+	}
+	return (int)(*n)++;
+}
+
+/* The session a restore makes node i in: its parent's (before any setsid
+ * of its own), or init's (0) for init's children. A parent that had
+ * exited is init (the helpers of sessions make only processes of their
+ * session, never a process whose parent lives). A parent that leads its
+ * session was not made before its own creator's setsid (such a process
+ * stays in a session it does not lead), so its creator's session is it. */
+static int32_t ck__birth_session(const struct ck_tree_node *v, size_t nt, int i)
+{
+	for (size_t k = 0; k < nt; k++)
+		if (v[k].pid == v[i].ppid && !v[k].zombie)
+			return v[k].sid;
+	return 0;
+}
+
+/* The plan: who makes each process (its parent, init, or a session's
+ * helper). images: every live process must have a saved image (a
+ * restore's check; a round plans before the images exist). */
+static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tree_node **out, size_t *nout)
+{
+	size_t nt = m->ntasks ? m->ntasks : 1, n = 0;
+	struct ck_tree_node *v = calloc(2 * nt + 1, sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < nt; i++) {
+		struct ck_tree_node *x = &v[n++];
+		if (m->ntasks) {
+			const struct ck_task *t = &m->tasks[i];
+			x->pid = t->pid;
+			x->ppid = t->ppid;
+			x->pgid = t->pgid;
+			x->sid = t->sid;
+			x->zombie = !!(t->flags & CK_TASK_ZOMBIE);
+			x->status = t->status;
+		} else {
+			x->pid = m->procs[0].pid;
+			x->ppid = 1;
+		}
+		x->proc = -1;
+		for (size_t k = 0; k < m->nprocs; k++)
+			if (m->procs[k].pid == x->pid)
+				x->proc = (int)k;
+		if (images && !x->zombie && x->proc < 0) {
+			free(v);
+			ck_err_set("process %d of the tree has no saved image", x->pid);
+			return -EBADMSG;
+		}
+	}
+	for (size_t i = 0; i < nt; i++) {
+		struct ck_tree_node *x = &v[i];
+		int parent = -1, leader = -1;
+		for (size_t k = 0; k < nt; k++) {
+			if (v[k].pid == x->ppid && !v[k].zombie)
+				parent = (int)k;
+			if (v[k].pid == x->sid)
+				leader = (int)k;
+		}
+		x->creator = parent;
+		if (parent >= 0) {
+			if (x->sid == v[parent].sid || x->sid == x->pid)
+				continue;
+			/* the parent started a session of its own after making it:
+			 * made before the parent's setsid, in the session the parent
+			 * is made in (its creator's; init's is 0) */
+			if (v[parent].sid == v[parent].pid && x->sid == ck__birth_session(v, nt, parent)) {
+				x->early = 1;
+				continue;
+			}
+			free(v);
+			ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
+				   x->ppid);
+			return -ENOTSUP;
+		}
+		/* init's child */
+		if (!x->sid || x->sid == x->pid)
+			continue;
+		x->creator = ck__session_helper(v, nt, &n, x->sid, leader);
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout)
+{
+	return ck__tree_shape(m, 1, out, nout);
+}
+
 /* A restore hands each process the children it makes in one message
- * (ck_tree_build): its children, zombies too, or, for a session whose
- * leader has gone, the helper standing in for it, the session's processes
- * whose parent has gone. More than that holds refuse the round, not the
- * restore. */
+ * (ck_tree_build): more than that holds, or a tree the plan cannot
+ * rebuild, refuse the round rather than the restore. */
 static int ck__tree_fits(const struct ck_manifest *m)
 {
-	uint8_t *orphan = calloc(m->ntasks + 1, 1); /* its parent is not a live process of the job */
-	int r = 0;
+	struct ck_tree_node *v;
+	size_t n;
+	int r = ck__tree_shape(m, 0, &v, &n);
 
-	if (!orphan)
-		return -ENOMEM;
-	for (size_t i = 0; i < m->ntasks; i++) {
-		orphan[i] = 1;
-		for (size_t j = 0; j < m->ntasks && orphan[i]; j++)
-			if (m->tasks[j].pid == m->tasks[i].ppid && !(m->tasks[j].flags & CK_TASK_ZOMBIE))
-				orphan[i] = 0;
-	}
-	for (size_t i = 0; i < m->ntasks && !r; i++) {
-		const struct ck_task *x = &m->tasks[i];
-		size_t kids = 0, members = 0;
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n && !r; i++) {
+		size_t kids = 0;
 
-		for (size_t j = 0; j < m->ntasks; j++) {
-			const struct ck_task *y = &m->tasks[j];
-			kids += !(x->flags & CK_TASK_ZOMBIE) && y->ppid == x->pid;
-			/* the first orphan of a session counts its helper's */
-			members += orphan[i] && x->sid && x->sid != x->pid && orphan[j] && y->sid == x->sid &&
-				   y->sid != y->pid;
-		}
-		if (kids > CK_RST_MAX_CHILDREN) {
+		for (size_t j = 0; j < n; j++)
+			kids += v[j].creator == (int)i;
+		if (kids <= CK_RST_MAX_CHILDREN)
+			continue;
+		if (v[i].helper)
+			ck_err_set("session %d has %zu processes whose parent has exited, more than a restore makes "
+				   "for one process (%d): not supported",
+				   v[i].sid, kids, CK_RST_MAX_CHILDREN);
+		else
 			ck_err_set("process %d has %zu children, more than a restore makes for one process (%d): not "
 				   "supported",
-				   x->pid, kids, CK_RST_MAX_CHILDREN);
-			r = -ENOTSUP;
-		} else if (members > CK_RST_MAX_CHILDREN) {
-			ck_err_set("session %d, whose leader has exited, has %zu processes whose parent has exited too, "
-				   "more than a restore makes for one process (%d): not supported",
-				   x->sid, members, CK_RST_MAX_CHILDREN);
-			r = -ENOTSUP;
-		}
+				   v[i].pid, kids, CK_RST_MAX_CHILDREN);
+		r = -ENOTSUP;
 	}
-	free(orphan);
+	free(v);
 	return r;
 }
 
@@ -119,86 +242,6 @@ int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_
 		}
 	}
 	return ck__tree_fits(m);
-}
-
-int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t *nout)
-{
-	size_t nt = m->ntasks ? m->ntasks : 1, n = 0;
-	struct ck_tree_node *v = calloc(2 * nt + 1, sizeof(*v));
-
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < nt; i++) {
-		struct ck_tree_node *x = &v[n++];
-		if (m->ntasks) {
-			const struct ck_task *t = &m->tasks[i];
-			x->pid = t->pid;
-			x->ppid = t->ppid;
-			x->pgid = t->pgid;
-			x->sid = t->sid;
-			x->zombie = !!(t->flags & CK_TASK_ZOMBIE);
-			x->status = t->status;
-		} else {
-			x->pid = m->procs[0].pid;
-			x->ppid = 1;
-		}
-		x->proc = -1;
-		for (size_t k = 0; k < m->nprocs; k++)
-			if (m->procs[k].pid == x->pid)
-				x->proc = (int)k;
-		if (!x->zombie && x->proc < 0) {
-			free(v);
-			ck_err_set("process %d of the tree has no saved image", x->pid);
-			return -EBADMSG;
-		}
-	}
-	for (size_t i = 0; i < nt; i++) {
-		struct ck_tree_node *x = &v[i];
-		int parent = -1, leader = -1;
-		for (size_t k = 0; k < nt; k++) {
-			if (v[k].pid == x->ppid && !v[k].zombie)
-				parent = (int)k;
-			if (v[k].pid == x->sid)
-				leader = (int)k;
-		}
-		x->creator = parent;
-		if (parent >= 0) {
-			if (x->sid != v[parent].sid && x->sid != x->pid) {
-				free(v);
-				ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
-					   x->ppid);
-				return -ENOTSUP;
-			}
-			continue;
-		}
-		/* init's child */
-		if (!x->sid || x->sid == x->pid)
-			continue;
-		if (leader >= 0) {
-			free(v);
-			ck_err_set("process %d: its session leader %d is alive but not its parent: not supported", x->pid,
-				   x->sid);
-			return -ENOTSUP;
-		}
-		{
-			int h = -1;
-			for (size_t k = nt; k < n; k++)
-				if (v[k].pid == x->sid)
-					h = (int)k;
-			if (h < 0) {
-				h = (int)n++;
-				v[h].pid = v[h].sid = v[h].pgid = x->sid;
-				v[h].ppid = 1;
-				v[h].creator = -1;
-				v[h].helper = 1;
-				v[h].proc = -1;
-			}
-			x->creator = h;
-		}
-	}
-	*out = v;
-	*nout = n;
-	return 0;
 }
 
 static struct ck_tree_node *ck__node_of(struct ck_tree_node *v, size_t n, int32_t pid)
@@ -262,7 +305,7 @@ int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_o
 			memset(&t, 0, sizeof(t));
 			t.type = CK_MSG_RST_TREE;
 			for (size_t i = 0; i < n; i++) {
-				struct ck_rst_child ch = {v[i].pid, 0};
+				struct ck_rst_child ch = {v[i].pid, v[i].early ? CK_RST_CHILD_EARLY : 0};
 				if (v[i].creator != (int)(x - v))
 					continue;
 				if (k == CK_RST_MAX_CHILDREN) {
@@ -307,6 +350,46 @@ static int ck__ask(struct ck_jproc *p, uint32_t type, uint64_t arg, uint32_t rep
 	return reply ? ck_rst_expect(p->fd, reply, &m) : 0;
 }
 
+static int ck__reap(struct ckrun *c, const struct ck_tree_node *parent, int32_t pid)
+{
+	struct ck_jproc *p = ck_tree_jproc(c, parent->pid);
+	struct ck_msg m;
+	int r;
+
+	if (!p) {
+		ck_err_set("process %d, which made helper %d, has no channel", parent->pid, pid);
+		return -EPROTO;
+	}
+	if ((r = ck__ask(p, CK_MSG_RST_REAP, (uint64_t)(uint32_t)pid, 0)) < 0 ||
+	    (r = ck_rst_expect(p->fd, CK_MSG_RST_REAP_DONE, &m)) < 0)
+		return r;
+	if ((int64_t)m.arg[0] < 0) {
+		ck_err_set("process %d could not reap helper %d: %s", parent->pid, pid, strerror((int)-(int64_t)m.arg[0]));
+		return (int)(int64_t)m.arg[0];
+	}
+	return 0;
+}
+
+/* A zombie or helper ends as saved; returns when it has. */
+static int ck__end(struct ckrun *c, const struct ck_tree_node *x)
+{
+	struct ck_jproc *p = ck_tree_jproc(c, x->pid);
+	struct ck_msg m;
+	int r;
+
+	if ((r = ck__ask(p, CK_MSG_RST_EXIT, (uint64_t)(uint32_t)x->status, 0)) < 0)
+		return r;
+	/* its channel closes when it has ended */
+	while ((r = ck_chan_recv(p->fd, &m, NULL, 30000)) == 0)
+		;
+	if (r != -EPIPE && r != -ECONNRESET) {
+		ck_err_set("restored zombie or helper %d did not end: %s", x->pid, strerror(-r));
+		return r;
+	}
+	ck_procs_drop(c, p);
+	return 0;
+}
+
 /* Process groups: leaders first, then members; then zombies and helpers end. */
 int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o)
 {
@@ -347,22 +430,19 @@ int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_
 			return r;
 		}
 	}
-	for (size_t i = 0; i < n; i++) {
-		struct ck_tree_node *x = &v[i];
-		struct ck_jproc *p = ck_tree_jproc(c, x->pid);
-		struct ck_msg m;
-		if (!x->zombie && !x->helper)
-			continue;
-		if ((r = ck__ask(p, CK_MSG_RST_EXIT, (uint64_t)(uint32_t)x->status, 0)) < 0)
-			return r;
-		/* its channel closes when it has ended */
-		while ((r = ck_chan_recv(p->fd, &m, NULL, 30000)) == 0)
-			;
-		if (r != -EPIPE && r != -ECONNRESET) {
-			ck_err_set("restored zombie or helper %d did not end: %s", x->pid, strerror(-r));
-			return r;
+	/* A saved leader's helpers first, each reaped by its leader (a zombie
+	 * one too: its restorer has not ended yet), so that their numbers are
+	 * free before threads are made again; then zombies and the other
+	 * helpers (init reaps those; their numbers were sessions', which no
+	 * thread can hold). */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < n; i++) {
+			struct ck_tree_node *x = &v[i];
+			int made = x->helper && x->creator >= 0;
+			if ((!x->zombie && !x->helper) || made != (pass == 0))
+				continue;
+			if ((r = ck__end(c, x)) < 0 || (made && (r = ck__reap(c, &v[x->creator], x->pid)) < 0))
+				return r;
 		}
-		ck_procs_drop(c, p);
-	}
 	return 0;
 }

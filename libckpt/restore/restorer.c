@@ -661,29 +661,37 @@ static int ck__tree_step(void)
 			if (n > CK_RST_MAX_CHILDREN || ck__msg.len != n * sizeof(kids[0]))
 				ck__die("restorer: bad tree message", -22);
 			ck_memcpy(kids, ck__msg.text, n * sizeof(kids[0]));
-			if ((ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
-				ck__die("restorer: cannot start the saved session (setsid)", r);
-			/* its terminal first: the children inherit it */
-			if (ck__msg.arg[1] & CK_RST_CTTY) {
-				if (tty < 0)
-					ck__die("restorer: no terminal came for the session", -22);
-				if ((r = ck_sys3(SYS_ioctl, tty, TIOCSCTTY, 0)) < 0)
-					ck__die("restorer: cannot make the saved controlling terminal (TIOCSCTTY)", r);
-			}
-			if (tty >= 0)
-				ck_close(tty);
-			for (uint64_t i = 0; i < n; i++) {
-				struct clone_args ca;
-				pid_t want = kids[i].pid;
-				ck_memset(&ca, 0, sizeof(ca));
-				ca.exit_signal = SIGCHLD;
-				ca.set_tid = (uint64_t)(uintptr_t)&want;
-				ca.set_tid_size = 1;
-				r = ck_sys2(SYS_clone3, (long)&ca, sizeof(ca));
-				if (r == 0)
-					return 1;
-				if (r < 0)
-					ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
+			/* the children that stay in this process's first session,
+			 * then its own session and terminal (inherited by the rest) */
+			for (int late = 0; late < 2; late++) {
+				if (late && (ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
+					ck__die("restorer: cannot start the saved session (setsid)", r);
+				if (late && (ck__msg.arg[1] & CK_RST_CTTY)) {
+					if (tty < 0)
+						ck__die("restorer: no terminal came for the session", -22);
+					if ((r = ck_sys3(SYS_ioctl, tty, TIOCSCTTY, 0)) < 0)
+						ck__die("restorer: cannot make the saved controlling terminal (TIOCSCTTY)", r);
+				}
+				if (late && tty >= 0)
+					ck_close(tty);
+				for (uint64_t i = 0; i < n; i++) {
+					struct clone_args ca;
+					pid_t want = kids[i].pid;
+					if (!!(kids[i].flags & CK_RST_CHILD_EARLY) == late)
+						continue;
+					ck_memset(&ca, 0, sizeof(ca));
+					ca.exit_signal = SIGCHLD;
+					ca.set_tid = (uint64_t)(uintptr_t)&want;
+					ca.set_tid_size = 1;
+					r = ck_sys2(SYS_clone3, (long)&ca, sizeof(ca));
+					if (r == 0) {
+						if (!late && tty >= 0)
+							ck_close(tty);
+						return 1;
+					}
+					if (r < 0)
+						ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
+				}
 			}
 			ck__send(CK_MSG_RST_TREE_DONE, n, 0);
 			break;
@@ -707,6 +715,14 @@ static int ck__tree_step(void)
 		case CK_MSG_RST_SOCK:
 			ck__sock_make(tty);
 			break;
+		case CK_MSG_RST_REAP: {
+			long r;
+			int st;
+			while ((r = ck_sys4(SYS_wait4, (long)ck__msg.arg[0], &st, 0x40000000 /* __WALL */, 0)) == -4 /* EINTR */)
+				;
+			ck__send(CK_MSG_RST_REAP_DONE, (uint64_t)(r < 0 ? r : 0), 0);
+			break;
+		}
 		case CK_MSG_RST_EXIT: {
 			int st = (int)ck__msg.arg[0], sig = st & 0x7f;
 			uint64_t none = 0, zero[2] = {0, 0};

@@ -78,6 +78,7 @@ refused lease-breaking 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease
 refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"
 refused many-kids 'process [0-9]+ has 520 children, more than a restore makes for one process \(500\)' "$B/tests/unsupported/manykids"
+refused session-split 'process [0-9]+: its session [0-9]+ cannot be rebuilt under its parent [0-9]+' "$B/tests/unsupported/sessionsplit"
 refused many-shm 'process [0-9]+ maps 1100 shared memory objects it holds no descriptor of \(shared anonymous memory, deleted files\): a restore takes at most 1024' "$B/tests/unsupported/manyshm"
 # Pseudo-terminal pairs of the job's own: what waits where it cannot be
 # taken and put back exactly (bytes waiting are saved: 33-pty.sh).
