@@ -20,7 +20,8 @@
 #                   write leases on files the user owns), seccomp_filters (the
 #                   job's filters installed again), pty_queued (bytes waiting
 #                   in pseudo-terminal pairs), fd_high (descriptors above
-#                   1100): checkpoint, kill -9,
+#                   1100), mp_orphan_session (sessions rebuilt through
+#                   helpers the leaders make and reap): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
 #                   output and status of a bare run, every resume proven a
 #                   restore (h_proof), and every round forked, saying why (a
@@ -162,6 +163,8 @@ as_user() {
 		cycle user/pty_queued pty_queued 1
 		# descriptors above 1100: the restorer raises its soft limit
 		cycle user/fd_high fd_high 1
+		# sessions' orphans made by a helper of the leader's, reaped by it
+		cycle user/mp_orphan_session mp_orphan_session 1
 		# the job's seccomp filters installed again in a user namespace
 		cycle user/seccomp_filters seccomp_filters 1 ;;
 	esac
@@ -207,7 +210,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream mp_peercred dgram_queue pty_queued fd_high seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream mp_peercred dgram_queue pty_queued fd_high mp_orphan_session seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
