@@ -31,13 +31,28 @@ static int ck__zombie_status(pid_t pid)
 	return p ? atoi(p) : 0;
 }
 
+static int ck__id_used(const struct ck_tree_node *v, size_t n, int32_t id)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].pid == id || v[i].sid == id || v[i].pgid == id)
+			return 1;
+	return 0;
+}
+
 /* A number for a helper: above every saved pid, session and group (a
  * helper standing in for an exited leader takes its session's number),
- * and above the helpers made so far. */
+ * and above the helpers made so far; where that passes pid_max, the
+ * lowest number none of them has. */
 static int32_t ck__helper_pid(const struct ck_tree_node *v, size_t n)
 {
-	int32_t top = 1;
+	int32_t top = 1, max = 4194304;
+	FILE *f = fopen("/proc/sys/kernel/pid_max", "r");
 
+	if (f) {
+		if (fscanf(f, "%d", &max) != 1)
+			max = 32768;
+		fclose(f);
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (v[i].pid > top)
 			top = v[i].pid;
@@ -46,7 +61,11 @@ static int32_t ck__helper_pid(const struct ck_tree_node *v, size_t n)
 		if (v[i].pgid > top)
 			top = v[i].pgid;
 	}
-	return top + 1;
+	if (top + 1 < max)
+		return top + 1;
+	for (top = 2; ck__id_used(v, n, top); top++)
+		;
+	return top;
 }
 
 /* The helper making the members of session sid whose parent has exited:
