@@ -1,8 +1,8 @@
 /* ckrun contract: the process descriptor.
  *
- * Version: CK_PD_VERSION below (2: credentials; 3: 4096 threads). Images store it verbatim,
- * so any change of layout bumps the version; tests/golden/procdesc-v3.bin
- * holds version 3's bytes. Used by libckpt (fills it), ckrun (reads it,
+ * Version: CK_PD_VERSION below (2: credentials; 3: 4096 threads; 4: 4096 descriptors). Images store it verbatim,
+ * so any change of layout bumps the version; tests/golden/procdesc-v4.bin
+ * holds version 4's bytes. Used by libckpt (fills it), ckrun (reads it,
  * re-creates descriptors from it, packs it into the manifest:
  * launcher/image/procdesc_pack.h), ckpt (prints it) and the plugins.
  *
@@ -21,9 +21,9 @@
 #include "ckrun/ctx_layout.h"
 
 #define CK_PD_MAGIC 0x44504b43u /* "CKPD" */
-#define CK_PD_VERSION 3 /* 2: credentials; 3: 4096 threads */
+#define CK_PD_VERSION 4 /* 2: credentials; 3: 4096 threads; 4: 4096 descriptors */
 #define CK_PD_MAX_THREADS 4096 /* (the records are read as far as nthreads: only virtual size) */
-#define CK_PD_MAX_FDS 1024
+#define CK_PD_MAX_FDS 4096 /* (as threads: read as far as nfds) */
 #define CK_PD_PATH 512
 #define CK_PD_NSIG 65 /* 1..64 */
 #define CK_PD_NRLIMIT 16

@@ -62,9 +62,10 @@ enum ck_msg_type {
 	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
 	CK_MSG_RELEASE,
 	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0]);
-	 * arg1: CK_RST_SETSID to call setsid() first; CK_RST_CTTY (with
-	 * SETSID, SCM_RIGHTS: a pseudo-terminal slave): then make it the
-	 * session's controlling terminal (TIOCSCTTY), before any child */
+	 * arg1: CK_RST_SETSID to call setsid() first (after the children
+	 * marked CK_RST_CHILD_EARLY); CK_RST_CTTY (with SETSID, SCM_RIGHTS:
+	 * a pseudo-terminal slave): then make it the session's controlling
+	 * terminal (TIOCSCTTY), before any other child */
 	CK_MSG_RST_TREE,
 	CK_MSG_RST_TREE_DONE, /* restorer -> ckrun */
 	/* ckrun -> restorer: setpgid(0, arg0) (arg0 0: lead a new group) */
@@ -180,7 +181,10 @@ struct ck_rst_child {
  * above, past the job's own descriptors there); it maps them and closes
  * them before the job runs. */
 #define CK_RST_SHARED_FD 1001
-#define CK_RST_MAX_SHARED 1024 /* (the restorer places 4096 descriptors at most) */
+#define CK_RST_MAX_SHARED 1024
+/* descriptors a restorer places, the process's own and its shared-memory
+ * objects together */
+#define CK_RST_MAX_FDS 4096
 
 
 #define CK_CKPT_NOFORK 0x1

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -328,4 +329,81 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
 		pl->n++;
 	}
 	return 0;
+}
+
+/* At the round: a restore's ckrun holds, at once, one process's
+ * descriptors (its plan), every object the job's processes share (both
+ * ends of each pipe, FIFOs, deleted files and memfds, terminals, shared
+ * descriptions) and its own (the store's packs, channels: 64 is what a
+ * job of 990 descriptors left, restored under a hard limit of 1024; one of
+ * 1010 failed with EMFILE). Past ckrun's hard RLIMIT_NOFILE the round is
+ * refused, not the restore. */
+#define CK__RST_OWN_FDS 64
+static int ck__key_cmp(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+
+	for (int i = 0; i < 3; i++)
+		if (x[i] != y[i])
+			return x[i] < y[i] ? -1 : 1;
+	return 0;
+}
+
+int ck_fds_restore_fits(const struct ckrun *c)
+{
+	uint64_t (*k)[3] = NULL, need;
+	size_t n = 0, total = 0, objects = 0;
+	uint32_t most = 0;
+	int32_t who = 0;
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max == RLIM_INFINITY)
+		return 0;
+	for (size_t i = 0; i < c->nprocs; i++)
+		if (c->procs[i].pd) {
+			total += c->procs[i].pd->nfds;
+			if (c->procs[i].pd->nfds > most) {
+				most = c->procs[i].pd->nfds;
+				who = c->procs[i].jpid;
+			}
+		}
+	if ((uint64_t)most + 2 * (uint64_t)total + CK__RST_OWN_FDS <= rl.rlim_max)
+		return 0; /* however many are objects (two per pipe at most) */
+	if (!(k = calloc(total + 1, sizeof(*k))))
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nprocs; i++) {
+		const struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t j = 0; pd && j < pd->nfds && j < CK_PD_MAX_FDS; j++) {
+			const struct ck_pd_fd *f = &pd->fds[j];
+			switch (f->kind) {
+			case CK_FD_PIPE:
+			case CK_FD_FIFO:
+			case CK_FD_DELETED:
+			case CK_FD_MEMFD:
+			case CK_FD_PTMX:
+				k[n][0] = f->kind;
+				k[n][1] = f->dev;
+				k[n++][2] = f->ino;
+				break;
+			default:
+				if (f->xflags & CK_PD_FD_SHARED) {
+					k[n][0] = UINT64_MAX;
+					k[n++][1] = f->pipe_off;
+				}
+			}
+		}
+	}
+	qsort(k, n, sizeof(*k), ck__key_cmp);
+	for (size_t i = 0; i < n; i++)
+		if (!i || ck__key_cmp(k[i], k[i - 1]))
+			objects += k[i][0] == CK_FD_PIPE ? 2 : 1; /* a pipe: both its ends */
+	free(k);
+	need = (uint64_t)most + objects + CK__RST_OWN_FDS;
+	if (need <= rl.rlim_max)
+		return 0;
+	ck_err_set("process %d holds %u descriptors and the job's processes share %zu objects (pipe ends, FIFOs, "
+		   "deleted files, memfds, terminals, shared descriptions): a restore needs about %llu descriptors at "
+		   "once, more than ckrun's hard RLIMIT_NOFILE (%llu)",
+		   who, most, objects, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+	return -ENOTSUP;
 }

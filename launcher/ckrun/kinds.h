@@ -129,6 +129,9 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w);
 int ck_fds_save_data(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, unsigned flags);
 /* Restore: every kind's prepare. */
 int ck_fds_prepare_all(struct ck_reader *rd, struct ck_objs *o);
+/* At the round: the descriptors a restore's ckrun would hold at once fit
+ * its hard RLIMIT_NOFILE (else -ENOTSUP, saying so) */
+int ck_fds_restore_fits(const struct ckrun *c);
 /* Restore: the descriptors of one process, made in ckrun (pl). */
 /* A /proc file of a process of the job (/proc/PID/...): the restored
  * process opens it itself, where PID means what it meant. */

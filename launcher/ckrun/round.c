@@ -488,7 +488,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 	m = rd->m = calloc(1, sizeof(*m));
 	if (!m || !(m->procs = calloc(c->nprocs, sizeof(*m->procs))))
 		return -ENOMEM;
-	if ((r = ck_tree_record(c, m, rd->zomb, rd->nz)) < 0)
+	if ((r = ck_tree_record(c, m, rd->zomb, rd->nz)) < 0 || (r = ck_fds_restore_fits(c)) < 0)
 		return r;
 	m->version = CK_MANIFEST_VERSION;
 	m->seq = c->last_seq + 1;

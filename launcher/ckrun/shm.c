@@ -238,6 +238,12 @@ int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, in
 			   jpid, distinct, CK_RST_MAX_SHARED);
 		return -ENOTSUP;
 	}
+	if (pd->nfds + distinct > CK_RST_MAX_FDS) {
+		ck_err_set("process %d holds %u descriptors and maps %zu shared memory objects it holds no descriptor "
+			   "of: a restore places at most %d in all",
+			   jpid, pd->nfds, distinct, CK_RST_MAX_FDS);
+		return -ENOTSUP;
+	}
 	/* ckrun holds each object and a copy per process, the restorer parks
 	 * the process's descriptors and objects (up to 3 numbers each): both
 	 * under the hard limit ckrun runs with (a restore runs under one too) */

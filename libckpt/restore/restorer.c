@@ -374,49 +374,66 @@ static void ck__map_region(const struct ck_rst_region *rg, const char *strings)
 }
 
 /* Descriptors: ckrun sends each prepared one with its target number. They
- * arrive at the lowest free numbers; once all are here each is parked at
- * a number that is no target, no arrival and not the channel, then
- * placed: a parked one is never overwritten. (A fixed parking area above
- * 1100 made a checkpoint holding a descriptor above it impossible to
- * restore.) The numbers searched: 3 per descriptor and the channel's
- * spare, so a bitmap of that range tells which are taken. */
-#define CK_FD_MAX_PLACED 4096
+ * arrive at the lowest free numbers; once all are here each goes to its
+ * target, and an arrival sitting on a target still to be filled is first
+ * moved to a free number that is no target. So the numbers used are the
+ * targets, the arrivals and a few more, and a job near its hard
+ * RLIMIT_NOFILE restores within it. (Parking every descriptor first took
+ * up to three numbers per descriptor: a job holding 900 under a hard limit
+ * of 1024 committed checkpoints it could not restore. A fixed parking area
+ * above 1100 made a descriptor above it impossible to restore.) */
 #define CK_FD_SPARE_MIN 1100
-#define CK_FD_PARK_RANGE (3 * CK_FD_MAX_PLACED + 64)
-static uint8_t ck__fd_busy[CK_FD_PARK_RANGE / 8];
+#define CK_FD_MAP_RANGE (2 * CK_RST_MAX_FDS + CK_FD_SPARE_MIN + 64) /* where moved arrivals go */
+static uint8_t ck__fd_target[CK_FD_MAP_RANGE / 8];
 
-static void ck__fd_mark(int32_t n)
+static int ck__fd_is_target(int32_t n)
 {
-	if (n >= 0 && n < CK_FD_PARK_RANGE)
-		ck__fd_busy[n / 8] |= (uint8_t)(1u << (n % 8));
+	return n >= 0 && n < CK_FD_MAP_RANGE && (ck__fd_target[n / 8] & (1u << (n % 8)));
 }
 
-/* The next number from *from on that is not taken. */
-static int32_t ck__fd_free(int32_t *from)
+/* A free number below limit that is no target and not the channel, from
+ * *from on (once more from 0 when none is left there). */
+static int32_t ck__fd_spot(int32_t *from, int32_t limit)
 {
-	for (; *from < CK_FD_PARK_RANGE; (*from)++)
-		if (!(ck__fd_busy[*from / 8] & (1u << (*from % 8))))
-			return (*from)++;
-	ck__die("restorer: no room to park descriptors", -24);
+	if (limit > CK_FD_MAP_RANGE)
+		limit = CK_FD_MAP_RANGE;
+	for (int pass = 0; pass < 2; pass++, *from = 0)
+		for (; *from < limit; (*from)++)
+			if (!ck__fd_is_target(*from) && *from != ck__ctl &&
+			    ck_sys3(SYS_fcntl, *from, F_GETFD, 0) == -9 /* EBADF: free */)
+				return (*from)++;
+	ck__die("restorer: no free descriptor number to move an arrival to", -24);
+}
+
+/* Sorts v[0..n) ascending (shell sort: no libc here). */
+static void ck__sort_i32(int32_t *v, uint32_t n)
+{
+	for (uint32_t gap = n / 2; gap; gap /= 2)
+		for (uint32_t i = gap; i < n; i++)
+			for (uint32_t j = i; j >= gap && v[j - gap] > v[j]; j -= gap) {
+				int32_t t = v[j];
+				v[j] = v[j - gap];
+				v[j - gap] = t;
+			}
 }
 
 static void ck__place_fds(uint32_t nfds)
 {
-	static int32_t target[CK_FD_MAX_PLACED], held[CK_FD_MAX_PLACED], park[CK_FD_MAX_PLACED];
+	static int32_t target[CK_RST_MAX_FDS], held[CK_RST_MAX_FDS], kept[CK_RST_MAX_FDS + 1];
 	static int fds[250];
 	uint32_t got = 0;
 	uint64_t lim[2], need;
-	int32_t top = ck__ctl, from = 0, spare;
+	int32_t top = ck__ctl, from = 0, spare, soft;
+	int moved = 0;
 
-	if (nfds > CK_FD_MAX_PLACED)
+	if (nfds > CK_RST_MAX_FDS)
 		ck__die("restorer: too many descriptors", -7);
-	/* room for what arrives, the parked copies and the targets */
-	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < lim[1] && lim[0] < CK_FD_PARK_RANGE) {
-		lim[0] = lim[1] < CK_FD_PARK_RANGE ? lim[1] : CK_FD_PARK_RANGE;
+	/* room for what arrives */
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < lim[1] && lim[0] < CK_FD_MAP_RANGE) {
+		lim[0] = lim[1] < CK_FD_MAP_RANGE ? lim[1] : CK_FD_MAP_RANGE;
 		ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, lim, 0);
 	}
-	ck_memset(ck__fd_busy, 0, sizeof(ck__fd_busy));
-	ck__fd_mark(ck__ctl);
+	ck_memset(ck__fd_target, 0, sizeof(ck__fd_target));
 	while (got < nfds) {
 		int n;
 		ck__recv(fds, 250, &n);
@@ -430,25 +447,23 @@ static void ck__place_fds(uint32_t nfds)
 			t = t < 0 ? -t - 1 : t;
 			if (t < 0)
 				ck__die("restorer: a bad descriptor number", -22);
-			ck__fd_mark(t);
-			ck__fd_mark(fds[i]);
+			if (t < CK_FD_MAP_RANGE)
+				ck__fd_target[t / 8] |= (uint8_t)(1u << (t % 8));
 			if (t > top)
 				top = t;
+			moved |= t == ck__ctl;
 		}
 		got += (uint32_t)n;
 	}
-	for (uint32_t i = 0; i < nfds; i++)
-		park[i] = ck__fd_free(&from);
 	/* the channel's spare number (where a descriptor of the job's takes
 	 * its own): well above, out of the way of the job's next opens and
 	 * of the descriptors its process opens again itself (/proc files,
 	 * pidfds, which ckrun does not send; libckpt moves the channel off
 	 * one of those where they meet, fdstate.c), within the hard limit */
 	spare = top + 1 > CK_FD_SPARE_MIN + (int32_t)nfds ? top + 1 : CK_FD_SPARE_MIN + (int32_t)nfds;
-	if (nfds && spare <= park[nfds - 1])
-		spare = park[nfds - 1] + 1;
-	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) < 0 || lim[1] <= (uint64_t)spare)
-		spare = ck__fd_free(&from);
+	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) < 0 || lim[1] <= (uint64_t)spare ||
+	    ck_sys3(SYS_fcntl, spare, F_GETFD, 0) != -9)
+		spare = ck__fd_spot(&from, (int32_t)(lim[0] < INT32_MAX ? lim[0] : INT32_MAX));
 	if (spare > top)
 		top = spare;
 	need = (uint64_t)top + 1;
@@ -458,55 +473,57 @@ static void ck__place_fds(uint32_t nfds)
 		lim[0] = need;
 		ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, lim, 0);
 	}
-	/* parked: numbers no arrival holds, so nothing is overwritten */
-	for (uint32_t i = 0; i < nfds; i++) {
-		long r = ck_sys3(SYS_dup3, held[i], park[i], O_CLOEXEC);
-		if (r < 0)
-			ck__die("restorer: cannot park a descriptor", r);
-	}
-	for (uint32_t i = 0; i < nfds; i++)
-		ck_close(held[i]);
+	soft = ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < INT32_MAX ? (int32_t)lim[0] : INT32_MAX;
 	/* A descriptor of the job's own at the channel's number (it dup2'd
 	 * onto it): the channel goes to the spare number, out of its way. */
-	for (uint32_t i = 0; i < nfds; i++)
-		if (target[i] == ck__ctl || target[i] == -ck__ctl - 1) {
-			long r = ck_sys3(SYS_dup3, ck__ctl, spare, O_CLOEXEC);
-			if (r < 0)
-				ck__die("restorer: cannot move the channel", r);
-			ck_close(ck__ctl);
-			ck__ctl = spare;
-			break;
-		}
-	/* Everything else the restorer holds goes: what lies between the
-	 * parked ones (in increasing order) and the channel. */
-	{
-		int32_t lo = 0, next;
-		uint32_t i = 0;
-		int ctl_done = 0;
-
-		for (;;) {
-			if (i < nfds && (ctl_done || park[i] < ck__ctl))
-				next = park[i++];
-			else if (!ctl_done && (ctl_done = 1))
-				next = ck__ctl;
-			else
-				break;
-			if (next > lo)
-				ck_sys3(SYS_close_range, lo, next - 1, 0);
-			lo = next + 1;
-		}
-		ck_sys3(SYS_close_range, lo, ~0U, 0);
+	if (moved) {
+		long r = ck_sys3(SYS_dup3, ck__ctl, spare, O_CLOEXEC);
+		if (r < 0)
+			ck__die("restorer: cannot move the channel", r);
+		ck_close(ck__ctl);
+		ck__ctl = spare;
 	}
+	from = 0;
 	for (uint32_t i = 0; i < nfds; i++) {
 		int cloexec = target[i] < 0;
-		int t = cloexec ? -target[i] - 1 : target[i];
+		int32_t t = cloexec ? -target[i] - 1 : target[i];
+		uint32_t j;
 		long r;
 		if (t == ck__ctl)
 			ck__die("restorer: a saved descriptor number collides with the restorer's", -16);
-		r = ck_sys3(SYS_dup3, park[i], t, cloexec ? O_CLOEXEC : 0);
-		if (r < 0)
+		kept[i] = t;
+		if (held[i] == t) {
+			if ((r = ck_sys3(SYS_fcntl, t, F_SETFD, cloexec ? FD_CLOEXEC : 0)) < 0)
+				ck__die("restorer: cannot place a descriptor", r);
+			continue;
+		}
+		/* an arrival still to be placed sits there: moved off first
+		 * (placed ones sit on their own targets, which are not t) */
+		for (j = i + 1; j < nfds && held[j] != t; j++)
+			;
+		if (j < nfds) {
+			int32_t to = ck__fd_spot(&from, soft);
+			if ((r = ck_sys3(SYS_dup3, held[j], to, O_CLOEXEC)) < 0)
+				ck__die("restorer: cannot move a descriptor", r);
+			ck_close(held[j]);
+			held[j] = to;
+		}
+		if ((r = ck_sys3(SYS_dup3, held[i], t, cloexec ? O_CLOEXEC : 0)) < 0)
 			ck__die("restorer: cannot place a descriptor", r);
-		ck_close(park[i]);
+		ck_close(held[i]);
+	}
+	/* Everything else the restorer holds goes: what lies between the
+	 * placed ones and the channel. */
+	kept[nfds] = ck__ctl;
+	ck__sort_i32(kept, nfds + 1);
+	{
+		int32_t lo = 0;
+		for (uint32_t i = 0; i <= nfds; i++) {
+			if (kept[i] > lo)
+				ck_sys3(SYS_close_range, lo, kept[i] - 1, 0);
+			lo = kept[i] + 1;
+		}
+		ck_sys3(SYS_close_range, lo, ~0U, 0);
 	}
 }
 

@@ -1,10 +1,10 @@
 /* Writes the golden manifest file of format version 1 (no argument), or
- * with the argument "procdesc" the golden process descriptor of version 3
+ * with the argument "procdesc" the golden process descriptor of version 4
  * in its compact form, to stdout. Run once when a format version changes;
  * the result is checked in and the unit tests compare against it:
  *   cc -D_GNU_SOURCE -I. -Iinclude tests/golden/mkgolden.c build/libcklaunch.a -lcrypto \
  *      -o build/mkgolden && build/mkgolden > tests/golden/manifest-v1.bin
- *   build/mkgolden procdesc > tests/golden/procdesc-v3.bin */
+ *   build/mkgolden procdesc > tests/golden/procdesc-v4.bin */
 #include <stdio.h>
 
 #include "launcher/common/ck_err.h"

@@ -75,7 +75,7 @@ refused udp-sender-shut 'process [0-9]+: datagrams are queued on an unconnected 
 refused shut-queued 'process [0-9]+: messages are queued on a UNIX [a-z]+ socket \(descriptor [0-9]+\) shut for reading: they could not be put back' "$B/tests/unsupported/fdwatch" shut-queued
 refused lease-mapped 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a write lease \(F_SETLEASE\) on a file the process maps: a restore maps it through an open of its own, which the lease forbids: not restored' "$B/tests/unsupported/fdwatch" lease-mapped
 refused lease-breaking 'process [0-9]+: descriptor [0-9]+ \(.*/f\) holds a lease \(F_SETLEASE\) being broken: a process waits for the job to give it up, which a restore cannot make again' "$B/tests/unsupported/fdwatch" lease
-refused many-fds 'more than 1024 open descriptors: a checkpoint holds at most 1024' "$B/tests/unsupported/manyfds"
+refused many-fds 'more than 4096 open descriptors: a checkpoint holds at most 4096' "$B/tests/unsupported/manyfds"
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"
 refused many-kids 'process [0-9]+ has 520 children, more than a restore makes for one process \(500\)' "$B/tests/unsupported/manykids"
 refused session-split 'process [0-9]+: its session [0-9]+ cannot be rebuilt under its parent [0-9]+' "$B/tests/unsupported/sessionsplit"

@@ -1,5 +1,5 @@
 /* A fixed process descriptor with every kind of field filled in, shared by
- * the unit test and the program that wrote tests/golden/procdesc-v3.bin.
+ * the unit test and the program that wrote tests/golden/procdesc-v4.bin.
  * Changing it changes the golden file: do not. Fields are set one by one
  * into zeroed memory, so padding is zero and the bytes are reproducible. */
 #ifndef CK_UNIT_SAMPLE_PROCDESC_H

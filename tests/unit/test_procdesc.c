@@ -15,7 +15,7 @@ static void test_golden(void)
 	uint8_t *gold, *buf = NULL;
 	size_t glen = 0, len = 0;
 
-	snprintf(path, sizeof(path), "%s/tests/golden/procdesc-v3.bin", top && *top ? top : ".");
+	snprintf(path, sizeof(path), "%s/tests/golden/procdesc-v4.bin", top && *top ? top : ".");
 	gold = ck_unit_read_file(path, &glen);
 	CHECK(gold != NULL && pd != NULL);
 	if (!gold || !pd)

@@ -1,4 +1,4 @@
-/* manyfds: more open descriptors than a checkpoint holds (1024 per
+/* manyfds: more open descriptors than a checkpoint holds (4096 per
  * process): the round must be refused naming the limit, and the job must
  * go on untouched. */
 #include <fcntl.h>
@@ -8,14 +8,14 @@
 
 int main(void)
 {
-	struct rlimit rl = {2048, 2048};
+	struct rlimit rl = {8192, 8192};
 	int n = 0;
 
 	setrlimit(RLIMIT_NOFILE, &rl);
-	for (int i = 0; i < 1100; i++)
+	for (int i = 0; i < 4200; i++)
 		n += open("/dev/null", O_RDONLY) >= 0;
 	for (int i = 0; i < 25; i++)
 		usleep(100000);
 	printf("manyfds: %d descriptors open\n", n);
-	return n == 1100 ? 0 : 1;
+	return n == 4200 ? 0 : 1;
 }
