@@ -75,43 +75,104 @@ static int ck__shareable(const struct ck_pd_fd *f)
 	       f->kind == CK_FD_EPOLL;     /* each holder adds the registrations it holds */
 }
 
+/* Whether ckrun's stdio file rule keeps f and g apart: ckrun's stdio file
+ * (a log both a parent and the child it forked write to) is shared by
+ * number only: one open file that is stdin in one process and stdout in
+ * another becomes the new ckrun's stdin and stdout (stdio.c). */
+static int ck__stdio_apart(const struct ck_pd_fd *f, const struct ck_pd_fd *g)
+{
+	return ((f->xflags | g->xflags) & CK_PD_FD_STDIO_FILE) &&
+	       (!(f->xflags & g->xflags & CK_PD_FD_STDIO_FILE) || f->fd != g->fd);
+}
+
+static void ck__share(const struct ckrun *c, size_t j, struct ck_pd_fd *g, struct ck_pd_fd *f)
+{
+	if (!(g->xflags & CK_PD_FD_SHARED)) {
+		g->xflags |= CK_PD_FD_SHARED;
+		g->pipe_off = (uint64_t)(uint32_t)c->procs[j].jpid << 32 | (uint32_t)g->fd;
+	}
+	f->xflags |= CK_PD_FD_SHARED;
+	f->pipe_off = g->pipe_off;
+}
+
+/* One by one: every earlier process's descriptors of the same file. */
+static void ck__mark_shared_slow(struct ckrun *c, size_t i, struct ck_pd_fd *f)
+{
+	for (size_t j = 0; j < i && !(f->xflags & CK_PD_FD_SHARED); j++) {
+		struct ck_procdesc *po = c->procs[j].pd;
+		for (uint32_t m = 0; m < po->nfds; m++) {
+			struct ck_pd_fd *g = &po->fds[m];
+			if (g->kind != f->kind || g->dev != f->dev || g->ino != f->ino || !ck__shareable(g) ||
+			    ck__stdio_apart(f, g) ||
+			    syscall(SYS_kcmp, c->procs[i].pid, c->procs[j].pid, 0 /* KCMP_FILE */, f->fd, g->fd))
+				continue;
+			ck__share(c, j, g, f);
+			break;
+		}
+	}
+}
+
 /* Descriptions held by more than one process: kcmp, every process parked.
- * Each holder gets the key of the first one (its job pid and descriptor). */
+ * Each holder gets the key of the first one (its job pid and descriptor).
+ * The first holder of each description is kept in kcmp's order of
+ * descriptions, so finding one takes log2(n) calls (one per earlier
+ * descriptor of the same file made two processes holding 4000 opens of
+ * /dev/null take seconds, every process parked); ckrun's stdio files, and
+ * every descriptor once kcmp gives no order, are compared one by one. */
+struct ck__rep {
+	uint32_t proc, fd; /* index in c->procs, in its pd->fds */
+};
+
 static void ck__mark_shared(struct ckrun *c)
 {
-	for (size_t i = 1; i < c->nprocs; i++) {
+	size_t total = 0, n = 0;
+	struct ck__rep *rep;
+	int unordered = 0;
+
+	for (size_t i = 0; i < c->nprocs; i++)
+		total += c->procs[i].pd->nfds;
+	rep = calloc(total + 1, sizeof(*rep));
+	for (size_t i = 0; i < c->nprocs; i++) {
 		struct ck_procdesc *pd = c->procs[i].pd;
 		for (uint32_t k = 0; k < pd->nfds; k++) {
 			struct ck_pd_fd *f = &pd->fds[k];
+			size_t lo = 0, hi = n;
 
 			if (!ck__shareable(f))
 				continue;
-			for (size_t j = 0; j < i && !(f->xflags & CK_PD_FD_SHARED); j++) {
-				struct ck_procdesc *po = c->procs[j].pd;
-				for (uint32_t m = 0; m < po->nfds; m++) {
-					struct ck_pd_fd *g = &po->fds[m];
-
-					/* ckrun's stdio file (a log both a parent and the
-					 * child it forked write to) is shared by number
-					 * only: one open file that is stdin in one process
-					 * and stdout in another becomes the new ckrun's
-					 * stdin and stdout (stdio.c) */
-					if (g->kind != f->kind || g->dev != f->dev || g->ino != f->ino || !ck__shareable(g) ||
-					    ((f->xflags | g->xflags) & CK_PD_FD_STDIO_FILE &&
-					     (!(f->xflags & g->xflags & CK_PD_FD_STDIO_FILE) || f->fd != g->fd)) ||
-					    syscall(SYS_kcmp, c->procs[i].pid, c->procs[j].pid, 0 /* KCMP_FILE */, f->fd, g->fd))
-						continue;
-					if (!(g->xflags & CK_PD_FD_SHARED)) {
-						g->xflags |= CK_PD_FD_SHARED;
-						g->pipe_off = (uint64_t)(uint32_t)c->procs[j].jpid << 32 | (uint32_t)g->fd;
-					}
-					f->xflags |= CK_PD_FD_SHARED;
-					f->pipe_off = g->pipe_off;
+			if (!rep || unordered || (f->xflags & CK_PD_FD_STDIO_FILE)) {
+				ck__mark_shared_slow(c, i, f);
+				continue;
+			}
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				struct ck_pd_fd *g = &c->procs[rep[mid].proc].pd->fds[rep[mid].fd];
+				long r = syscall(SYS_kcmp, c->procs[rep[mid].proc].pid, c->procs[i].pid, 0 /* KCMP_FILE */,
+						 g->fd, f->fd);
+				if (r == 0 && g->kind == f->kind && rep[mid].proc != i) {
+					ck__share(c, rep[mid].proc, g, f);
+					break;
+				}
+				if (r == 1) /* g's before f's */
+					lo = mid + 1;
+				else if (r == 2)
+					hi = mid;
+				else { /* no order, or the same description of another kind */
+					unordered = 1;
 					break;
 				}
 			}
+			if (unordered)
+				ck__mark_shared_slow(c, i, f);
+			else if (!(f->xflags & CK_PD_FD_SHARED)) {
+				memmove(&rep[lo + 1], &rep[lo], (n - lo) * sizeof(*rep));
+				rep[lo].proc = (uint32_t)i;
+				rep[lo].fd = k;
+				n++;
+			}
 		}
 	}
+	free(rep);
 }
 
 /* The offset of a shared description as it stands now, every holder
@@ -331,13 +392,16 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
 	return 0;
 }
 
-/* At the round: a restore's ckrun holds, at once, one process's
+/* At the round, what a restore needs of the hard RLIMIT_NOFILE, which
+ * ckrun and the restorers run under. ckrun holds at once one process's
  * descriptors (its plan), every object the job's processes share (both
- * ends of each pipe, FIFOs, deleted files and memfds, terminals, shared
- * descriptions) and its own (the store's packs, channels: 64 is what a
- * job of 990 descriptors left, restored under a hard limit of 1024; one of
- * 1010 failed with EMFILE). Past ckrun's hard RLIMIT_NOFILE the round is
- * refused, not the restore. */
+ * ends of each pipe, FIFOs, deleted files and memfds, both sides of each
+ * terminal pair, shared descriptions) and its own (the store's packs,
+ * channels: 64 is what a job of 990 descriptors left, restored under a
+ * hard limit of 1024; one of 1010 failed with EMFILE). A restorer holds
+ * its arrivals (the lowest free numbers) and the targets together, and
+ * needs a free number more. Past the limit the round is refused, not the
+ * restore. Shared memory objects are bounded apart (shm.c). */
 #define CK__RST_OWN_FDS 64
 static int ck__key_cmp(const void *a, const void *b)
 {
@@ -347,6 +411,21 @@ static int ck__key_cmp(const void *a, const void *b)
 		if (x[i] != y[i])
 			return x[i] < y[i] ? -1 : 1;
 	return 0;
+}
+
+/* Numbers a restorer of pd holds at once: arrivals at [0, nfds + 4) (its
+ * standard descriptors and channel below them), the targets above that,
+ * and one free number to move an arrival to. */
+static uint64_t ck__restorer_need(const struct ck_procdesc *pd)
+{
+	uint64_t low = (uint64_t)pd->nfds + 4, all = low + 2, top = 0;
+
+	for (uint32_t j = 0; j < pd->nfds && j < CK_PD_MAX_FDS; j++) {
+		all += (uint64_t)pd->fds[j].fd >= low;
+		if ((uint64_t)pd->fds[j].fd + 1 > top)
+			top = (uint64_t)pd->fds[j].fd + 1;
+	}
+	return all > top ? all : top;
 }
 
 int ck_fds_restore_fits(const struct ckrun *c)
@@ -359,16 +438,24 @@ int ck_fds_restore_fits(const struct ckrun *c)
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max == RLIM_INFINITY)
 		return 0;
-	for (size_t i = 0; i < c->nprocs; i++)
-		if (c->procs[i].pd) {
-			total += c->procs[i].pd->nfds;
-			if (c->procs[i].pd->nfds > most) {
-				most = c->procs[i].pd->nfds;
-				who = c->procs[i].jpid;
-			}
+	for (size_t i = 0; i < c->nprocs; i++) {
+		const struct ck_procdesc *pd = c->procs[i].pd;
+		if (!pd)
+			continue;
+		total += pd->nfds;
+		if (pd->nfds > most) {
+			most = pd->nfds;
+			who = c->procs[i].jpid;
 		}
+		if ((need = ck__restorer_need(pd)) > rl.rlim_max) {
+			ck_err_set("process %d holds %u descriptors: its restorer needs about %llu numbers at once (the "
+				   "saved ones and as many arrivals), more than the hard RLIMIT_NOFILE (%llu)",
+				   c->procs[i].jpid, pd->nfds, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+			return -ENOTSUP;
+		}
+	}
 	if ((uint64_t)most + 2 * (uint64_t)total + CK__RST_OWN_FDS <= rl.rlim_max)
-		return 0; /* however many are objects (two per pipe at most) */
+		return 0; /* however many are objects (two per pipe or terminal at most) */
 	if (!(k = calloc(total + 1, sizeof(*k))))
 		return -ENOMEM;
 	for (size_t i = 0; i < c->nprocs; i++) {
@@ -380,10 +467,15 @@ int ck_fds_restore_fits(const struct ckrun *c)
 			case CK_FD_FIFO:
 			case CK_FD_DELETED:
 			case CK_FD_MEMFD:
-			case CK_FD_PTMX:
 				k[n][0] = f->kind;
 				k[n][1] = f->dev;
 				k[n++][2] = f->ino;
+				break;
+			case CK_FD_PTMX:
+			case CK_FD_PTS: /* a pair: by its number (a slave of a master outside counts too) */
+				k[n][0] = CK_FD_PTMX;
+				k[n][1] = f->u64[0];
+				k[n++][2] = 0;
 				break;
 			default:
 				if (f->xflags & CK_PD_FD_SHARED) {
@@ -396,7 +488,7 @@ int ck_fds_restore_fits(const struct ckrun *c)
 	qsort(k, n, sizeof(*k), ck__key_cmp);
 	for (size_t i = 0; i < n; i++)
 		if (!i || ck__key_cmp(k[i], k[i - 1]))
-			objects += k[i][0] == CK_FD_PIPE ? 2 : 1; /* a pipe: both its ends */
+			objects += k[i][0] == CK_FD_PIPE || k[i][0] == CK_FD_PTMX ? 2 : 1; /* both ends or sides */
 	free(k);
 	need = (uint64_t)most + objects + CK__RST_OWN_FDS;
 	if (need <= rl.rlim_max)

@@ -488,7 +488,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 	m = rd->m = calloc(1, sizeof(*m));
 	if (!m || !(m->procs = calloc(c->nprocs, sizeof(*m->procs))))
 		return -ENOMEM;
-	if ((r = ck_tree_record(c, m, rd->zomb, rd->nz)) < 0 || (r = ck_fds_restore_fits(c)) < 0)
+	if ((r = ck_tree_record(c, m, rd->zomb, rd->nz)) < 0)
 		return r;
 	m->version = CK_MANIFEST_VERSION;
 	m->seq = c->last_seq + 1;
@@ -500,7 +500,8 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 	for (size_t i = 0; m->argv && i < m->argc; i++)
 		m->argv[i] = strdup(c->argv[i]);
 	ck_round_phase(&rd->ph, "tree");
-	if ((r = ck_fds_record(c, rd, rd->w)) < 0)
+	/* (after the record: it marks the descriptions processes share) */
+	if ((r = ck_fds_record(c, rd, rd->w)) < 0 || (r = ck_fds_restore_fits(c)) < 0)
 		return r;
 	ck_round_phase(&rd->ph, "pipes");
 	{

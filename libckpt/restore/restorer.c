@@ -461,10 +461,10 @@ static void ck__place_fds(uint32_t nfds)
 	 * pidfds, which ckrun does not send; libckpt moves the channel off
 	 * one of those where they meet, fdstate.c), within the hard limit */
 	spare = top + 1 > CK_FD_SPARE_MIN + (int32_t)nfds ? top + 1 : CK_FD_SPARE_MIN + (int32_t)nfds;
-	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) < 0 || lim[1] <= (uint64_t)spare ||
-	    ck_sys3(SYS_fcntl, spare, F_GETFD, 0) != -9)
+	if (moved && (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) < 0 || lim[1] <= (uint64_t)spare ||
+		      ck_sys3(SYS_fcntl, spare, F_GETFD, 0) != -9))
 		spare = ck__fd_spot(&from, (int32_t)(lim[0] < INT32_MAX ? lim[0] : INT32_MAX));
-	if (spare > top)
+	if (moved && spare > top)
 		top = spare;
 	need = (uint64_t)top + 1;
 	if (ck_sys4(SYS_prlimit64, 0, RLIMIT_NOFILE, 0, lim) == 0 && lim[0] < need) {
