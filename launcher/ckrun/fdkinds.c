@@ -149,7 +149,10 @@ static void ck__mark_shared(struct ckrun *c)
 				struct ck_pd_fd *g = &c->procs[rep[mid].proc].pd->fds[rep[mid].fd];
 				long r = syscall(SYS_kcmp, c->procs[rep[mid].proc].pid, c->procs[i].pid, 0 /* KCMP_FILE */,
 						 g->fd, f->fd);
-				if (r == 0 && g->kind == f->kind && rep[mid].proc != i) {
+				/* (the same file too: a kcmp answered falsely, by a
+				 * sandbox, must not merge different files) */
+				if (r == 0 && g->kind == f->kind && g->dev == f->dev && g->ino == f->ino &&
+				    rep[mid].proc != i) {
 					ck__share(c, rep[mid].proc, g, f);
 					break;
 				}
@@ -456,7 +459,7 @@ int ck_fds_restore_fits(const struct ckrun *c)
 	}
 	if ((uint64_t)most + 2 * (uint64_t)total + CK__RST_OWN_FDS <= rl.rlim_max)
 		return 0; /* however many are objects (two per pipe or terminal at most) */
-	if (!(k = calloc(total + 1, sizeof(*k))))
+	if (!(k = calloc(2 * total + 1, sizeof(*k))))
 		return -ENOMEM;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		const struct ck_procdesc *pd = c->procs[i].pd;
@@ -472,16 +475,20 @@ int ck_fds_restore_fits(const struct ckrun *c)
 				k[n++][2] = f->ino;
 				break;
 			case CK_FD_PTMX:
-			case CK_FD_PTS: /* a pair: by its number (a slave of a master outside counts too) */
+			case CK_FD_PTS: /* a pair of the job's: by its number */
 				k[n][0] = CK_FD_PTMX;
 				k[n][1] = f->u64[0];
 				k[n++][2] = 0;
 				break;
 			default:
-				if (f->xflags & CK_PD_FD_SHARED) {
-					k[n][0] = UINT64_MAX;
-					k[n++][1] = f->pipe_off;
-				}
+				break;
+			}
+			/* a shared description: ckrun keeps one more of it, whatever
+			 * its kind */
+			if (f->xflags & CK_PD_FD_SHARED) {
+				k[n][0] = UINT64_MAX;
+				k[n][1] = f->pipe_off;
+				k[n++][2] = 0;
 			}
 		}
 	}
