@@ -141,8 +141,8 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 			if (m->procs[k].pid == x->pid)
 				x->proc = (int)k;
 		if (images && !x->zombie && x->proc < 0) {
-			free(v);
 			ck_err_set("process %d of the tree has no saved image", x->pid);
+			free(v);
 			return -EBADMSG;
 		}
 	}
@@ -166,9 +166,9 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 				x->early = 1;
 				continue;
 			}
-			free(v);
 			ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
 				   x->ppid);
+			free(v);
 			return -ENOTSUP;
 		}
 		/* init's child */
