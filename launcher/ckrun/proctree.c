@@ -192,16 +192,21 @@ int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t 
 static int ck__tree_fits(const struct ck_manifest *m)
 {
 	struct ck_tree_node *v;
-	size_t n;
+	size_t n, *made;
 	int r = ck__tree_shape(m, 0, &v, &n);
 
 	if (r < 0)
 		return r;
+	if (!(made = calloc(n, sizeof(*made)))) {
+		free(v);
+		return -ENOMEM;
+	}
+	for (size_t j = 0; j < n; j++)
+		if (v[j].creator >= 0)
+			made[v[j].creator]++;
 	for (size_t i = 0; i < n && !r; i++) {
-		size_t kids = 0;
+		size_t kids = made[i];
 
-		for (size_t j = 0; j < n; j++)
-			kids += v[j].creator == (int)i;
 		if (kids <= CK_RST_MAX_CHILDREN)
 			continue;
 		if (v[i].helper)
@@ -214,6 +219,7 @@ static int ck__tree_fits(const struct ck_manifest *m)
 				   v[i].pid, kids, CK_RST_MAX_CHILDREN);
 		r = -ENOTSUP;
 	}
+	free(made);
 	free(v);
 	return r;
 }

@@ -653,6 +653,30 @@ static void ck__sock_make(int given)
 	}
 }
 
+/* The children marked early (or the others) with their saved pids:
+ * returns 1 in a new child, 0 here once all are made. */
+static int ck__make_kids(const struct ck_rst_child *kids, uint64_t n, int early)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		struct clone_args ca;
+		pid_t want = kids[i].pid;
+		long r;
+
+		if (!!(kids[i].flags & CK_RST_CHILD_EARLY) != early)
+			continue;
+		ck_memset(&ca, 0, sizeof(ca));
+		ca.exit_signal = SIGCHLD;
+		ca.set_tid = (uint64_t)(uintptr_t)&want;
+		ca.set_tid_size = 1;
+		r = ck_sys2(SYS_clone3, (long)&ca, sizeof(ca));
+		if (r == 0)
+			return 1;
+		if (r < 0)
+			ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
+	}
+	return 0;
+}
+
 /* The saved tree: children with their pids, then session and group, then
  * zombies end. Returns in a new child (1) or when the layout comes (0). */
 static int ck__tree_step(void)
@@ -680,36 +704,23 @@ static int ck__tree_step(void)
 			ck_memcpy(kids, ck__msg.text, n * sizeof(kids[0]));
 			/* the children that stay in this process's first session,
 			 * then its own session and terminal (inherited by the rest) */
-			for (int late = 0; late < 2; late++) {
-				if (late && (ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
-					ck__die("restorer: cannot start the saved session (setsid)", r);
-				if (late && (ck__msg.arg[1] & CK_RST_CTTY)) {
-					if (tty < 0)
-						ck__die("restorer: no terminal came for the session", -22);
-					if ((r = ck_sys3(SYS_ioctl, tty, TIOCSCTTY, 0)) < 0)
-						ck__die("restorer: cannot make the saved controlling terminal (TIOCSCTTY)", r);
-				}
-				if (late && tty >= 0)
+			if (ck__make_kids(kids, n, 1)) {
+				if (tty >= 0)
 					ck_close(tty);
-				for (uint64_t i = 0; i < n; i++) {
-					struct clone_args ca;
-					pid_t want = kids[i].pid;
-					if (!!(kids[i].flags & CK_RST_CHILD_EARLY) == late)
-						continue;
-					ck_memset(&ca, 0, sizeof(ca));
-					ca.exit_signal = SIGCHLD;
-					ca.set_tid = (uint64_t)(uintptr_t)&want;
-					ca.set_tid_size = 1;
-					r = ck_sys2(SYS_clone3, (long)&ca, sizeof(ca));
-					if (r == 0) {
-						if (!late && tty >= 0)
-							ck_close(tty);
-						return 1;
-					}
-					if (r < 0)
-						ck__die("restorer: cannot create a child with its saved pid (taken?)", r);
-				}
+				return 1;
 			}
+			if ((ck__msg.arg[1] & CK_RST_SETSID) && (r = ck_sys0(SYS_setsid)) < 0)
+				ck__die("restorer: cannot start the saved session (setsid)", r);
+			if (ck__msg.arg[1] & CK_RST_CTTY) {
+				if (tty < 0)
+					ck__die("restorer: no terminal came for the session", -22);
+				if ((r = ck_sys3(SYS_ioctl, tty, TIOCSCTTY, 0)) < 0)
+					ck__die("restorer: cannot make the saved controlling terminal (TIOCSCTTY)", r);
+			}
+			if (tty >= 0)
+				ck_close(tty);
+			if (ck__make_kids(kids, n, 0))
+				return 1;
 			ck__send(CK_MSG_RST_TREE_DONE, n, 0);
 			break;
 		}
