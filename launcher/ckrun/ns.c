@@ -9,6 +9,7 @@
  * the saved pids), reaps everything and reports the job's wait status to
  * ckrun. If ckrun dies, the init is killed (PDEATHSIG) and the kernel
  * kills the whole namespace with it. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -82,17 +83,50 @@ static void ck__bset_drop(void)
 			break;
 }
 
+/* close_range's stand-in: the numbers /proc/self/fd lists (init mounted
+ * its own /proc just before), read again after each batch of closes since
+ * a directory changed while read may skip entries. Where /proc cannot be
+ * read, every number below the soft limit and 65536, whichever is more. */
+static void ck__close_listed(unsigned lo, unsigned hi)
+{
+	int more = 1;
+
+	while (more) {
+		DIR *d = opendir("/proc/self/fd");
+		struct dirent *e;
+
+		if (!d) {
+			struct rlimit rl;
+			unsigned top = 65536;
+
+			if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > top)
+				top = rl.rlim_cur > ~0u ? ~0u : (unsigned)rl.rlim_cur;
+			for (unsigned fd = lo; fd <= hi && fd < top; fd++)
+				close((int)fd);
+			return;
+		}
+		more = 0;
+		while ((e = readdir(d))) {
+			char *end;
+			unsigned long fd = strtoul(e->d_name, &end, 10);
+
+			if (*end || e->d_name[0] == '.' || fd < lo || fd > hi || (int)fd == dirfd(d))
+				continue;
+			close((int)fd);
+			more = 1;
+		}
+		closedir(d);
+	}
+}
+
 /* Every descriptor from lowfd up but two, however high (ckrun's own may
  * lie above 4096 under a raised RLIMIT_NOFILE, and init lives as long as
  * the job: a pipe end kept here would keep its reader from EOF). */
 static void ck__close_range(unsigned lo, unsigned hi)
 {
-	if (lo > hi)
+	if (lo > hi || syscall(SYS_close_range, lo, hi, 0) == 0)
 		return;
-	if (syscall(SYS_close_range, lo, hi, 0) == 0)
-		return;
-	for (unsigned fd = lo; fd <= hi && fd < 65536; fd++) /* a kernel before 5.9 */
-		close((int)fd);
+	ck__close_listed(lo, hi); /* a kernel before 5.9 */
 }
 
 static void ck__close_from(int lowfd, int keep1, int keep2)

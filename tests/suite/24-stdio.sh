@@ -26,6 +26,9 @@
 #              5000 where the hard limit allows: above what ckrun's init
 #              once closed) do not reach the job (its checkpoint could not
 #              hold them): the job lists only 0, 1, 2 and its own
+#   inherited-old-kernel  the same with close_range failing ENOSYS (a
+#              kernel before 5.9), the caller's descriptor above 65535
+#              where the hard limit allows
 # "the rest" is the bare run's output after the saved offset, which
 # `ckpt inspect` prints for descriptor 1. Every resume must also prove it
 # restored (h_proof: no fresh start of the job, ckrun's restore line, the
@@ -205,6 +208,26 @@ inherited() {
 	fi
 }
 
+# inherited-old-kernel: the same where close_range fails ENOSYS (a kernel
+# before 5.9; tests/tools/nosyscall), with the caller's descriptor as high
+# as the hard limit lets it be: above 65535 where it allows (the fallback
+# once stopped there). 436 is close_range's number on x86-64.
+inherited_old_kernel() {
+	local d=$H_WORK/inherited-old out high nsc=$H_BUILD/tests/tools/nosyscall
+	mkdir -p "$d"
+	high=$(( $(ulimit -Hn) - 1 ))
+	(( high > 70000 )) && high=70000
+	# shellcheck disable=SC2016 # (expanded by the inner shell)
+	out=$(bash -c 'ulimit -n "$(ulimit -Hn)"; exec 7>"$1/f7"; eval "exec $3>\"\$1/fhigh\""
+		exec "$4" 436 "$2" --store "$1/s" --job inh -- ls /proc/self/fd' _ "$d" "$CKRUN" "$high" "$nsc" 2>"$d/err")
+	out=$(echo $out) # (one line)
+	if [ "$out" = "0 1 2 3" ]; then
+		h_pass "stdio/inherited-old-kernel: without close_range, descriptors 7 and $high of ckrun's caller are not the job's (it lists $out)"
+	else
+		h_fail stdio/inherited-old-kernel "without close_range, the job lists descriptors '$out' (want 0 1 2 3)" "$d/err"
+	fi
+}
+
 main() {
 	local d
 	h_seed_init >/dev/null
@@ -251,6 +274,7 @@ main() {
 	chain chain-file resume
 	shared
 	inherited
+	inherited_old_kernel
 	return "$H_FAILED"
 }
 
