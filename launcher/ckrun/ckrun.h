@@ -43,6 +43,8 @@ struct ck_jproc_round {
 	uint32_t us_park, us_record, us_fork;
 	struct ck_hold *hold; /* the job had stopped it: ckrun holds it (stopped.c) */
 	int later;            /* stopped: asked once the others have parked */
+	uint32_t nshm;        /* shared memory objects it maps and holds no descriptor of (shm.c),
+			       * handed to its restorer as descriptors too */
 };
 
 /* One attached process of the job, for its whole life. */

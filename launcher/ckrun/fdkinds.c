@@ -404,7 +404,8 @@ int ck_fds_plan(struct ck_reader *rd, const struct ck_procdesc *pd, struct ck_fd
  * hard limit of 1024; one of 1010 failed with EMFILE). A restorer holds
  * its arrivals (the lowest free numbers) and the targets together, and
  * needs a free number more. Past the limit the round is refused, not the
- * restore. Shared memory objects are bounded apart (shm.c). */
+ * restore. Shared memory objects the job maps without a descriptor count
+ * as objects, and in each process's plan and restorer (ck_shm_layout_map). */
 #define CK__RST_OWN_FDS 64
 static int ck__key_cmp(const void *a, const void *b)
 {
@@ -416,26 +417,43 @@ static int ck__key_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* Numbers a restorer of pd holds at once: arrivals at [0, nfds + 4) (its
- * standard descriptors and channel below them), the targets above that,
- * and one free number to move an arrival to. */
-static uint64_t ck__restorer_need(const struct ck_procdesc *pd)
+/* Numbers a restorer of pd holds at once: arrivals at [0, nfds + nshm + 4)
+ * (its standard descriptors and channel below them), the targets above
+ * that (the saved numbers, and nshm shared memory objects at
+ * CK_RST_SHARED_FD and up, or among the low numbers where that range would
+ * pass the limit: ck_shm_layout_resolve), and one free number to move an
+ * arrival to. */
+static uint64_t ck__restorer_need(const struct ck_procdesc *pd, uint32_t nshm, uint64_t limit)
 {
-	uint64_t low = (uint64_t)pd->nfds + 4, all = low + 2, top = 0;
+	uint64_t low = (uint64_t)pd->nfds + nshm + 4, all = low + 2, top = 0;
 
 	for (uint32_t j = 0; j < pd->nfds && j < CK_PD_MAX_FDS; j++) {
 		all += (uint64_t)pd->fds[j].fd >= low;
 		if ((uint64_t)pd->fds[j].fd + 1 > top)
 			top = (uint64_t)pd->fds[j].fd + 1;
 	}
+	if (nshm) { /* the objects' range: past the saved numbers in it (ck__shared_range) */
+		uint64_t base = CK_RST_SHARED_FD;
+		for (int again = 1; again;) {
+			again = 0;
+			for (uint32_t j = 0; j < pd->nfds && j < CK_PD_MAX_FDS; j++)
+				if ((uint64_t)pd->fds[j].fd >= base && (uint64_t)pd->fds[j].fd < base + nshm) {
+					base = (uint64_t)pd->fds[j].fd + 1;
+					again = 1;
+				}
+		}
+		if (base + nshm + 64 <= limit) {
+			all += nshm;
+			top = base + nshm > top ? base + nshm : top;
+		} /* else from 3 up past the saved numbers: among the arrivals' */
+	}
 	return all > top ? all : top;
 }
 
-int ck_fds_restore_fits(const struct ckrun *c)
+int ck_fds_restore_fits(const struct ckrun *c, int with_shm)
 {
-	uint64_t (*k)[3] = NULL, need;
-	size_t n = 0, total = 0, objects = 0;
-	uint32_t most = 0;
+	uint64_t (*k)[3] = NULL, need, most = 0;
+	size_t n = 0, total = 0, objects = 0, nkeys = 0;
 	int32_t who = 0;
 	struct rlimit rl;
 
@@ -443,26 +461,34 @@ int ck_fds_restore_fits(const struct ckrun *c)
 		return 0;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		const struct ck_procdesc *pd = c->procs[i].pd;
+		uint32_t nshm = with_shm ? c->procs[i].round.nshm : 0;
 		if (!pd)
 			continue;
-		total += pd->nfds;
-		if (pd->nfds > most) {
-			most = pd->nfds;
+		/* ckrun holds a process's plan at once: its descriptors and a
+		 * copy of each object it maps */
+		total += (size_t)pd->nfds + nshm;
+		if ((uint64_t)pd->nfds + nshm > most) {
+			most = (uint64_t)pd->nfds + nshm;
 			who = c->procs[i].jpid;
 		}
-		if ((need = ck__restorer_need(pd)) > rl.rlim_max) {
-			ck_err_set("process %d holds %u descriptors: its restorer needs about %llu numbers at once (the "
-				   "saved ones and as many arrivals), more than the hard RLIMIT_NOFILE (%llu)",
-				   c->procs[i].jpid, pd->nfds, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+		if (with_shm && c->procs[i].round.mp)
+			nkeys += c->procs[i].round.mp->nregions;
+		if ((need = ck__restorer_need(pd, nshm, rl.rlim_max)) > rl.rlim_max) {
+			ck_err_set("process %d holds %u descriptors and maps %u shared memory objects it holds none of: "
+				   "its restorer needs about %llu numbers at once (the saved ones, the objects' and as "
+				   "many arrivals), more than the hard RLIMIT_NOFILE (%llu)",
+				   c->procs[i].jpid, pd->nfds, nshm, (unsigned long long)need,
+				   (unsigned long long)rl.rlim_max);
 			return -ENOTSUP;
 		}
 	}
-	if ((uint64_t)most + 2 * (uint64_t)total + CK__RST_OWN_FDS <= rl.rlim_max)
+	if (most + 2 * (uint64_t)total + CK__RST_OWN_FDS <= rl.rlim_max)
 		return 0; /* however many are objects (two per pipe or terminal at most) */
-	if (!(k = calloc(2 * total + 1, sizeof(*k))))
+	if (!(k = calloc(2 * total + nkeys + 1, sizeof(*k))))
 		return -ENOMEM;
 	for (size_t i = 0; i < c->nprocs; i++) {
 		const struct ck_procdesc *pd = c->procs[i].pd;
+		const struct ck_proc *mp = c->procs[i].round.mp;
 		for (uint32_t j = 0; pd && j < pd->nfds && j < CK_PD_MAX_FDS; j++) {
 			const struct ck_pd_fd *f = &pd->fds[j];
 			switch (f->kind) {
@@ -491,18 +517,27 @@ int ck_fds_restore_fits(const struct ckrun *c)
 				k[n++][2] = 0;
 			}
 		}
+		/* shared memory: one object each (ck_shm_make_objects; counted
+		 * apart from a descriptor of the same file, one too many at
+		 * most) */
+		for (size_t j = 0; with_shm && mp && j < mp->nregions; j++)
+			if (ck_shm_region(&mp->regions[j])) {
+				k[n][0] = UINT64_MAX - 1;
+				k[n][1] = mp->regions[j].dev;
+				k[n++][2] = mp->regions[j].ino;
+			}
 	}
 	qsort(k, n, sizeof(*k), ck__key_cmp);
 	for (size_t i = 0; i < n; i++)
 		if (!i || ck__key_cmp(k[i], k[i - 1]))
 			objects += k[i][0] == CK_FD_PIPE || k[i][0] == CK_FD_PTMX ? 2 : 1; /* both ends or sides */
 	free(k);
-	need = (uint64_t)most + objects + CK__RST_OWN_FDS;
+	need = most + objects + CK__RST_OWN_FDS;
 	if (need <= rl.rlim_max)
 		return 0;
-	ck_err_set("process %d holds %u descriptors and the job's processes share %zu objects (pipe ends, FIFOs, "
-		   "deleted files, memfds, terminals, shared descriptions): a restore needs about %llu descriptors at "
-		   "once, more than ckrun's hard RLIMIT_NOFILE (%llu)",
-		   who, most, objects, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+	ck_err_set("process %d holds %llu descriptors (with the shared memory objects it maps) and the job's processes "
+		   "share %zu objects (pipe ends, FIFOs, deleted files, memfds, terminals, shared descriptions, shared "
+		   "memory): a restore needs about %llu descriptors at once, more than ckrun's hard RLIMIT_NOFILE (%llu)",
+		   who, (unsigned long long)most, objects, (unsigned long long)need, (unsigned long long)rl.rlim_max);
 	return -ENOTSUP;
 }

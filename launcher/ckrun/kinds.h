@@ -129,9 +129,11 @@ int ck_fds_record(struct ckrun *c, struct ck_round *rc, struct ck_writer *w);
 int ck_fds_save_data(struct ck_writer *w, pid_t snap, struct ck_procdesc *pd, unsigned flags);
 /* Restore: every kind's prepare. */
 int ck_fds_prepare_all(struct ck_reader *rd, struct ck_objs *o);
-/* At the round: the descriptors a restore's ckrun would hold at once fit
- * its hard RLIMIT_NOFILE (else -ENOTSUP, saying so) */
-int ck_fds_restore_fits(const struct ckrun *c);
+/* At the round: the descriptors a restore's ckrun and each restorer would
+ * hold at once fit the hard RLIMIT_NOFILE (else -ENOTSUP, saying so);
+ * WITH_SHM: the shared memory objects of this round's maps too (once each
+ * process's are read: ck_shm_count_check) */
+int ck_fds_restore_fits(const struct ckrun *c, int with_shm);
 /* Restore: the descriptors of one process, made in ckrun (pl). */
 /* A /proc file of a process of the job (/proc/PID/...): the restored
  * process opens it itself, where PID means what it meant. */
@@ -197,7 +199,7 @@ int ck_plugin_fds_made(struct ck_reader *rd, struct ck_objs *o, const struct ck_
 int ck_skip_add(struct ck_manifest *m, int pid, const char *what, const char *why);
 /* Memory regions of the snapshot into the writer, those of one pass (0:
  * what the snapshot does not freeze, read before RELEASE; 1: the rest). */
-int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp, struct ck_manifest *m,
+int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, struct ck_jproc *jp, struct ck_manifest *m,
 			unsigned flags, int pass);
 /* The regions' madvise() advice; -EXDEV for wipe-on-fork memory under a fork. */
 int ck_mem_advice(const struct ck_jproc *jp);
@@ -235,7 +237,9 @@ struct ck_round_shared *ck_shm_saved_find(struct ck_round *rc, const struct ck_r
 int ck_shm_saved_add(struct ck_round *rc, const struct ck_region *rg);
 /* Restore: a region whose bytes live in a shared memory object. */
 int ck_shm_region(const struct ck_region *r);
-int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid);
+/* Round: the shared memory objects P maps and holds no descriptor of fit
+ * a restorer's table (their count in *NSHM), or -ENOTSUP with a line. */
+int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid, uint32_t *nshm);
 /* Restore, before any process exists: the objects, and /dev/shm files. */
 int ck_shm_make_objects(struct ck_reader *rd, const struct ck_manifest *m, struct ck_objs *o);
 int ck_shm_prepare_files(const struct ck_manifest *m);

@@ -222,7 +222,7 @@ static int ck__sealed_writable(const struct ck_procdesc *pd, const struct ck_map
 }
 
 /* Memory regions of the snapshot into the writer, those of one pass. */
-int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct ck_jproc *jp,
+int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, struct ck_jproc *jp,
 			    struct ck_manifest *m, unsigned flags, int pass)
 {
 	pid_t snap = jp->round.snap;
@@ -295,7 +295,7 @@ int ck_mem_save_regions(struct ck_round *rc, struct ck_writer *w, const struct c
 			}
 		}
 	}
-	if ((r = ck_shm_count_check(p, pd, jp->jpid)) < 0)
+	if ((r = ck_shm_count_check(p, pd, jp->jpid, &jp->round.nshm)) < 0)
 		goto out;
 	if (snap != jp->pid && (r = ck_mem_advice(jp)) < 0)
 		goto out;

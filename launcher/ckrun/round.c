@@ -501,7 +501,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 		m->argv[i] = strdup(c->argv[i]);
 	ck_round_phase(&rd->ph, "tree");
 	/* (after the record: it marks the descriptions processes share) */
-	if ((r = ck_fds_record(c, rd, rd->w)) < 0 || (r = ck_fds_restore_fits(c)) < 0)
+	if ((r = ck_fds_record(c, rd, rd->w)) < 0 || (r = ck_fds_restore_fits(c, 0)) < 0)
 		return r;
 	ck_round_phase(&rd->ph, "pipes");
 	{
@@ -730,6 +730,8 @@ static int ck__round_save(struct ckrun *c, struct ck_round *rd)
 		if (r == 0)
 			r = ck_fds_save_data(rd->w, jp->round.snap, jp->pd, rd->flags);
 	}
+	if (r == 0) /* each process's maps are read: with its shared memory objects */
+		r = ck_fds_restore_fits(c, 1);
 	if (r < 0)
 		return r;
 	if (!c->nofork && (rd->held || rd->any_wp)) {

@@ -205,7 +205,7 @@ static int ck__devino_cmp(const void *a, const void *b)
 	return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
-int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid)
+int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, int32_t jpid, uint32_t *nshm)
 {
 	uint64_t (*v)[2] = NULL;
 	size_t n = 0, distinct = 0;
@@ -244,19 +244,7 @@ int ck_shm_count_check(const struct ck_proc *p, const struct ck_procdesc *pd, in
 			   jpid, pd->nfds, distinct, CK_RST_MAX_FDS);
 		return -ENOTSUP;
 	}
-	/* ckrun holds each object and a copy per process, the restorer parks
-	 * the process's descriptors and objects (up to 3 numbers each): both
-	 * under the hard limit ckrun runs with (a restore runs under one too) */
-	if (distinct) {
-		struct rlimit rl;
-		uint64_t need = 3 * ((uint64_t)distinct + pd->nfds) + 64;
-		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && need > rl.rlim_max) {
-			ck_err_set("process %d maps %zu shared memory objects it holds no descriptor of: a restore of it "
-				   "needs about %llu descriptors, more than ckrun's hard RLIMIT_NOFILE (%llu)",
-				   jpid, distinct, (unsigned long long)need, (unsigned long long)rl.rlim_max);
-			return -ENOTSUP;
-		}
-	}
+	*nshm = (uint32_t)distinct; /* the descriptor bounds with the others: ck_fds_restore_fits */
 	return 0;
 }
 

@@ -8,7 +8,8 @@
  * each such object to the process's restorer as a descriptor: a build
  * that took at most 96 of them committed checkpoints of this program it
  * could not restore ("maps more than 96 shared memory objects").
- * Usage: shm_many [SCALE]   (or CKPT_APP_SCALE; 1.0 = about 3 s) */
+ * Usage: shm_many [SCALE [NANON]]   (SCALE or CKPT_APP_SCALE; 1.0 = about
+ * 3 s; NANON shared anonymous mappings, 200 unless given, at most 900) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -20,9 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define NANON 200
+#define NANON_MAX 900
 #define NFILE 20
-#define N (NANON + NFILE)
 
 static double app_scale(int argc, char **argv)
 {
@@ -42,9 +42,14 @@ int main(int argc, char **argv)
 {
 	long steps = (long)(60 * app_scale(argc, argv)), i;
 	struct timespec nap = {0, 50 * 1000 * 1000};
-	static volatile long *m[N];
-	int to[2], back[2], st = 0, rc = 0;
+	static volatile long *m[NANON_MAX + NFILE];
+	int to[2], back[2], st = 0, rc = 0, NANON = argc > 2 ? atoi(argv[2]) : 200, N = NANON + NFILE;
 	pid_t kid;
+
+	if (NANON < 0 || NANON > NANON_MAX) {
+		fprintf(stderr, "usage: shm_many [SCALE [NANON]] (NANON at most %d)\n", NANON_MAX);
+		return 2;
+	}
 
 	for (int k = 0; k < N; k++) {
 		void *a;
