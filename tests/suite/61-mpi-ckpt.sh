@@ -10,7 +10,10 @@
 #   program of split, duplicated and freed communicators (made again at each
 #   restart), a ring of nonblocking requests (a receive always posted,
 #   Isend, Wait/Waitall/Test/Waitany, Iallreduce: carried across cuts,
-#   receives cancelled and posted again), and the mpi4py trainer. The
+#   receives cancelled and posted again), a program that makes and frees
+#   about 14000 communicators (the log a restart replays, 4096 entries,
+#   must be compacted at cuts: every member's freed ones dropped), and the
+#   mpi4py trainer. The
 #   output, appended over all runs,
 #   must equal the bare run's: a resume that started afresh would print its
 #   first lines again; every run after the first must say it restored.
@@ -120,6 +123,8 @@ stops() {
 		h_fail "mpi-ckpt/$name" "the output over $run runs differs from the bare mpirun's" "$d/diff"
 	elif [ -n "${MUST_CARRY:-}" ] && (( carried == 0 )); then
 		h_fail "mpi-ckpt/$name" "no cut carried a receive to post again (the program always has one posted)" "$d/err.1"
+	elif [ -n "${MUST_COMPACT:-}" ] && ! cat "$d"/err.* | grep -q 'cut held.*, [1-9][0-9]* of the log of communicators dropped'; then
+		h_fail "mpi-ckpt/$name" "no cut compacted the log of communicators" "$d/err.1"
 	else
 		h_pass "mpi-ckpt/$name: -np $NP stopped $stopped times and resumed, output over $run runs identical to bare mpirun ($(wc -l <"$d/ref") lines; $drained cut(s) drained messages, $carried carried receives to post again; $undone refused stop(s) undone)"
 	fi
@@ -421,6 +426,9 @@ main() {
 	stops ring 2 "$T/ring_mpi" 6000
 	stops comms 2 "$T/comms_mpi" 5000
 	MUST_CARRY=1 stops nbring 2 "$T/nbring_mpi" 1500
+	# about 14000 communicators made and freed: the log a restart replays
+	# holds 4096 (every cut failed past it before cuts compacted it)
+	MUST_COMPACT=1 stops commloop 2 "$T/commloop_mpi" 3000
 	# long enough that the stop lands before the end on a loaded machine (1500
 	# steps ended first in a CI run: "rank 2 has finalized MPI"; 4000 steps,
 	# about 1.1 s bare, in another, 2026-12-07)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #define CK_MPI_CHAN_MAGIC 0x636b6d70696368aull /* "ckmpich" */
-#define CK_MPI_CHAN_VERSION 3
+#define CK_MPI_CHAN_VERSION 4
 #define CK_MPI_CHAN_SLOTS 16
 #define CK_MPI_CHAN_INLINE 256 /* bytes of small payload carried in a slot */
 
@@ -37,12 +37,18 @@ struct ck_mpi_req {
 };
 
 /* A communicator the agent made (dup, split, split_type) or freed, in the
- * order it did: a restarted agent makes them again from this log. */
-#define CK_MPI_LOG_MAX 512
+ * order it did: a restarted agent makes them again from this log. A cut
+ * that holds drops what every member agrees is gone (agent_log.c). */
+#define CK_MPI_LOG_MAX 4096
+#define CK_MPI_LOG_COMPACT 512 /* a cut compacts once some rank's log holds this many */
 struct ck_mpi_log_ent {
 	uint32_t op;            /* the wire op that made it (CK_W_COMM_*) */
 	int32_t parent, a, b;   /* parent communicator, color/type, key */
 	int32_t id;             /* its number */
+	uint32_t cidx;          /* a creation: the parent's how-many-th (its members agree) */
+	uint32_t none;          /* a creation that gave this rank MPI_COMM_NULL (split) */
+	uint32_t pad;
+	uint64_t pkey, key;     /* the parent's key and the new communicator's (0: none) */
 };
 
 /* A message the cut took out of MPI (in flight when the ranks stopped):

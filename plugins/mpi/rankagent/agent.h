@@ -118,5 +118,10 @@ int ck__agent_drain(struct ck_mpi_chan *ch);
 int ck__agent_replay(struct ck_mpi_chan *ch);
 /* The channel whose header keeps the log of communicators. */
 void ck__agent_log_to(struct ck_mpi_chan *ch);
+/* At a cut that holds, on every agent at once (CTL: the agents' own
+ * communicator of SIZE): drops from the log the communicators every member
+ * freed, once some agent's log holds CK_MPI_LOG_COMPACT (agent_log.c);
+ * *DROPPED: how many entries went. An MPI error code. */
+int ck__agent_log_compact(struct ck_mpi_chan *ch, MPI_Comm ctl, int size, uint32_t *dropped);
 
 #endif

@@ -326,12 +326,20 @@ static int run_cut(char *why, size_t whylen)
 				    "or a receive pending on a freed communicator (not carried across a checkpoint)",
 				    g[F_PENDING][1]), 0;
 		if (!g[F_BUSY][0] && !g[F_NBWAIT][0] && sum == 0) {
+			uint32_t dropped = 0;
+
+			/* every agent is here at once (decided by reduced values) */
+			if (ck__agent_log_compact(cut.ch, cut.ctl, cut.size, &dropped) != MPI_SUCCESS)
+				return fail(why, whylen, "MPI: rank %d could not compact its log of communicators",
+					    cut.rank), 0;
 			if (cut.log) {
 				int again, n = ck__agent_req_carried(&again);
 
 				fprintf(stderr, "ckmpi-agent: rank %d: cut held after %d ms, %u message(s) in its drain area, "
-					"%d nonblocking request(s) carried (%d receive(s) to post again)\n",
-					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained, n, again);
+					"%d nonblocking request(s) carried (%d receive(s) to post again), %u of the log of "
+					"communicators dropped, %u kept\n",
+					cut.rank, (int)(now_ms() - t0), cut.ch->h->ndrained, n, again, dropped,
+					cut.ch->h->log_n);
 			}
 			return 1;
 		}

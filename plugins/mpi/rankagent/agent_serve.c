@@ -134,7 +134,7 @@ static uint64_t child_key(int parent, MPI_Comm nc)
 }
 
 /* The log of communicators in the channel: a restart replays it. */
-static void log_comm(unsigned op, int parent, int a, int b, int id)
+static void log_comm(const struct ck_mpi_log_ent *e)
 {
 	struct ck_mpi_chan_hdr *h = log_ch ? log_ch->h : NULL;
 
@@ -144,7 +144,7 @@ static void log_comm(unsigned op, int parent, int a, int b, int id)
 		h->log_full = 1;
 		return;
 	}
-	h->log[h->log_n] = (struct ck_mpi_log_ent){.op = op, .parent = parent, .a = a, .b = b, .id = id};
+	h->log[h->log_n] = *e;
 	h->log_n++;
 }
 
@@ -169,16 +169,19 @@ static int new_comm(struct ck_mpi_req *r, MPI_Comm parent)
 	r->rlen = nc != MPI_COMM_NULL;
 	if (r->rc != MPI_SUCCESS)
 		return r->rc;
-	log_comm(r->op, r->comm, r->peer, r->tag, r->root);
+	struct ck_mpi_log_ent e = {.op = r->op, .parent = r->comm, .a = r->peer, .b = r->tag, .id = r->root,
+				   .cidx = (uint32_t)nchild[r->comm], .none = nc == MPI_COMM_NULL, .pkey = keys[r->comm]};
 	nchild[r->comm]++;
 	if (nc != MPI_COMM_NULL) {
-		__atomic_store_n(&keys[r->root], child_key(r->comm, nc), __ATOMIC_SEQ_CST);
+		e.key = child_key(r->comm, nc);
+		__atomic_store_n(&keys[r->root], e.key, __ATOMIC_SEQ_CST);
 		__atomic_store_n(&ncoll[r->root], 0, __ATOMIC_SEQ_CST);
 		nchild[r->root] = 0;
 		comms[r->root] = nc;
 		MPI_Comm_rank(nc, &r->src);
 		MPI_Comm_size(nc, &r->rtag);
 	}
+	log_comm(&e);
 	return r->rc;
 }
 
@@ -565,7 +568,7 @@ int ck__agent_serve(struct ck_mpi_chan *ch, struct ck_mpi_req *r)
 			r->rc = MPI_Comm_free(&comms[r->comm]);
 			comms[r->comm] = NULL;
 			__atomic_store_n(&keys[r->comm], 0, __ATOMIC_SEQ_CST);
-			log_comm(CK_W_COMM_FREE, r->comm, 0, 0, r->comm);
+			log_comm(&(struct ck_mpi_log_ent){.op = CK_W_COMM_FREE, .parent = r->comm, .id = r->comm});
 		}
 		break;
 	case CK_W_GATHER:
@@ -662,8 +665,18 @@ int ck__agent_replay(struct ck_mpi_chan *ch)
 				comms[e.id] = NULL;
 				keys[e.id] = 0;
 			}
+		} else if (comm_of(e.parent) == MPI_COMM_NULL || e.parent < 0 || e.parent >= CK_MAX_COMMS) {
+			rc = MPI_ERR_COMM;
 		} else {
-			rc = comm_of(e.parent) == MPI_COMM_NULL ? MPI_ERR_COMM : new_comm(&r, comm_of(e.parent));
+			/* the parent's count as it was (a compacted log lacks the
+			 * creations every member freed): the same key again */
+			nchild[e.parent] = e.cidx;
+			rc = new_comm(&r, comm_of(e.parent));
+			if (rc == MPI_SUCCESS && ((r.rlen == 0) != (e.none != 0) || (!e.none && keys[e.id] != e.key))) {
+				fprintf(stderr, "ckmpi-agent: communicator %d made again differs from the one logged "
+						"(%s)\n", e.id, r.rlen ? "another key" : "MPI_COMM_NULL");
+				rc = MPI_ERR_INTERN;
+			}
 		}
 	}
 	replaying = 0;
