@@ -3,8 +3,8 @@
  * split outlives its parent) and reduces on the split; one split in five
  * is kept for five steps and used then, before it is freed; ranks 2 and up
  * get MPI_COMM_NULL from a split of the world every third step (color
- * MPI_UNDEFINED) that ranks 0 and 1 use and free. Four creations and frees
- * a step: a restart replays the log of communicators, which a checkpoint
+ * MPI_UNDEFINED) that ranks 0 and 1 use and free. About 4.7 creations and
+ * frees a step: a restart replays the log of communicators, which a checkpoint
  * of a run of 1000 steps would pass (4096 entries) unless cuts compact it.
  * Rank 0 prints a running checksum (exact integers) every 25 steps.
  * Usage: commloop_mpi [STEPS] */

@@ -28,32 +28,57 @@ struct ck__logview {
 };
 
 /* Local view: drop[i] for each creation i of the log (1: freed here, and
- * so is everything made from it), freed[i] the index of its free. */
+ * so is everything made from it), freed[i] the index of its free. One
+ * pass forward finds each creation's free and the creation its parent
+ * came from (a number is reused only once freed); one backward, where a
+ * kept creation keeps its parent's. */
 static void local_view(const struct ck_mpi_log_ent *log, uint32_t n, uint8_t *drop, int32_t *freed)
 {
-	for (uint32_t k = n; k-- > 0;) {
-		const struct ck_mpi_log_ent *e = &log[k];
-		uint32_t f;
+	static int32_t alive[CK_MAX_COMMS], from[CK_MPI_LOG_MAX];
+	static uint8_t kept_child[CK_MPI_LOG_MAX];
 
-		drop[k] = 0;
+	for (int c = 0; c < CK_MAX_COMMS; c++)
+		alive[c] = -1;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct ck_mpi_log_ent *e = &log[k];
+		int ok = e->id >= 0 && e->id < CK_MAX_COMMS;
+
 		freed[k] = -1;
-		if (e->op == CK_W_COMM_FREE)
-			continue;
-		if (e->none) { /* nothing was made here: what the others say */
-			drop[k] = 1;
+		from[k] = -1;
+		kept_child[k] = 0;
+		if (e->op == CK_W_COMM_FREE) {
+			if (ok && alive[e->id] >= 0)
+				freed[alive[e->id]] = (int32_t)k;
+			if (ok)
+				alive[e->id] = -1;
 			continue;
 		}
-		for (f = k + 1; f < n; f++)
-			if (log[f].op == CK_W_COMM_FREE && log[f].id == e->id)
-				break;
-		if (f == n)
-			continue; /* alive */
-		drop[k] = 1;
-		freed[k] = (int32_t)f;
-		for (uint32_t c = k + 1; c < f; c++) /* made from it while it lived (decided already) */
-			if (log[c].op != CK_W_COMM_FREE && log[c].parent == e->id && !drop[c])
-				drop[k] = 0;
+		if (e->parent >= 0 && e->parent < CK_MAX_COMMS)
+			from[k] = alive[e->parent]; /* -1: a predefined one */
+		if (!e->none && ok)
+			alive[e->id] = (int32_t)k;
 	}
+	for (uint32_t k = n; k-- > 0;) {
+		const struct ck_mpi_log_ent *e = &log[k];
+
+		drop[k] = 0;
+		if (e->op == CK_W_COMM_FREE)
+			continue;
+		/* nothing was made here (what the others say decides), or
+		 * freed with everything made from it */
+		drop[k] = e->none || (freed[k] >= 0 && !kept_child[k]);
+		if (!drop[k] && from[k] >= 0)
+			kept_child[from[k]] = 1;
+	}
+}
+
+static int view_cmp(const void *a, const void *b)
+{
+	const struct ck__logview *x = a, *y = b;
+
+	if (x->pkey != y->pkey)
+		return x->pkey < y->pkey ? -1 : 1;
+	return x->cidx < y->cidx ? -1 : x->cidx > y->cidx;
 }
 
 static void no_memory(void)
@@ -98,18 +123,23 @@ int ck__agent_log_compact(struct ck_mpi_chan *ch, MPI_Comm ctl, int size, uint32
 	rc = MPI_Allgatherv(mine, (int)(nmine * sizeof(mine[0])), MPI_BYTE, all, counts, displs, MPI_BYTE, ctl);
 	if (rc != MPI_SUCCESS)
 		goto out;
-	memset(gone, 0, n);
-	for (uint32_t k = 0; k < n; k++) {
-		const struct ck_mpi_log_ent *e = &h->log[k];
-		size_t nall = (size_t)total / sizeof(all[0]);
-		if (e->op == CK_W_COMM_FREE || !drop[k])
-			continue;
-		gone[k] = 1;
-		for (size_t j = 0; j < nall && gone[k]; j++)
-			if (all[j].pkey == e->pkey && all[j].cidx == e->cidx && !all[j].drop)
-				gone[k] = 0;
-		if (gone[k] && freed[k] >= 0)
-			gone[freed[k]] = 1;
+	{
+		/* the calls some member keeps, sorted: each candidate looked up */
+		size_t nall = (size_t)total / sizeof(all[0]), nkeep = 0;
+		for (size_t j = 0; j < nall; j++)
+			if (!all[j].drop)
+				all[nkeep++] = all[j];
+		qsort(all, nkeep, sizeof(all[0]), view_cmp);
+		memset(gone, 0, n);
+		for (uint32_t k = 0; k < n; k++) {
+			const struct ck_mpi_log_ent *e = &h->log[k];
+			struct ck__logview q = {.pkey = e->pkey, .cidx = e->cidx};
+			if (e->op == CK_W_COMM_FREE || !drop[k] || bsearch(&q, all, nkeep, sizeof(all[0]), view_cmp))
+				continue;
+			gone[k] = 1;
+			if (freed[k] >= 0)
+				gone[freed[k]] = 1;
+		}
 	}
 	for (uint32_t k = 0; k < n; k++)
 		if (!gone[k])
