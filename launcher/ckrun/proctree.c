@@ -2,14 +2,15 @@
  * parent, process group and session.
  *
  * Round: recorded from /proc (pids as the job's namespace numbers them, a
- * zombie's wait status); a process group whose leader has exited (and is
- * not a session's) is refused. Restore: each restorer creates its saved
+ * zombie's wait status), and refused where the restore's plan could not
+ * rebuild it. Restore: each restorer creates its saved
  * children with their pids (clone3 set_tid) and sessions; helpers stand in
  * for session leaders that had exited (they start the session, create its
  * members and exit, so the members end up init's children, as saved);
  * where a member's parent has exited but its session's leader is saved
  * (alive or a zombie), the leader makes such a helper under a number no
- * saved process has, and reaps it after;
+ * saved process has, and reaps it after; a group whose leader had exited
+ * gets a helper with the leader's number, made (and reaped) by a member;
  * a session leader whose pseudo-terminal was its controlling terminal
  * takes it (TIOCSCTTY) before its children exist (pty.c); then process
  * groups, leaders first; then the terminals' foreground groups; then
@@ -118,7 +119,8 @@ static int32_t ck__birth_session(const struct ck_tree_node *v, size_t nt, int i)
 static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tree_node **out, size_t *nout)
 {
 	size_t nt = m->ntasks ? m->ntasks : 1, n = 0;
-	struct ck_tree_node *v = calloc(2 * nt + 1, sizeof(*v));
+	/* the saved, a helper per session and one per group at most */
+	struct ck_tree_node *v = calloc(3 * nt + 1, sizeof(*v));
 
 	if (!v)
 		return -ENOMEM;
@@ -175,6 +177,28 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 		if (!x->sid || x->sid == x->pid)
 			continue;
 		x->creator = ck__session_helper(v, nt, &n, x->sid, leader);
+	}
+	/* A process group whose leader has exited (not a session's: that
+	 * one's helper leads it): a helper under the leader's number, made
+	 * by a member in the group's session, leads it while the members join
+	 * and then ends, reaped by that member (ck_tree_finish). */
+	for (size_t i = 0; i < nt; i++) {
+		struct ck_tree_node *x = &v[i], *h;
+		int dup = 0;
+		if (!x->pgid || x->pgid == x->sid || x->pgid == x->pid)
+			continue;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = v[k].pid == x->pgid;
+		if (dup)
+			continue;
+		h = &v[n++];
+		memset(h, 0, sizeof(*h));
+		h->pid = h->pgid = x->pgid;
+		h->sid = x->sid;
+		h->helper = 1;
+		h->proc = -1;
+		h->ppid = x->pid;
+		h->creator = (int)i;
 	}
 	*out = v;
 	*nout = n;
@@ -252,19 +276,6 @@ int ck_tree_record(struct ckrun *c, struct ck_manifest *m, pid_t *zombies, size_
 			t->ppid = pp ? pp->jpid : 1;
 		}
 		m->ntasks++;
-	}
-	for (size_t i = 0; i < m->ntasks; i++) {
-		const struct ck_task *t = &m->tasks[i];
-		int leader = 0;
-		if (!t->pgid || t->pgid == t->sid)
-			continue;
-		for (size_t j = 0; j < m->ntasks; j++)
-			leader |= m->tasks[j].pid == t->pgid;
-		if (!leader) {
-			ck_err_set("process %d is in process group %d whose leader has exited: not supported yet", t->pid,
-				   t->pgid);
-			return -ENOTSUP;
-		}
 	}
 	return ck__tree_fits(m);
 }
