@@ -9,7 +9,10 @@
  * members and exit, so the members end up init's children, as saved);
  * where a member's parent has exited but its session's leader is saved
  * (alive or a zombie), the leader makes such a helper under a number no
- * saved process has, and reaps it after; a group whose leader had exited
+ * saved process has, and reaps it after; a child its parent left behind
+ * by setsid is made before that setsid, its parent made in the child's
+ * session (by its own parent, or by that session's helper where its
+ * parent had exited); a group whose leader had exited
  * gets a helper with the leader's number, made (and reaped) by a member;
  * a session leader whose pseudo-terminal was its controlling terminal
  * takes it (TIOCSCTTY) before its children exist (pty.c); then process
@@ -107,6 +110,8 @@ static int ck__session_helper(struct ck_tree_node *v, size_t nt, size_t *n, int3
  * stays in a session it does not lead), so its creator's session is it. */
 static int32_t ck__birth_session(const struct ck_tree_node *v, size_t nt, int i)
 {
+	if (v[i].creator >= 0 && v[v[i].creator].helper) /* a session's helper made it */
+		return v[v[i].creator].sid;
 	for (size_t k = 0; k < nt; k++)
 		if (v[k].pid == v[i].ppid && !v[k].zombie)
 			return v[k].sid;
@@ -148,32 +153,49 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 			return -EBADMSG;
 		}
 	}
+	for (size_t i = 0; i < nt; i++) { /* its parent makes it, where saved alive */
+		v[i].creator = -1;
+		for (size_t k = 0; k < nt; k++)
+			if (v[k].pid == v[i].ppid && !v[k].zombie)
+				v[i].creator = (int)k;
+	}
 	for (size_t i = 0; i < nt; i++) {
-		struct ck_tree_node *x = &v[i];
-		int parent = -1, leader = -1;
-		for (size_t k = 0; k < nt; k++) {
-			if (v[k].pid == x->ppid && !v[k].zombie)
-				parent = (int)k;
+		struct ck_tree_node *x = &v[i], *p;
+		int parent = x->creator, leader = -1;
+		for (size_t k = 0; k < nt; k++)
 			if (v[k].pid == x->sid)
 				leader = (int)k;
-		}
-		x->creator = parent;
 		if (parent >= 0) {
-			if (x->sid == v[parent].sid || x->sid == x->pid)
+			p = &v[parent];
+			if (x->sid == p->sid || x->sid == x->pid)
 				continue;
 			/* the parent started a session of its own after making it:
 			 * made before the parent's setsid, in the session the parent
 			 * is made in (its creator's; init's is 0) */
-			if (v[parent].sid == v[parent].pid && x->sid == ck__birth_session(v, nt, parent)) {
+			if (p->sid == p->pid && x->sid == ck__birth_session(v, nt, parent)) {
 				x->early = 1;
 				continue;
+			}
+			/* ... and the parent's own parent has exited too: the
+			 * helper of this one's session makes the parent (in it, as
+			 * it was), unless another child it makes early needs
+			 * another session */
+			if (p->sid == p->pid && p->creator < 0 && x->sid) {
+				int other = 0;
+				for (size_t k = 0; k < nt; k++)
+					other |= v[k].early && v[k].creator == parent && v[k].sid != x->sid;
+				if (!other) {
+					p->creator = ck__session_helper(v, nt, &n, x->sid, leader);
+					x->early = 1;
+					continue;
+				}
 			}
 			ck_err_set("process %d: its session %d cannot be rebuilt under its parent %d", x->pid, x->sid,
 				   x->ppid);
 			free(v);
 			return -ENOTSUP;
 		}
-		/* init's child */
+		/* init's child (a session leader's creator may be set above) */
 		if (!x->sid || x->sid == x->pid)
 			continue;
 		x->creator = ck__session_helper(v, nt, &n, x->sid, leader);

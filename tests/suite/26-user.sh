@@ -23,7 +23,8 @@
 #                   1100), mp_orphan_session (sessions rebuilt through
 #                   helpers the leaders make and reap), mp_orphan_pgrp (a
 #                   group whose leader exited, led again by a helper a
-#                   member makes and reaps): checkpoint, kill -9,
+#                   member makes and reaps), mp_orphan_setsid (parents made
+#                   by a session's helper): checkpoint, kill -9,
 #                   resume, checkpoint again, kill -9, resume to the end; the
 #                   output and status of a bare run, every resume proven a
 #                   restore (h_proof), and every round forked, saying why (a
@@ -169,6 +170,8 @@ as_user() {
 		cycle user/mp_orphan_session mp_orphan_session 1
 		# a group whose leader has exited, led again by a member's helper
 		cycle user/mp_orphan_pgrp mp_orphan_pgrp 1
+		# children left in a session by parents whose parents exited
+		cycle user/mp_orphan_setsid mp_orphan_setsid 1
 		# the job's seccomp filters installed again in a user namespace
 		cycle user/seccomp_filters seccomp_filters 1 ;;
 	esac
@@ -214,7 +217,7 @@ main() {
 		cp "$CKRUN" "$bin/ckrun-under-test"
 		ckrun_u=$bin/ckrun-under-test
 	fi
-	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream mp_peercred dgram_queue pty_queued fd_high mp_orphan_session mp_orphan_pgrp seccomp_filters; do
+	for f in privs tls recmutex forktree mp_sysvshm sysv_msgq mp_sysvsem mp_mqueue file_lease mp_scm_stream mp_peercred dgram_queue pty_queued fd_high mp_orphan_session mp_orphan_pgrp mp_orphan_setsid seccomp_filters; do
 		cp "$H_APPS_BIN/$f" "$bin/tests/apps/"
 	done
 	chmod -R a+rX "$H_WORK"
