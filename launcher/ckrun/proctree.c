@@ -222,6 +222,22 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 		h->ppid = x->pid;
 		h->creator = (int)i;
 	}
+	/* Every process reachable from init: a creator that one of its own
+	 * descendants would make (a subreaper that adopted a child from a
+	 * session its own descendant leads, made by that session's helper)
+	 * would never be made. */
+	for (size_t i = 0; i < n; i++) {
+		int c = v[i].creator;
+		for (size_t hops = 0; c >= 0 && hops <= n; hops++)
+			c = v[c].creator;
+		if (c >= 0) {
+			ck_err_set("process %d: its session cannot be rebuilt: its creator would be made by one of its "
+				   "own descendants",
+				   v[i].pid);
+			free(v);
+			return -ENOTSUP;
+		}
+	}
 	*out = v;
 	*nout = n;
 	return 0;

@@ -79,6 +79,7 @@ refused many-fds 'more than 4096 open descriptors: a checkpoint holds at most 40
 refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "$B/tests/unsupported/manythreads"
 refused many-kids 'process [0-9]+ has 520 children, more than a restore makes for one process \(500\)' "$B/tests/unsupported/manykids"
 refused session-split 'process [0-9]+: its session [0-9]+ cannot be rebuilt under its parent [0-9]+' "$B/tests/unsupported/sessionsplit"
+refused subreaper-cycle 'process [0-9]+: its session cannot be rebuilt: its creator would be made by one of its own descendants' "$B/tests/unsupported/subreaper_cycle"
 refused many-shm 'process [0-9]+ maps 1100 shared memory objects it holds no descriptor of \(shared anonymous memory, deleted files\): a restore takes at most 1024' "$B/tests/unsupported/manyshm"
 # Pseudo-terminal pairs of the job's own: what waits where it cannot be
 # taken and put back exactly (bytes waiting are saved: 33-pty.sh).
