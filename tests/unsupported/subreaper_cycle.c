@@ -17,7 +17,6 @@ static void wait_release(void)
 {
 	char c;
 
-	close(go_w);
 	while (read(go_r, &c, 1) > 0)
 		;
 }
@@ -40,7 +39,9 @@ int main(void)
 	go_w = go[1];
 	x = fork();
 	if (x == 0) {
-		pid_t p = fork();
+		pid_t p;
+		close(go_w); /* the main process's alone: its close releases them all */
+		p = fork();
 		if (p == 0) {
 			pid_t l;
 			if (setsid() < 0 || prctl(PR_SET_CHILD_SUBREAPER, 1) != 0)
