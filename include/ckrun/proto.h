@@ -61,7 +61,8 @@ enum ck_msg_type {
 	/* ckrun -> job, fork mode: what a copy-on-write child cannot hold
 	 * (shared mappings, deleted files, memfds) is read: threads may go on. */
 	CK_MSG_RELEASE,
-	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0]);
+	/* ckrun -> restorer: create these children (text: struct ck_rst_child[arg0],
+	 * after those of the CK_MSG_RST_KIDS before it; arg2: how many in all);
 	 * arg1: CK_RST_SETSID to call setsid() first (after the children
 	 * marked CK_RST_CHILD_EARLY); CK_RST_CTTY (with SETSID, SCM_RIGHTS:
 	 * a pseudo-terminal slave): then make it the session's controlling
@@ -135,6 +136,9 @@ enum ck_msg_type {
 	 * or -errno. */
 	CK_MSG_RST_REAP,
 	CK_MSG_RST_REAP_DONE,
+	/* ckrun -> restorer, before CK_MSG_RST_TREE: more of its children
+	 * (text: struct ck_rst_child[arg0]) than one message holds; no answer */
+	CK_MSG_RST_KIDS,
 };
 enum { CK_RST_SOCK_PAIR = 1, CK_RST_SOCK_LISTEN, CK_RST_SOCK_CONNECT, CK_RST_SOCK_RELISTEN };
 
@@ -174,7 +178,10 @@ struct ck_rst_child {
 #define CK_RST_CHILD_EARLY 0x2
 #define CK_RST_SETSID 0x1
 #define CK_RST_CTTY 0x2
-#define CK_RST_MAX_CHILDREN (CK_MSG_TEXT / 8)
+/* the children one tree message carries, and all those one process makes
+ * (a static array of the restorer's) */
+#define CK_RST_KIDS_PER_MSG (CK_MSG_TEXT / 8)
+#define CK_RST_MAX_CHILDREN 32768
 
 /* Shared-memory objects (MAP_SHARED anonymous memory, deleted shm files)
  * reach the restorer as descriptors at shared_fd + k (CK_RST_SHARED_FD or

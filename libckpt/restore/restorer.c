@@ -655,6 +655,10 @@ static void ck__sock_make(int given)
 
 /* The children marked early (or the others) with their saved pids:
  * returns 1 in a new child, 0 here once all are made. */
+/* A process's children, as the tree's messages bring them. */
+static struct ck_rst_child ck__kids[CK_RST_MAX_CHILDREN];
+static uint64_t ck__nkids;
+
 static int ck__make_kids(const struct ck_rst_child *kids, uint64_t n, int early)
 {
 	for (uint64_t i = 0; i < n; i++) {
@@ -695,13 +699,20 @@ static int ck__tree_step(void)
 		switch (ck__msg.type) {
 		case CK_MSG_RST_LAYOUT:
 			return 0;
+		case CK_MSG_RST_KIDS:
 		case CK_MSG_RST_TREE: {
-			struct ck_rst_child kids[CK_RST_MAX_CHILDREN];
-			uint64_t n = ck__msg.arg[0];
+			struct ck_rst_child *kids = ck__kids;
+			uint64_t k = ck__msg.arg[0], n = ck__nkids;
 			long r;
-			if (n > CK_RST_MAX_CHILDREN || ck__msg.len != n * sizeof(kids[0]))
+			if (k > CK_RST_KIDS_PER_MSG || k > CK_RST_MAX_CHILDREN - n || ck__msg.len != k * sizeof(kids[0]))
 				ck__die("restorer: bad tree message", -22);
-			ck_memcpy(kids, ck__msg.text, n * sizeof(kids[0]));
+			ck_memcpy(kids + n, ck__msg.text, k * sizeof(kids[0]));
+			ck__nkids = n += k;
+			if (ck__msg.type == CK_MSG_RST_KIDS)
+				break;
+			ck__nkids = 0; /* (a child made below starts with none) */
+			if (ck__msg.arg[2] != n)
+				ck__die("restorer: bad tree message (children missing)", -22);
 			/* the children that stay in this process's first session,
 			 * then its own session and terminal (inherited by the rest) */
 			if (ck__make_kids(kids, n, 1)) {
