@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -387,11 +388,23 @@ static int ck__classify(int fd, int dirfd)
 			}
 		}
 		return 0;
-	case S_IFSOCK:
+	case S_IFSOCK: {
 		/* Read, drained and re-created from outside, by ckrun's socket
-		 * plugin, which sees both ends of a connection. */
+		 * plugin, which sees both ends of a connection. A UNIX one's
+		 * SO_PEERCRED pid as this namespace numbers it, in peer: ckrun
+		 * reads the pid in its own, and cannot number there a maker
+		 * that has exited. */
+		struct ucred uc = {0, 0, 0};
+		socklen_t ul = sizeof(uc);
+		int dom = 0;
+		socklen_t dl = sizeof(dom);
+
 		f->kind = CK_FD_SOCKET;
+		if (ck_sys5(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &dom, &dl) == 0 && dom == AF_UNIX &&
+		    ck_sys5(SYS_getsockopt, fd, SOL_SOCKET, SO_PEERCRED, &uc, &ul) == 0 && uc.pid > 0)
+			f->peer = uc.pid;
 		return 0;
+	}
 	default:
 		r = -ENOTSUP;
 		ck__failf("descriptor %d (%s) is not supported yet", fd, f->path);

@@ -40,6 +40,11 @@ static_assert(CK_CHUNK_SIZE / CK_DELTA_PAGE <= 64, "a delta's page map is 64 bit
 
 /* task flags (TREE section) */
 #define CK_TASK_ZOMBIE 0x1
+/* a process that had exited and that SO_PEERCRED of a connection still
+ * names: a restore makes it (or, with ZOMBIE, has the zombie live on) to
+ * make the connection again, then ends it; ppid: the process that makes
+ * it, sid: that one's session */
+#define CK_TASK_MAKER 0x2
 
 /* System V segment flags (SYSV section) */
 #define CK_SYSV_DEST 0x1
@@ -120,10 +125,10 @@ struct ck_mf_region {
 static_assert(sizeof(struct ck_mf_region) == 64, "manifest region record layout");
 
 #define CK_MF_STR_NULL 0xffffffffu /* string length meaning "no string" */
-#define CK_MF_NSECT 11
-#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE, FDIG, CLCK and LINE are optional */
+#define CK_MF_NSECT 12
+#define CK_MF_NSECT_REQUIRED 5 /* TREE, SYSV, FILE, FDIG, CLCK, LINE and LPID are optional */
 /* Sections, in this order; each tag is its 4-byte magic. */
-#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG", "CLCK", "LINE"}
+#define CK_MF_SECT_TAGS {"JOBI", "PACK", "CHNK", "PROC", "SKIP", "TREE", "SYSV", "FILE", "FDIG", "CLCK", "LINE", "LPID"}
 enum ck_mf_section {
 	CK_MF_JOBI,
 	CK_MF_PACK,
@@ -135,7 +140,8 @@ enum ck_mf_section {
 	CK_MF_FILE,
 	CK_MF_FDIG,
 	CK_MF_CLCK, /* the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut: two u64 (ns) */
-	CK_MF_LINE  /* the run's lineage: 16 random bytes drawn at a fresh start, kept by resumes */
+	CK_MF_LINE, /* the run's lineage: 16 random bytes drawn at a fresh start, kept by resumes */
+	CK_MF_LPID  /* the last pid the job's pid namespace gave at the cut: one i32, one u32 0 */
 };
 
 struct ck_mf_shm {

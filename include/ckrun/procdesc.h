@@ -123,6 +123,12 @@ struct ck_pd_fd {
  * kernel's registration): the restored process registers again. */
 #define CK_PD_FD_MQ_NOTE 0x4
 #define CK_PD_FD_MQ_NOTIFY 0x8
+/* A UNIX socket (with CK_SOCKOPT_PEERPID, plugins/socket) whose
+ * SO_PEERCRED names a process of the job that had exited at the round:
+ * peer is its pid in the job, as the holder's libckpt read it. A restore
+ * makes a process under that number to make the connection again, then
+ * ends it (launcher/ckrun/proctree.c, ck_tree_makers). */
+#define CK_PD_FD_PEER_GONE 0x10
 /* Never in an image: ckrun marks, at a restore, a descriptor whose path
  * --map-path rewrote (its inode and mtime are another site's). */
 #define CK_PD_FD_MAPPED 0x80000000u

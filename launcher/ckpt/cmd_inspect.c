@@ -154,6 +154,8 @@ int ckpt_cmd_inspect(int argc, char **argv)
 	printf("  processes  %zu\n", m->nprocs);
 	for (i = 0; i < m->nprocs; i++)
 		print_proc(m, &m->procs[i]);
+	if (m->has_last_pid)
+		printf("  last pid   %d (the job's pid namespace gave no higher number before the cut)\n", m->last_pid);
 	if (m->ntasks) {
 		printf("\ntree         %zu processes\n", m->ntasks);
 		for (i = 0; i < m->ntasks; i++) {
@@ -161,6 +163,10 @@ int ckpt_cmd_inspect(int argc, char **argv)
 			printf("  pid %d parent %d group %d session %d", t->pid, t->ppid, t->pgid, t->sid);
 			if (t->flags & CK_TASK_ZOMBIE)
 				printf("  zombie, wait status %#x", t->status);
+			if ((t->flags & CK_TASK_MAKER) && !(t->flags & CK_TASK_ZOMBIE))
+				printf("  exited; made again for a connection's SO_PEERCRED, then ended");
+			else if (t->flags & CK_TASK_MAKER)
+				printf("; lives on for a connection's SO_PEERCRED");
 			printf("\n");
 		}
 	}

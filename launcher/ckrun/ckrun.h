@@ -111,6 +111,7 @@ struct ckrun {
 	int32_t root_jpid; /* the job's main process, in the job's namespace */
 	struct ck_round *round; /* the round in flight (round.h), NULL between rounds */
 	int status_fd;  /* init reports the job's wait status here */
+	int lastpid_fd; /* init reads and sets the namespace's last pid through it (lastpid.c) */
 	/* ckrun's own descriptors 0-2 (what its job inherits, or gets at a
 	 * restart): a descriptor of the job on the same file is ckrun's stdio */
 	uint64_t stdio_dev[3], stdio_ino[3];
@@ -159,6 +160,12 @@ enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };
 /* RESTORE: init creates the restorers of pids[0..n) (pids[0] is the job's
  * main process, whose end is the job's end). */
 int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t n);
+/* lastpid.c: the job's pid namespace's last pid (ns_last_pid). serve:
+ * init's answer to one request on its end of lastpid_fd. read, write:
+ * ckrun's requests; -errno with one line (ck_err) when they fail. */
+void ck_lastpid_serve(int fd);
+int ck_lastpid_read(struct ckrun *c, int32_t *pid);
+int ck_lastpid_write(struct ckrun *c, int32_t pid);
 void ck_kill_job(struct ckrun *c);
 /* Waits for the job's end; returns ckrun's exit status for it. */
 int ck_job_exit_status(int wstatus);

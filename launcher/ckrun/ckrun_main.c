@@ -632,7 +632,7 @@ int main(int argc, char **argv)
 	int r;
 
 	memset(&c, 0, sizeof(c));
-	c.agent_fd = c.status_fd = c.attach_fd = -1;
+	c.agent_fd = c.status_fd = c.lastpid_fd = c.attach_fd = -1;
 	if (ck__parse(&c, argc, argv) < 0)
 		return CK_EXIT_USAGE;
 	ck__raise_nofile(&c);

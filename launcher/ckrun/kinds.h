@@ -270,6 +270,7 @@ struct ck_tree_node {
 	int creator; /* node index, -1: init */
 	int helper, zombie, proc; /* proc: index in m->procs, -1 if none */
 	int early; /* made before its creator's setsid (CK_RST_CHILD_EARLY) */
+	int maker; /* CK_TASK_MAKER: ends only once the connections are made */
 	int32_t status;
 	int attached, treedone;
 };
@@ -277,6 +278,15 @@ int ck_tree_plan(const struct ck_manifest *m, struct ck_tree_node **out, size_t 
 /* o: the restore's objects (a session leader's controlling terminal) */
 int ck_tree_build(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o);
 int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_objs *o);
+/* The round, once the plugins have read the sockets: a process of the
+ * job that had exited and that SO_PEERCRED of a UNIX socket the job holds
+ * names (CK_PD_FD_PEER_GONE) joins the tree as a maker (CK_TASK_MAKER),
+ * or marks the zombie it is; refused in one line where its number is a
+ * session's or group's the restore needs. */
+int ck_tree_makers(struct ckrun *c, struct ck_manifest *m);
+/* The restore, once the sockets are made: the makers end (a helper one
+ * reaped by the process that made it). */
+int ck_tree_end_makers(struct ckrun *c, struct ck_tree_node *v, size_t n);
 struct ck_jproc *ck_tree_jproc(struct ckrun *c, int32_t jpid);
 
 /* ---- mappath.c: a restore at another site (--map-path) ---- */

@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <linux/sched.h>
 #include <sched.h>
@@ -129,17 +130,17 @@ static void ck__close_range(unsigned lo, unsigned hi)
 	ck__close_listed(lo, hi); /* a kernel before 5.9 */
 }
 
-static void ck__close_from(int lowfd, int keep1, int keep2)
+/* Every descriptor from lowfd up but those of keep (ascending). */
+static void ck__close_from(int lowfd, const int *keep, int nkeep)
 {
-	int k[2] = {keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1};
 	unsigned lo = (unsigned)lowfd;
 
-	for (int i = 0; i < 2; i++) {
-		if (k[i] < lowfd || (unsigned)k[i] < lo)
+	for (int i = 0; i < nkeep; i++) {
+		if (keep[i] < lowfd || (unsigned)keep[i] < lo)
 			continue;
-		if ((unsigned)k[i] > lo)
-			ck__close_range(lo, (unsigned)k[i] - 1);
-		lo = (unsigned)k[i] + 1;
+		if ((unsigned)keep[i] > lo)
+			ck__close_range(lo, (unsigned)keep[i] - 1);
+		lo = (unsigned)keep[i] + 1;
 	}
 	ck__close_range(lo, ~0u);
 }
@@ -232,11 +233,18 @@ static __attribute__((noreturn)) void ck__exec_restorer(struct ckrun *c, int cha
 }
 
 /* PID 1 of the job's namespace. */
+static void ck__init_chld(int sig)
+{
+	(void)sig; /* (only to end init's ppoll) */
+}
+
 static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids,
-						     size_t npids, int chan, int status_w)
+						     size_t npids, int chan, int status_w, int lastpid)
 {
 	pid_t job = -1;
-	int st;
+	int st, keep[3] = {chan, status_w, lastpid};
+	sigset_t chld, waiting;
+	struct sigaction sa;
 
 	/* A session of the job's own: a terminal's Ctrl-C, or a signal to
 	 * ckrun's process group (GNU timeout, a scheduler), reaches ckrun,
@@ -247,7 +255,14 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 		fprintf(stderr, "ckrun: cannot mount /proc for the job's pid namespace: %s\n", strerror(errno));
 		_exit(CK_EXIT_INTERNAL);
 	}
-	ck__close_from(3, chan, status_w);
+	for (int i = 0; i < 3; i++) /* (ascending) */
+		for (int k = i + 1; k < 3; k++)
+			if (keep[k] < keep[i]) {
+				int t = keep[i];
+				keep[i] = keep[k];
+				keep[k] = t;
+			}
+	ck__close_from(3, keep, 3);
 	if (mode == CK_SPAWN_LAUNCH) {
 		job = fork();
 		if (job == 0)
@@ -286,29 +301,44 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 		_exit(CK_EXIT_INTERNAL);
 	}
 	close(chan);
+	/* Reaps, and answers ckrun's requests for the namespace's last pid
+	 * (lastpid.c) between: SIGCHLD is let in only while it waits. */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &waiting);
+	sigdelset(&waiting, SIGCHLD);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = ck__init_chld;
+	sigaction(SIGCHLD, &sa, NULL);
 	for (;;) {
-		pid_t p = waitpid(-1, &st, __WALL);
-		if (p < 0 && errno == EINTR)
-			continue;
-		if (p < 0)
-			_exit(CK_EXIT_INTERNAL);
-		if (p == job) {
+		struct pollfd pf = {lastpid, POLLIN, 0};
+		pid_t p;
+		int n;
+
+		while ((p = waitpid(-1, &st, __WALL | WNOHANG)) > 0) {
+			if (p != job)
+				continue; /* orphans (daemons of the job) and restore helpers: reaped silently */
 			if (write(status_w, &st, sizeof(st)) != sizeof(st))
 				_exit(CK_EXIT_INTERNAL);
-			_exit(0);
+			_exit(0); /* the job ends with its main process */
 		}
-		/* orphans (daemons of the job) and restore helpers: reaped
-		 * silently; the job ends with its main process */
+		if (p < 0 && errno != EINTR)
+			_exit(CK_EXIT_INTERNAL);
+		n = ppoll(lastpid >= 0 ? &pf : NULL, lastpid >= 0 ? 1 : 0, NULL, &waiting);
+		if (n > 0 && (pf.revents & POLLIN))
+			ck_lastpid_serve(lastpid);
+		else if (n > 0) /* (ckrun's end closed: init dies with ckrun anyway) */
+			lastpid = -1;
 	}
 }
 
 int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t npids)
 {
-	int chan[2] = {-1, -1}, sync[2] = {-1, -1}, status[2] = {-1, -1}, one = 1, r;
+	int chan[2] = {-1, -1}, sync[2] = {-1, -1}, status[2] = {-1, -1}, lastpid[2] = {-1, -1}, one = 1, r;
 	long pid;
 
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, chan) < 0 || pipe2(sync, O_CLOEXEC) < 0 ||
-	    pipe2(status, O_CLOEXEC) < 0) {
+	    pipe2(status, O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, lastpid) < 0) {
 		r = -errno;
 		ck_err_set("cannot create the job's channels: %s", strerror(errno));
 		goto fail;
@@ -353,16 +383,18 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 		close(chan[0]);
 		close(sync[1]);
 		close(status[0]);
+		close(lastpid[0]);
 		/* Die with ckrun; the sync read also catches a ckrun that died
 		 * before we asked (the pipe then reads end-of-file). */
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (read(sync[0], &b, 1) != 1)
 			_exit(CK_EXIT_INTERNAL);
-		ck__init_main(c, mode, pids, npids, chan[1], status[1]);
+		ck__init_main(c, mode, pids, npids, chan[1], status[1], lastpid[1]);
 	}
 	close(chan[1]);
 	close(sync[0]);
 	close(status[1]);
+	close(lastpid[1]);
 	r = c->userns ? ck_idmap_write((pid_t)pid, c->verbose) : 0;
 	if (r < 0) {
 		ck_err_set("cannot map user ids into the job's namespace: %s", strerror(-r));
@@ -371,6 +403,7 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 		close(sync[1]);
 		close(chan[0]);
 		close(status[0]);
+		close(lastpid[0]);
 		return r;
 	}
 	if (write(sync[1], "g", 1) != 1) {
@@ -380,6 +413,9 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	close(sync[1]);
 	c->agent_fd = chan[0];
 	c->status_fd = status[0];
+	if (c->lastpid_fd >= 0) /* (the namespace of a job that ended, or of a failed restore) */
+		close(c->lastpid_fd);
+	c->lastpid_fd = lastpid[0];
 	c->init_pid = (pid_t)pid;
 	ck_files_ns_pid = c->init_pid;
 	c->job_pid = 0;
@@ -393,6 +429,8 @@ fail:
 			close(sync[i]);
 		if (status[i] >= 0)
 			close(status[i]);
+		if (lastpid[i] >= 0)
+			close(lastpid[i]);
 	}
 	return r;
 }

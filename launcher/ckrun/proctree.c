@@ -138,6 +138,8 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 			x->pgid = t->pgid;
 			x->sid = t->sid;
 			x->zombie = !!(t->flags & CK_TASK_ZOMBIE);
+			x->maker = !!(t->flags & CK_TASK_MAKER);
+			x->helper = x->maker && !x->zombie;
 			x->status = t->status;
 		} else {
 			x->pid = m->procs[0].pid;
@@ -147,7 +149,7 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 		for (size_t k = 0; k < m->nprocs; k++)
 			if (m->procs[k].pid == x->pid)
 				x->proc = (int)k;
-		if (images && !x->zombie && x->proc < 0) {
+		if (images && !x->zombie && !x->maker && x->proc < 0) {
 			ck_err_set("process %d of the tree has no saved image", x->pid);
 			free(v);
 			return -EBADMSG;
@@ -536,10 +538,86 @@ int ck_tree_finish(struct ckrun *c, struct ck_tree_node *v, size_t n, struct ck_
 		for (size_t i = 0; i < n; i++) {
 			struct ck_tree_node *x = &v[i];
 			int made = x->helper && x->creator >= 0;
-			if ((!x->zombie && !x->helper) || made != (pass == 0))
+			if ((!x->zombie && !x->helper) || x->maker || made != (pass == 0))
 				continue;
 			if ((r = ck__end(c, x)) < 0 || (made && (r = ck__reap(c, &v[x->creator], x->pid)) < 0))
 				return r;
 		}
 	return 0;
+}
+
+int ck_tree_end_makers(struct ckrun *c, struct ck_tree_node *v, size_t n)
+{
+	int r;
+
+	for (size_t i = 0; i < n; i++)
+		if (v[i].maker && ((r = ck__end(c, &v[i])) < 0 ||
+				   (v[i].helper && (r = ck__reap(c, &v[v[i].creator], v[i].pid)) < 0)))
+			return r;
+	return 0;
+}
+
+static struct ck_task *ck__task_of(struct ck_manifest *m, int32_t pid)
+{
+	for (size_t i = 0; i < m->ntasks; i++)
+		if (m->tasks[i].pid == pid)
+			return &m->tasks[i];
+	return NULL;
+}
+
+/* X had exited: a zombie of the job lives on until the connections are
+ * made; another number becomes a maker, made by the process holding the
+ * socket, in its session. A number a session or group of the job still
+ * has is the kernel's until they end (a restore's helper may take it), so
+ * no process could be made under it. */
+static int ck__maker(struct ck_manifest *m, const struct ck_jproc *holder, const struct ck_pd_fd *f)
+{
+	const struct ck_task *h = ck__task_of(m, holder->jpid);
+	struct ck_task *t = ck__task_of(m, f->peer), *nt;
+
+	if (t) {
+		if (t->flags & CK_TASK_ZOMBIE)
+			t->flags |= CK_TASK_MAKER;
+		return 0; /* (alive: the plugin named it already) */
+	}
+	for (size_t i = 0; i < m->ntasks; i++)
+		if (m->tasks[i].sid == f->peer || m->tasks[i].pgid == f->peer) {
+			ck_err_set("process %d: descriptor %d (a UNIX socket) names in SO_PEERCRED process %d, which has "
+				   "exited while its number is still the %s %d's: a restore could not make a process "
+				   "under it: not supported",
+				   holder->jpid, f->fd, f->peer,
+				   m->tasks[i].sid == f->peer ? "session" : "process group", f->peer);
+			return -ENOTSUP;
+		}
+	if (!h)
+		return -EPROTO;
+	nt = realloc(m->tasks, (m->ntasks + 1) * sizeof(*m->tasks));
+	if (!nt)
+		return -ENOMEM;
+	m->tasks = nt;
+	h = ck__task_of(m, holder->jpid);
+	nt = &m->tasks[m->ntasks++];
+	memset(nt, 0, sizeof(*nt));
+	nt->pid = f->peer;
+	nt->ppid = h->pid;
+	nt->sid = h->sid;
+	nt->flags = CK_TASK_MAKER;
+	return 0;
+}
+
+int ck_tree_makers(struct ckrun *c, struct ck_manifest *m)
+{
+	int r = 0, any = 0;
+
+	for (size_t i = 0; i < c->nprocs && r == 0; i++) {
+		const struct ck_procdesc *pd = c->procs[i].pd;
+		for (uint32_t k = 0; pd && k < pd->nfds && r == 0; k++) {
+			const struct ck_pd_fd *f = &pd->fds[k];
+			if (f->kind != CK_FD_SOCKET || !(f->xflags & CK_PD_FD_PEER_GONE) || f->peer <= 1)
+				continue;
+			r = ck__maker(m, &c->procs[i], f);
+			any = 1;
+		}
+	}
+	return r == 0 && any ? ck__tree_fits(m) : r;
 }

@@ -363,10 +363,16 @@ int ck_restore(struct ckrun *c, struct ck_manifest *m)
 	    (r = ck__rst_objects(c, &x)) < 0 || (r = ck__rst_spawn(c, &x)) < 0 ||
 	    (r = ck_tree_build(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
 	    (r = ck_tree_finish(c, x.nodes, x.nnodes, &x.objs)) < 0 ||
-	    (r = ck_plugin_fds_made(x.rd, &x.objs, &procs)) < 0 || (r = ck__rst_pipes_settled(&x)) < 0 ||
+	    (r = ck_plugin_fds_made(x.rd, &x.objs, &procs)) < 0 ||
+	    (r = ck_tree_end_makers(c, x.nodes, x.nnodes)) < 0 || (r = ck__rst_pipes_settled(&x)) < 0 ||
 	    (r = ck_sysv_make(c, x.rd, m)) < 0 || (r = ck__rst_processes(c, &x)) < 0 ||
 	    (r = ck_agent_plugins_late(x.objs.plugins, x.rd, ck__host_pid, c)) < 0)
 		goto out;
+	/* Every process exists (its threads come back under their saved
+	 * numbers, which moves no cursor): new ones go on after the saved
+	 * last pid, as they would have. */
+	if (m->has_last_pid && ck_lastpid_write(c, m->last_pid) < 0) /* (not worth the job's loss) */
+		fprintf(stderr, "ckrun: warning: %s: its new processes take the lowest free numbers\n", ck_err_msg());
 	/* The line goes before the job runs again: the terminal is its too. */
 	ck_progress_end(&x.prog);
 	if ((r = ck__rst_go(c, &x)) < 0)

@@ -454,6 +454,13 @@ static int ck__round_cut(struct ckrun *c, struct ck_round *rd)
 	rd->t_parked = rd->ph.last = ck_now_ns();
 	/* the job's clocks at the cut: where a restore lets them go on */
 	rd->has_clocks = ck_timens_job_clocks(c->procs[0].pid, &rd->clk_mono, &rd->clk_boot) == 0;
+	/* and the last pid its namespace gave (a restore goes on after it;
+	 * without it, it would start again at the namespace's start) */
+	rd->has_last_pid = ck_lastpid_read(c, &rd->last_pid) == 0;
+	if (!rd->has_last_pid && c->verbose)
+		fprintf(stderr, "ckrun: warning: %s: a restore of this checkpoint gives new processes the lowest "
+				"free numbers\n",
+			ck_err_msg());
 	/* The job's main process first: a restore starts the tree from it, and
 	 * its end is the job's end. */
 	for (size_t i = 1; i < c->nprocs; i++)
@@ -515,7 +522,7 @@ static int ck__round_record(struct ckrun *c, struct ck_round *rd)
 		r = pds && pids ? ck_agent_plugins_checkpoint(pds, pids, c->nprocs, rd->w, m) : -ENOMEM;
 		free(pds);
 		free(pids);
-		if (r < 0)
+		if (r < 0 || (r = ck_tree_makers(c, m)) < 0)
 			return r;
 	}
 	ck_round_phase(&rd->ph, ck_agent_plugins_phase());
@@ -800,6 +807,8 @@ static int ck__round_commit(struct ckrun *c, struct ck_round *rd)
 	m->boot_ns = rd->clk_boot;
 	m->has_lineage = 1;
 	memcpy(m->lineage, c->lineage, sizeof(m->lineage));
+	m->has_last_pid = rd->has_last_pid;
+	m->last_pid = rd->last_pid;
 	/* Still the job's only writer, and every pack this checkpoint names
 	 * still there (ckpt rm --force may have removed the previous one's
 	 * under us: then ck_round writes the round again without it). */

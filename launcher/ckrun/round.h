@@ -53,6 +53,8 @@ struct ck_round {
 	uint64_t cpu0; /* ckrun's CPU time at t0 */
 	int has_clocks; /* clk_*: the job's CLOCK_MONOTONIC and CLOCK_BOOTTIME at the cut */
 	uint64_t clk_mono, clk_boot;
+	int has_last_pid; /* last_pid: the job's pid namespace's, at the cut (lastpid.c) */
+	int32_t last_pid;
 	uint64_t pre_park_us; /* the longest a process's threads were parked for its pre-arm */
 	pid_t *live, *zomb; /* the namespace's processes and zombies at the cut */
 	size_t nlive, nz;

@@ -272,6 +272,12 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 		put_bytes(&b, m->lineage, sizeof(m->lineage));
 		sect_end(&b, at);
 	}
+	if (m->has_last_pid) {
+		at = sect_begin(&b, CK_MF_LPID);
+		put_u32(&b, (uint32_t)m->last_pid);
+		put_u32(&b, 0);
+		sect_end(&b, at);
+	}
 
 	buf_grow(&b, 0);
 	if (b.err) {
@@ -291,7 +297,8 @@ int ck_manifest_encode(const struct ck_manifest *m, void **out, size_t *outlen)
 	h.logical_bytes = htole64(m->logical_bytes);
 	h.stored_bytes = htole64(m->stored_bytes);
 	h.nsections = htole32(CK_MF_NSECT_REQUIRED + (m->ntasks ? 1 : 0) + (m->nshms ? 1 : 0) + (m->nfiles ? 1 : 0) +
-			     (nfdig ? 1 : 0) + (m->has_clocks ? 1 : 0) + (m->has_lineage ? 1 : 0));
+			     (nfdig ? 1 : 0) + (m->has_clocks ? 1 : 0) + (m->has_lineage ? 1 : 0) +
+			     (m->has_last_pid ? 1 : 0));
 	memcpy(b.p + sizeof(ck__mf_magic), &h, sizeof(h));
 
 	if (ck_manifest_signing()) {
@@ -580,7 +587,7 @@ static int decode_tree(struct ck__rd *r, struct ck_manifest *m)
 		t->sid = (int32_t)le32toh((uint32_t)w.sid);
 		t->flags = le32toh(w.flags);
 		t->status = (int32_t)le32toh((uint32_t)w.status);
-		if (t->pid <= 1 || (t->flags & ~(uint32_t)CK_TASK_ZOMBIE))
+		if (t->pid <= 1 || (t->flags & ~(uint32_t)(CK_TASK_ZOMBIE | CK_TASK_MAKER)))
 			return bad("task %u: bad pid %d or flags %#x", i, t->pid, t->flags);
 	}
 	return 0;
@@ -681,6 +688,20 @@ static int decode_clck(struct ck__rd *r, struct ck_manifest *m)
 	m->mono_ns = le64toh(clk[0]);
 	m->boot_ns = le64toh(clk[1]);
 	m->has_clocks = 1;
+	return 0;
+}
+
+static int decode_lpid(struct ck__rd *r, struct ck_manifest *m)
+{
+	uint32_t v, zero;
+	int rc;
+
+	if ((rc = take_u32(r, &v)) < 0 || (rc = take_u32(r, &zero)) < 0)
+		return rc;
+	if ((int32_t)v < 1 || zero)
+		return bad("last pid %d", (int32_t)v);
+	m->last_pid = (int32_t)v;
+	m->has_last_pid = 1;
 	return 0;
 }
 
@@ -904,6 +925,7 @@ int ck_manifest_decode(const void *buf, size_t len, struct ck_manifest **out)
 		case CK_MF_FDIG: rc = decode_fdig(&sr, m); break;
 		case CK_MF_CLCK: rc = decode_clck(&sr, m); break;
 		case CK_MF_LINE: rc = decode_line(&sr, m); break;
+		case CK_MF_LPID: rc = decode_lpid(&sr, m); break;
 		default: rc = decode_skip(&sr, m); break;
 		}
 		if (rc == -ENOMEM)

@@ -130,6 +130,11 @@ struct ck_manifest {
 	 * fresh start, kept by its resumes); has_lineage 0 in older images */
 	int has_lineage;
 	uint8_t lineage[CK_LINEAGE_LEN];
+	/* optional section LPID: the last pid the job's pid namespace gave
+	 * (its ns_last_pid), for the restored one to go on after it;
+	 * has_last_pid 0 in older images */
+	int has_last_pid;
+	int32_t last_pid;
 };
 
 /* Encoding. encode allocates *buf; decode checks magic, version, bounds and

@@ -422,22 +422,26 @@ out:
 static void test_tree(void)
 {
 	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
-	struct ck_task t[3] = {{2, 1, 0, 0, 0, 0}, {3, 2, 3, 0, 0, 0}, {7, 2, 3, 0, CK_TASK_ZOMBIE, 0x8b00}};
+	/* (a zombie, and one that exited, made again for a connection) */
+	struct ck_task t[4] = {{2, 1, 0, 0, 0, 0},
+			       {3, 2, 3, 0, 0, 0},
+			       {7, 2, 3, 0, CK_TASK_ZOMBIE | CK_TASK_MAKER, 0x8b00},
+			       {9, 2, 0, 0, CK_TASK_MAKER, 0}};
 	void *buf = NULL;
 	size_t len = 0;
 
 	struct ck_sysv_shm shm = {5, 0x1234, 0600, CK_SYSV_DEST, 0, 0, 65536, 3, 1, 0}; /* chunk 3: 4096 bytes */
 	m->tasks = malloc(sizeof(t));
 	memcpy(m->tasks, t, sizeof(t));
-	m->ntasks = 3;
+	m->ntasks = 4;
 	m->shms = malloc(sizeof(shm));
 	memcpy(m->shms, &shm, sizeof(shm));
 	m->nshms = 1;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
 	if (d) {
-		CHECK_EQ_INT(d->ntasks, 3);
-		CHECK(d->ntasks == 3 && !memcmp(d->tasks, t, sizeof(t)));
+		CHECK_EQ_INT(d->ntasks, 4);
+		CHECK(d->ntasks == 4 && !memcmp(d->tasks, t, sizeof(t)));
 		CHECK(d->nshms == 1 && !memcmp(d->shms, &shm, sizeof(shm)));
 		ck_manifest_free(d);
 		d = NULL;
@@ -450,7 +454,7 @@ static void test_tree(void)
 	CHECK(strstr(ck_err_msg(), "task 1") != NULL);
 	free(buf);
 	m->tasks[1].pid = 3;
-	m->tasks[2].flags = 0x80;
+	m->tasks[2].flags = 0x4;
 	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
 	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
 	free(buf);
@@ -604,11 +608,43 @@ static void test_lineage(void)
 	ck_manifest_free(m);
 }
 
+/* The optional LPID section (the pid namespace's last pid): round trip,
+ * absent when not set, a pid below 1 refused. */
+static void test_last_pid(void)
+{
+	struct ck_manifest *m = ck_unit_sample_manifest(), *d = NULL;
+	void *buf = NULL, *plain = NULL;
+	size_t len = 0, plain_len = 0;
+
+	CHECK_EQ_INT(ck_manifest_encode(m, &plain, &plain_len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(plain, plain_len, &d), 0);
+	CHECK(d && !d->has_last_pid);
+	ck_manifest_free(d);
+	d = NULL;
+	m->has_last_pid = 1;
+	m->last_pid = 4194000;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(len, plain_len + 16 + 8); /* section header + i32, u32 */
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), 0);
+	CHECK(d && d->has_last_pid && d->last_pid == 4194000);
+	ck_manifest_free(d);
+	d = NULL;
+	free(buf);
+	m->last_pid = 0;
+	CHECK_EQ_INT(ck_manifest_encode(m, &buf, &len), 0);
+	CHECK_EQ_INT(ck_manifest_decode(buf, len, &d), -EBADMSG);
+	CHECK(strstr(ck_err_msg(), "last pid") != NULL);
+	free(buf);
+	free(plain);
+	ck_manifest_free(m);
+}
+
 void ck_unit_run(void)
 {
 	test_roundtrip();
 	test_clocks();
 	test_lineage();
+	test_last_pid();
 	test_tree();
 	test_files();
 	test_golden();

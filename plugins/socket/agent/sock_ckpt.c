@@ -775,7 +775,7 @@ static uint64_t ck__shutdown_opts(const struct ck__sk *s)
 /* A UNIX connection in the job, or a UNIX listener: the process of the
  * job SO_PEERCRED names (the kernel's pid here, translated; a listener's:
  * the one that called listen()), for the restore to have it make the
- * connection again, or listen again. */
+ * connection again, or listen again; or one that has exited. */
 static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpids, size_t n)
 {
 	struct ucred uc;
@@ -784,14 +784,23 @@ static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpi
 	if (s->family != AF_UNIX || (s->state != CK_SOCK_PAIRED && s->state != CK_SOCK_LISTENING) ||
 	    getsockopt(s->fd, SOL_SOCKET, SO_PEERCRED, &uc, &l) < 0 || uc.pid <= 0)
 		return;
-	for (size_t i = 0; i < n; i++)
-		if (pids[i] == uc.pid) {
-			uint32_t ids[2] = {uc.uid, uc.gid};
-			s->f->u64[2] |= CK_SOCKOPT_PEERPID | CK_SOCKOPT_PEERIDS;
-			s->f->peer = jpids[i];
-			memcpy(s->f->path + CK_SOCK_IDS_OFF, ids, sizeof(ids));
-			return;
-		}
+	uint32_t ids[2] = {uc.uid, uc.gid};
+	size_t i = 0;
+
+	while (i < n && pids[i] != uc.pid)
+		i++;
+	if (i < n) {
+		s->f->peer = jpids[i];
+	} else if (s->f->peer > 1) {
+		/* a process that has exited: its number in the job, as the
+		 * holder's libckpt read it; a restore has one made under it
+		 * (launcher/ckrun/proctree.c, ck_tree_makers) */
+		s->f->xflags |= CK_PD_FD_PEER_GONE;
+	} else {
+		return;
+	}
+	s->f->u64[2] |= CK_SOCKOPT_PEERPID | CK_SOCKOPT_PEERIDS;
+	memcpy(s->f->path + CK_SOCK_IDS_OFF, ids, sizeof(ids));
 }
 
 /* A listener's backlog as listen() was given it (the kernel's maximum;
@@ -1171,6 +1180,7 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 					memcpy(f->u64, v[j].f->u64, sizeof(f->u64));
 					f->size = v[j].f->size;
 					f->peer = v[j].f->peer;
+					f->xflags |= v[j].f->xflags & CK_PD_FD_PEER_GONE;
 					/* sock_opts.c's fields */
 					f->offset = v[j].f->offset;
 					f->mtime_ns = v[j].f->mtime_ns;
