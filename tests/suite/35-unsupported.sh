@@ -80,6 +80,7 @@ refused many-threads 'more than 4096 threads: a checkpoint holds at most 4096' "
 # (the bound is 32768 children per process; lowered for the test)
 CKPT_TEST_MAX_CHILDREN=500 refused many-kids 'process [0-9]+ has 520 children, more than a restore makes for one process \(500\)' "$B/tests/unsupported/manykids"
 CKPT_TEST_MAX_CHILDREN=520 refused many-kids-helper 'process [0-9]+ has 520 children and makes 1 helper\(s\) at a restore: more than a restore makes for one process \(520\)' "$B/tests/unsupported/manykids" helper
+refused peercred-pgrp 'process [0-9]+: descriptor [0-9]+ \(a UNIX socket\) names in SO_PEERCRED process [0-9]+, which has exited while its number is still the process group [0-9]+.s: a restore could not make a process under it' "$B/tests/unsupported/peercred_pgrp"
 refused session-split 'process [0-9]+: its session [0-9]+ cannot be rebuilt under its parent [0-9]+' "$B/tests/unsupported/sessionsplit"
 refused subreaper-cycle 'process [0-9]+: its session cannot be rebuilt: its creator would be made by one of its own descendants' "$B/tests/unsupported/subreaper_cycle"
 refused many-shm 'process [0-9]+ maps 1100 shared memory objects it holds no descriptor of \(shared anonymous memory, deleted files\): a restore takes at most 1024' "$B/tests/unsupported/manyshm"
