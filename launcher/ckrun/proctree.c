@@ -578,7 +578,7 @@ static int ck__maker(struct ck_manifest *m, const struct ck_jproc *holder, const
 	if (t) {
 		if (t->flags & CK_TASK_ZOMBIE)
 			t->flags |= CK_TASK_MAKER;
-		return 0; /* (alive: the plugin named it already) */
+		return 0; /* (a live process has the number now: it makes it, and reads as bare) */
 	}
 	for (size_t i = 0; i < m->ntasks; i++)
 		if (m->tasks[i].sid == f->peer || m->tasks[i].pgid == f->peer) {
