@@ -161,9 +161,10 @@ enum ck_spawn_mode { CK_SPAWN_LAUNCH, CK_SPAWN_RESTORE };
  * main process, whose end is the job's end). */
 int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t n);
 /* lastpid.c: the job's pid namespace's last pid (ns_last_pid). serve:
- * init's answer to one request on its end of lastpid_fd. read, write:
- * ckrun's requests; -errno with one line (ck_err) when they fail. */
-void ck_lastpid_serve(int fd);
+ * init's answer to one request on its end of lastpid_fd (-1: ckrun's end
+ * is closed). read, write: ckrun's requests; -errno with one line
+ * (ck_err) when they fail. */
+int ck_lastpid_serve(int fd);
 int ck_lastpid_read(struct ckrun *c, int32_t *pid);
 int ck_lastpid_write(struct ckrun *c, int32_t pid);
 void ck_kill_job(struct ckrun *c);

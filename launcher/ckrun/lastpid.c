@@ -26,8 +26,9 @@
 enum { CK__LASTPID_READ = 1, CK__LASTPID_WRITE = 2 };
 
 struct ck__lastpid_msg {
-	uint32_t op;
-	int32_t value; /* an answer: -errno, or the pid */
+	uint32_t op, seq; /* seq: the answer's is its request's */
+	int32_t value;    /* an answer: -errno, or the pid */
+	uint32_t pad;
 };
 
 /* Init's side (a raw clone of ckrun: no stdio, no malloc). */
@@ -65,43 +66,54 @@ static int32_t ck__lastpid_set(int32_t v)
 	return r;
 }
 
-void ck_lastpid_serve(int fd)
+int ck_lastpid_serve(int fd)
 {
 	struct ck__lastpid_msg m;
+	ssize_t n = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
 
-	if (recv(fd, &m, sizeof(m), MSG_DONTWAIT) != (ssize_t)sizeof(m))
-		return;
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+		return -1; /* ckrun's end is closed */
+	if (n != (ssize_t)sizeof(m))
+		return 0;
 	if (m.op == CK__LASTPID_READ)
 		m.value = ck__lastpid_get();
 	else if (m.op == CK__LASTPID_WRITE && m.value > 0)
 		m.value = ck__lastpid_set(m.value);
 	else
 		m.value = -EINVAL;
-	if (send(fd, &m, sizeof(m), MSG_NOSIGNAL) < 0)
-		return; /* (ckrun has gone: init dies with it) */
+	return send(fd, &m, sizeof(m), MSG_NOSIGNAL) < 0 ? -1 : 0;
 }
 
-/* ckrun's side: one request, its answer within 5 s. */
+/* ckrun's side: one request, its answer within 5 s (an answer to an
+ * earlier request that timed out is passed over). */
 static int ck__lastpid_ask(struct ckrun *c, uint32_t op, int32_t value, int32_t *answer)
 {
-	struct ck__lastpid_msg m = {op, value};
-	struct pollfd p = {c->lastpid_fd, POLLIN, 0};
-	int r;
+	static uint32_t seq;
+	struct ck__lastpid_msg m = {op, ++seq, value, 0};
+	uint64_t until = ck_now_ns() + 5000000000ull;
 
 	if (c->lastpid_fd < 0)
 		return -ENOTCONN;
 	if (send(c->lastpid_fd, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return -errno;
-	while ((r = poll(&p, 1, 5000)) < 0 && errno == EINTR)
-		;
-	if (r == 0)
-		return -ETIMEDOUT;
-	if (r < 0 || recv(c->lastpid_fd, &m, sizeof(m), 0) != (ssize_t)sizeof(m))
-		return r < 0 ? -errno : -EPROTO;
-	if (m.op != op)
-		return -EPROTO;
-	*answer = m.value;
-	return m.value < 0 ? m.value : 0;
+	for (;;) {
+		struct pollfd p = {c->lastpid_fd, POLLIN, 0};
+		uint64_t now = ck_now_ns();
+		int r = now < until ? poll(&p, 1, (int)((until - now) / 1000000) + 1) : 0;
+		struct ck__lastpid_msg a;
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return -ETIMEDOUT;
+		if (r < 0)
+			return -errno;
+		if (recv(c->lastpid_fd, &a, sizeof(a), 0) != (ssize_t)sizeof(a))
+			return -EPROTO; /* (init has ended, or is not init) */
+		if (a.seq != m.seq || a.op != op)
+			continue;
+		*answer = a.value;
+		return a.value < 0 ? a.value : 0;
+	}
 }
 
 int ck_lastpid_read(struct ckrun *c, int32_t *pid)

@@ -324,11 +324,10 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 		}
 		if (p < 0 && errno != EINTR)
 			_exit(CK_EXIT_INTERNAL);
-		n = ppoll(lastpid >= 0 ? &pf : NULL, lastpid >= 0 ? 1 : 0, NULL, &waiting);
-		if (n > 0 && (pf.revents & POLLIN))
-			ck_lastpid_serve(lastpid);
-		else if (n > 0) /* (ckrun's end closed: init dies with ckrun anyway) */
-			lastpid = -1;
+		/* (a second at most: a child whose exit signal is 0 sends none) */
+		n = ppoll(lastpid >= 0 ? &pf : NULL, lastpid >= 0 ? 1 : 0, &(struct timespec){1, 0}, &waiting);
+		if (n > 0 && ((pf.revents & POLLIN) ? ck_lastpid_serve(lastpid) < 0 : 1))
+			lastpid = -1; /* (ckrun's end closed: init dies with ckrun anyway) */
 	}
 }
 
@@ -395,6 +394,7 @@ int ck_spawn(struct ckrun *c, enum ck_spawn_mode mode, const pid_t *pids, size_t
 	close(sync[0]);
 	close(status[1]);
 	close(lastpid[1]);
+	chan[1] = sync[0] = status[1] = lastpid[1] = -1; /* (not again at fail) */
 	r = c->userns ? ck_idmap_write((pid_t)pid, c->verbose) : 0;
 	if (r < 0) {
 		ck_err_set("cannot map user ids into the job's namespace: %s", strerror(-r));

@@ -161,6 +161,16 @@ static int ck__tree_shape(const struct ck_manifest *m, int images, struct ck_tre
 			if (v[k].pid == v[i].ppid && !v[k].zombie)
 				v[i].creator = (int)k;
 	}
+	/* a maker that had exited is made by a saved process, which reaps
+	 * it, and has no image of its own (as ck_tree_makers records it) */
+	for (size_t i = 0; i < nt; i++)
+		if (v[i].helper && (v[i].creator < 0 || v[i].proc >= 0 || v[v[i].creator].helper)) {
+			ck_err_set("process %d of the tree is made again for a connection, but not by a saved process "
+				   "or with an image of its own",
+				   v[i].pid);
+			free(v);
+			return -EBADMSG;
+		}
 	for (size_t i = 0; i < nt; i++) {
 		struct ck_tree_node *x = &v[i], *p;
 		int parent = x->creator, leader = -1;
@@ -589,8 +599,10 @@ static int ck__maker(struct ck_manifest *m, const struct ck_jproc *holder, const
 				   m->tasks[i].sid == f->peer ? "session" : "process group", f->peer);
 			return -ENOTSUP;
 		}
-	if (!h)
+	if (!h) {
+		ck_err_set("process %d, which holds descriptor %d, is not in the tree", holder->jpid, f->fd);
 		return -EPROTO;
+	}
 	nt = realloc(m->tasks, (m->ntasks + 1) * sizeof(*m->tasks));
 	if (!nt)
 		return -ENOMEM;

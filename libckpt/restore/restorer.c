@@ -653,12 +653,12 @@ static void ck__sock_make(int given)
 	}
 }
 
-/* The children marked early (or the others) with their saved pids:
- * returns 1 in a new child, 0 here once all are made. */
 /* A process's children, as the tree's messages bring them. */
 static struct ck_rst_child ck__kids[CK_RST_MAX_CHILDREN];
 static uint64_t ck__nkids;
 
+/* The children marked early (or the others) with their saved pids:
+ * returns 1 in a new child, 0 here once all are made. */
 static int ck__make_kids(const struct ck_rst_child *kids, uint64_t n, int early)
 {
 	for (uint64_t i = 0; i < n; i++) {

@@ -789,7 +789,9 @@ static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpi
 
 	while (i < n && pids[i] != uc.pid)
 		i++;
-	if (i < n) {
+	/* (ckrun's number of an exited maker may have gone to another
+	 * process since: libckpt's reading in the job tells them apart) */
+	if (i < n && (s->f->peer <= 1 || s->f->peer == jpids[i])) {
 		s->f->peer = jpids[i];
 	} else if (s->f->peer > 1) {
 		/* a process that has exited: its number in the job, as the
@@ -801,6 +803,30 @@ static void ck__peer_pid(struct ck__sk *s, const pid_t *pids, const int32_t *jpi
 	}
 	s->f->u64[2] |= CK_SOCKOPT_PEERPID | CK_SOCKOPT_PEERIDS;
 	memcpy(s->f->path + CK_SOCK_IDS_OFF, ids, sizeof(ids));
+}
+
+/* An end naming an exited maker that no process will make again (a
+ * restore makes a pair with the processes only where both ends name one,
+ * a datagram pair only where they name the same: sock_restore.c
+ * ck__by_job): ckrun makes it as before, and the round adds no maker for
+ * it (nor refuses one whose number a group holds). Clearing one end can
+ * leave its partner so: again until nothing changes. */
+static void ck__gone_unused(struct ck__sk *v, size_t nv)
+{
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (size_t i = 0; i < nv; i++) {
+			struct ck_pd_fd *a = v[i].f, *b = v[i].partner >= 0 ? v[v[i].partner].f : NULL;
+			if (!(a->xflags & CK_PD_FD_PEER_GONE) || v[i].state != CK_SOCK_PAIRED)
+				continue;
+			if (b && (b->u64[2] & CK_SOCKOPT_PEERPID) && (v[i].type != SOCK_DGRAM || a->peer == b->peer))
+				continue;
+			a->xflags &= ~(uint32_t)CK_PD_FD_PEER_GONE;
+			a->u64[2] &= ~(uint64_t)(CK_SOCKOPT_PEERPID | CK_SOCKOPT_PEERIDS);
+			a->peer = -1;
+			changed = 1;
+		}
+	}
 }
 
 /* A listener's backlog as listen() was given it (the kernel's maximum;
@@ -1146,9 +1172,12 @@ int ck_sock_checkpoint(struct ck_procdesc **pds, const pid_t *pids, size_t n, st
 	}
 	/* record */
 	for (size_t i = 0; i < nv && r == 0; i++) {
+		ck__encode(&v[i], v[i].f, v[i].partner >= 0 ? v[v[i].partner].f->ino : 0);
+		ck__peer_pid(&v[i], pids, jpids, n);
+	}
+	ck__gone_unused(v, nv);
+	for (size_t i = 0; i < nv && r == 0; i++) {
 		struct ck__sk *s = &v[i];
-		ck__encode(s, s->f, s->partner >= 0 ? v[s->partner].f->ino : 0);
-		ck__peer_pid(s, pids, jpids, n);
 		if (s->nmarks)
 			r = ck__add_rights(s, w);
 		else if (s->ndata)
