@@ -99,6 +99,43 @@ static void append(const char *name)
 	close(fd);
 }
 
+/* NAME made new in the directory, its create event taken. Files are not
+ * rolled back by a restore: one from before this step's create, of a run
+ * that had made the file and was then killed, finds it there; it is
+ * removed first, its delete events taken. */
+static void make_new(int a, int b, int wdir, int wshared, const char *name)
+{
+	char p[400];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	while ((fd = open(p, O_RDWR | O_CREAT | O_EXCL, 0600)) < 0 && errno == EEXIST)
+		if (unlink(p) == 0) {
+			expect(a, wdir, IN_DELETE, name, "delete in the directory (made before a restore)");
+			expect(b, wshared, IN_DELETE, name, "delete, shared instance (made before a restore)");
+		}
+	if (fd < 0)
+		fail("create");
+	close(fd);
+	expect(a, wdir, IN_CREATE, name, "create in the directory");
+}
+
+/* NAME removed, its delete events taken. One from before this step's
+ * removal, of a run that had removed the file and was then killed, finds
+ * it gone: it is made again first, its create event taken. */
+static void remove_made(int a, int b, int wdir, int wshared, const char *name)
+{
+	char p[400];
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	while (unlink(p) < 0 && errno == ENOENT) {
+		close(open(p, O_RDWR | O_CREAT | O_EXCL, 0600));
+		expect(a, wdir, IN_CREATE, name, "create in the directory (removed before a restore)");
+	}
+	expect(a, wdir, IN_DELETE, name, "delete in the directory");
+	expect(b, wshared, IN_DELETE, name, "delete, shared instance");
+}
+
 int main(int argc, char **argv)
 {
 	int steps = (int)(10 * app_scale(argc, argv) + 0.5), a, b, wdir, wgap, wfile, wlink, wone, wshared, wlate, w;
@@ -157,12 +194,11 @@ int main(int argc, char **argv)
 		struct timespec now;
 
 		nanosleep(&t, NULL);
-		/* a name of this run's own: files are not rolled back by a
-		 * restore, and creating one that exists makes no event */
+		/* a name of this run's own (what a killed run made or removed
+		 * after the checkpoint is mended by make_new and remove_made) */
 		clock_gettime(CLOCK_REALTIME, &now);
 		snprintf(name, sizeof(name), "n%d-%lld%09ld", step, (long long)now.tv_sec, now.tv_nsec);
-		touch(name);
-		expect(a, wdir, IN_CREATE, name, "create in the directory");
+		make_new(a, b, wdir, wshared, name);
 		append("file");
 		expect(a, wfile, IN_MODIFY, "", "append to the file");
 		expect(a, wfile, IN_CLOSE_WRITE, "", "close of the file");
@@ -174,9 +210,7 @@ int main(int argc, char **argv)
 			fail("lchown");
 		expect(a, wlink, IN_ATTRIB, "", "lchown of the link");
 		append("gap"); /* its watch was removed: no event */
-		unlink(name);
-		expect(a, wdir, IN_DELETE, name, "delete in the directory");
-		expect(b, wshared, IN_DELETE, name, "delete, shared instance");
+		remove_made(a, b, wdir, wshared, name);
 		printf("step %d: events of watches %d, %d, %d as added\n", step, wdir, wfile, wlink);
 	}
 	if (chmod("once", 0640) < 0)
