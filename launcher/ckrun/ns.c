@@ -130,10 +130,18 @@ static void ck__close_range(unsigned lo, unsigned hi)
 	ck__close_listed(lo, hi); /* a kernel before 5.9 */
 }
 
-/* Every descriptor from lowfd up but those of keep (ascending). */
-static void ck__close_from(int lowfd, const int *keep, int nkeep)
+/* Every descriptor from lowfd up but those of keep (sorted here). */
+static void ck__close_from(int lowfd, int *keep, int nkeep)
 {
 	unsigned lo = (unsigned)lowfd;
+
+	for (int i = 0; i < nkeep; i++)
+		for (int k = i + 1; k < nkeep; k++)
+			if (keep[k] < keep[i]) {
+				int t = keep[i];
+				keep[i] = keep[k];
+				keep[k] = t;
+			}
 
 	for (int i = 0; i < nkeep; i++) {
 		if (keep[i] < lowfd || (unsigned)keep[i] < lo)
@@ -255,13 +263,6 @@ static __attribute__((noreturn)) void ck__init_main(struct ckrun *c, enum ck_spa
 		fprintf(stderr, "ckrun: cannot mount /proc for the job's pid namespace: %s\n", strerror(errno));
 		_exit(CK_EXIT_INTERNAL);
 	}
-	for (int i = 0; i < 3; i++) /* (ascending) */
-		for (int k = i + 1; k < 3; k++)
-			if (keep[k] < keep[i]) {
-				int t = keep[i];
-				keep[i] = keep[k];
-				keep[k] = t;
-			}
 	ck__close_from(3, keep, 3);
 	if (mode == CK_SPAWN_LAUNCH) {
 		job = fork();

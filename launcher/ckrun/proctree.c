@@ -584,6 +584,7 @@ static int ck__maker(struct ck_manifest *m, const struct ck_jproc *holder, const
 {
 	const struct ck_task *h = ck__task_of(m, holder->jpid);
 	struct ck_task *t = ck__task_of(m, f->peer), *nt;
+	struct ck_task made = {0};
 
 	if (t) {
 		if (t->flags & CK_TASK_ZOMBIE)
@@ -603,17 +604,15 @@ static int ck__maker(struct ck_manifest *m, const struct ck_jproc *holder, const
 		ck_err_set("process %d, which holds descriptor %d, is not in the tree", holder->jpid, f->fd);
 		return -EPROTO;
 	}
+	made.pid = f->peer;
+	made.ppid = h->pid;
+	made.sid = h->sid;
+	made.flags = CK_TASK_MAKER;
 	nt = realloc(m->tasks, (m->ntasks + 1) * sizeof(*m->tasks));
 	if (!nt)
 		return -ENOMEM;
 	m->tasks = nt;
-	h = ck__task_of(m, holder->jpid);
-	nt = &m->tasks[m->ntasks++];
-	memset(nt, 0, sizeof(*nt));
-	nt->pid = f->peer;
-	nt->ppid = h->pid;
-	nt->sid = h->sid;
-	nt->flags = CK_TASK_MAKER;
+	m->tasks[m->ntasks++] = made;
 	return 0;
 }
 

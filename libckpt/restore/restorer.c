@@ -701,12 +701,11 @@ static int ck__tree_step(void)
 			return 0;
 		case CK_MSG_RST_KIDS:
 		case CK_MSG_RST_TREE: {
-			struct ck_rst_child *kids = ck__kids;
 			uint64_t k = ck__msg.arg[0], n = ck__nkids;
 			long r;
-			if (k > CK_RST_KIDS_PER_MSG || k > CK_RST_MAX_CHILDREN - n || ck__msg.len != k * sizeof(kids[0]))
+			if (k > CK_RST_KIDS_PER_MSG || k > CK_RST_MAX_CHILDREN - n || ck__msg.len != k * sizeof(ck__kids[0]))
 				ck__die("restorer: bad tree message", -22);
-			ck_memcpy(kids + n, ck__msg.text, k * sizeof(kids[0]));
+			ck_memcpy(ck__kids + n, ck__msg.text, k * sizeof(ck__kids[0]));
 			ck__nkids = n += k;
 			if (ck__msg.type == CK_MSG_RST_KIDS)
 				break;
@@ -715,7 +714,7 @@ static int ck__tree_step(void)
 				ck__die("restorer: bad tree message (children missing)", -22);
 			/* the children that stay in this process's first session,
 			 * then its own session and terminal (inherited by the rest) */
-			if (ck__make_kids(kids, n, 1)) {
+			if (ck__make_kids(ck__kids, n, 1)) {
 				if (tty >= 0)
 					ck_close(tty);
 				return 1;
@@ -730,7 +729,7 @@ static int ck__tree_step(void)
 			}
 			if (tty >= 0)
 				ck_close(tty);
-			if (ck__make_kids(kids, n, 0))
+			if (ck__make_kids(ck__kids, n, 0))
 				return 1;
 			ck__send(CK_MSG_RST_TREE_DONE, n, 0);
 			break;
